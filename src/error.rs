@@ -1,0 +1,285 @@
+//! Errors: what went wrong for the whole operation ([`Error`]), and what happened on each node
+//! ([`NodeOutcome`], [`NodeReply`], [`NodeError`]).
+//!
+//! Every lock error carries the per-node outcomes, so "held by someone else" is never confused
+//! with "not enough nodes answered", and a log line can say which node did what.
+
+use std::fmt;
+use std::time::Duration;
+
+/// The error type of every fallible operation in this crate.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration was rejected before anything was sent.
+    #[error("invalid configuration: {0}")]
+    Config(#[from] ConfigError),
+
+    /// Enough nodes answered, but too many of them hold the resource for another owner.
+    #[error("resource is held by another owner ({})", Summary(outcomes))]
+    Held {
+        /// What each node said.
+        outcomes: Vec<NodeOutcome>,
+    },
+
+    /// Too many nodes failed (timed out, refused, returned an error) to reach the quorum.
+    #[error(
+        "not enough nodes reachable for a quorum of {quorum} ({})",
+        Summary(outcomes)
+    )]
+    Unavailable {
+        /// The number of nodes that must agree.
+        quorum: usize,
+        /// What each node said.
+        outcomes: Vec<NodeOutcome>,
+    },
+
+    /// A quorum said yes, but the round trip and clock drift used up the whole TTL, so the lock
+    /// was not safe to hand out.
+    #[error("lock validity used up during acquisition ({elapsed:?} elapsed of a {ttl:?} TTL)")]
+    ValidityExpired {
+        /// The TTL that was asked for.
+        ttl: Duration,
+        /// Time spent waiting for the quorum.
+        elapsed: Duration,
+        /// What each node said.
+        outcomes: Vec<NodeOutcome>,
+    },
+
+    /// The caller's cancel signal fired before the operation was decided. Whatever was set on
+    /// the nodes has been released.
+    #[error("cancelled before a decision ({})", Summary(outcomes))]
+    Cancelled {
+        /// What each node had said by then.
+        outcomes: Vec<NodeOutcome>,
+    },
+
+    /// An extension did not reach the quorum. The keys that still hold were left in place.
+    #[error(
+        "extend failed; the lock is {} ({})",
+        if *still_valid { "still valid until its previous deadline" } else { "no longer valid" },
+        Summary(outcomes)
+    )]
+    ExtendFailed {
+        /// Whether the validity from before the extension attempt has time left.
+        still_valid: bool,
+        /// What each node said.
+        outcomes: Vec<NodeOutcome>,
+    },
+}
+
+impl Error {
+    /// The per-node outcomes carried by this error (empty for configuration errors).
+    pub fn outcomes(&self) -> &[NodeOutcome] {
+        match self {
+            Error::Config(_) => &[],
+            Error::Held { outcomes }
+            | Error::Unavailable { outcomes, .. }
+            | Error::ValidityExpired { outcomes, .. }
+            | Error::Cancelled { outcomes }
+            | Error::ExtendFailed { outcomes, .. } => outcomes,
+        }
+    }
+}
+
+/// A configuration that cannot work, found before any command is sent.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No node URL was given.
+    #[error("at least one node is required")]
+    NoNodes,
+    /// A node URL could not be parsed, or asks for a feature this build lacks.
+    #[error("node {index}: invalid URL {url:?}: {reason}")]
+    InvalidUrl {
+        /// Position of the URL in the list.
+        index: usize,
+        /// The URL with any password masked.
+        url: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// The quorum is not a majority of the nodes, or larger than the number of nodes.
+    #[error("quorum {quorum} must be a majority of {nodes} nodes (at least {} and at most {nodes})", nodes / 2 + 1)]
+    InvalidQuorum {
+        /// The quorum asked for.
+        quorum: usize,
+        /// The number of nodes.
+        nodes: usize,
+    },
+    /// The TTL is zero, below Redis' 1 ms resolution, or too large for Redis to store.
+    #[error("ttl {0:?} must be between 1 ms and {max:?}", max = crate::options::MAX_TTL)]
+    InvalidTtl(Duration),
+    /// The drift factor is negative, NaN, infinite, or so large that no lock could be valid.
+    #[error("drift factor {0} must be a finite number in [0, 1)")]
+    InvalidDriftFactor(f64),
+    /// A timeout of zero would fail every command.
+    #[error("{name} must be greater than zero")]
+    ZeroTimeout {
+        /// Which timeout.
+        name: &'static str,
+    },
+    /// A retry policy with no attempt at all.
+    #[error("attempts must be at least 1 (1 means try once)")]
+    ZeroAttempts,
+    /// An empty resource name.
+    #[error("the resource name is empty")]
+    EmptyResource,
+}
+
+/// What one node did during one operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeOutcome {
+    /// Position of the node in the configured list.
+    pub node: usize,
+    /// The node's address (`host:port`), without credentials.
+    pub addr: String,
+    /// What it answered.
+    pub reply: NodeReply,
+}
+
+impl fmt::Display for NodeOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node {} ({}): {}", self.node, self.addr, self.reply)
+    }
+}
+
+/// One node's answer to one operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeReply {
+    /// The node holds the key for us (acquired, extended, or released while still ours).
+    Ours,
+    /// The node holds the key for another owner (or, for release and extend: the key is gone or
+    /// no longer ours).
+    NotOurs,
+    /// The node failed.
+    Failed(NodeError),
+    /// The operation was decided before this node answered; its request was abandoned.
+    NoReply,
+}
+
+impl fmt::Display for NodeReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeReply::Ours => f.write_str("ours"),
+            NodeReply::NotOurs => f.write_str("not ours"),
+            NodeReply::Failed(e) => write!(f, "failed: {e}"),
+            NodeReply::NoReply => f.write_str("no reply before the decision"),
+        }
+    }
+}
+
+/// Why a command on one node failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// No reply within the per-node timeout.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// Nothing listens at the address.
+    #[error("connection refused")]
+    ConnectionRefused,
+    /// The connection broke or could not be set up.
+    #[error("connection error: {0}")]
+    Connection(String),
+    /// The server rejected our credentials.
+    #[error("authentication failed: {0}")]
+    Auth(String),
+    /// The server is a replica (`READONLY`).
+    #[error("READONLY: the node is a replica: {0}")]
+    ReadOnly(String),
+    /// The server is out of memory (`OOM`).
+    #[error("OOM: the node is out of memory: {0}")]
+    OutOfMemory(String),
+    /// The key holds a value of another type (`WRONGTYPE`): something else uses our key name.
+    #[error("WRONGTYPE: the lock key holds a non-string value: {0}")]
+    WrongType(String),
+    /// The user lacks the ACL permission for our commands (`NOPERM`).
+    #[error("NOPERM: {0}")]
+    NoPermission(String),
+    /// The node is loading its dataset (`LOADING`).
+    #[error("LOADING: the node is loading its dataset")]
+    Loading,
+    /// Any other error reply from the server, with its code.
+    #[error("server error {code}: {message}")]
+    Server {
+        /// The error code (`ERR`, `NOSCRIPT`, …).
+        code: String,
+        /// The rest of the message.
+        message: String,
+    },
+    /// The reply had a shape the lock protocol never produces.
+    #[error("unexpected reply: {0}")]
+    Protocol(String),
+}
+
+impl NodeError {
+    /// Whether the connection should be dropped and made again on the next command.
+    pub(crate) fn breaks_connection(&self) -> bool {
+        matches!(
+            self,
+            NodeError::ConnectionRefused | NodeError::Connection(_) | NodeError::Protocol(_)
+        )
+    }
+}
+
+impl From<redis::RedisError> for NodeError {
+    fn from(err: redis::RedisError) -> Self {
+        use redis::{ErrorKind, ServerErrorKind};
+        let detail = err.detail().unwrap_or_default().to_owned();
+        match err.kind() {
+            _ if err.is_connection_refusal() => NodeError::ConnectionRefused,
+            ErrorKind::AuthenticationFailed => NodeError::Auth(err.to_string()),
+            ErrorKind::Io | ErrorKind::Client | ErrorKind::InvalidClientConfig => {
+                NodeError::Connection(err.to_string())
+            }
+            ErrorKind::Parse | ErrorKind::UnexpectedReturnType => {
+                NodeError::Protocol(err.to_string())
+            }
+            ErrorKind::Server(ServerErrorKind::ReadOnly) => NodeError::ReadOnly(detail),
+            ErrorKind::Server(ServerErrorKind::NoPerm) => NodeError::NoPermission(detail),
+            ErrorKind::Server(ServerErrorKind::BusyLoading) => NodeError::Loading,
+            _ => match err.code() {
+                Some("WRONGTYPE") => NodeError::WrongType(detail),
+                Some("OOM") => NodeError::OutOfMemory(detail),
+                Some("NOAUTH") | Some("WRONGPASS") => NodeError::Auth(detail),
+                Some(code) => NodeError::Server {
+                    code: code.to_owned(),
+                    message: detail,
+                },
+                None => NodeError::Connection(err.to_string()),
+            },
+        }
+    }
+}
+
+/// Formats outcomes as "3 ours, 1 not ours, 1 failed: node 4 (…): timed out after 50ms".
+struct Summary<'a>(&'a [NodeOutcome]);
+
+impl fmt::Display for Summary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count = |pred: fn(&NodeReply) -> bool| self.0.iter().filter(|o| pred(&o.reply)).count();
+        let ours = count(|r| matches!(r, NodeReply::Ours));
+        let not_ours = count(|r| matches!(r, NodeReply::NotOurs));
+        let no_reply = count(|r| matches!(r, NodeReply::NoReply));
+        write!(
+            f,
+            "{} nodes: {ours} ours, {not_ours} not ours, {no_reply} no reply",
+            self.0.len()
+        )?;
+        let mut failures = self
+            .0
+            .iter()
+            .filter(|o| matches!(o.reply, NodeReply::Failed(_)))
+            .peekable();
+        if failures.peek().is_some() {
+            f.write_str("; failed:")?;
+            for outcome in failures {
+                write!(f, " [{outcome}]")?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,179 @@
+//! [`Guard`]: proof of one acquisition. It knows its token and when its validity ends, extends
+//! and releases, and releases in the background if dropped without [`Guard::release`].
+
+use std::fmt;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Handle;
+
+use crate::commands;
+use crate::error::{Error, NodeOutcome};
+use crate::fanout::{Until, fan_out};
+use crate::lock::{Shared, release_all, release_in_background};
+use crate::options::{ttl_millis, validate_ttl};
+use crate::quorum::Verdict;
+use crate::token::Token;
+use crate::validity::{drift, validity};
+
+/// A held lock. Owned, `Send + Sync + 'static`: it can move between tasks and outlive the
+/// [`Lock`](crate::Lock) that made it.
+///
+/// The lock is only safe to rely on while [`is_valid`](Guard::is_valid): after that the keys may
+/// have expired and someone else may hold the resource. Check before each protected write, and
+/// [`extend`](Guard::extend) in time if the work runs long.
+///
+/// Dropping a guard without calling [`release`](Guard::release) releases it in the background on
+/// the tokio runtime (the current one, else the one it was acquired on); nothing blocks.
+#[must_use = "dropping a guard releases the lock at once"]
+pub struct Guard {
+    shared: Arc<Shared>,
+    key: Vec<u8>,
+    resource_len: usize,
+    token: Token,
+    valid_until: Instant,
+    outcomes: Vec<NodeOutcome>,
+    runtime: Option<Handle>,
+    released: bool,
+}
+
+/// What a release found on the nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReleaseReport {
+    /// How many nodes still held our token and deleted it. Fewer than the quorum means the lock
+    /// had expired (or been lost) somewhere before the release.
+    pub held: usize,
+    /// What each node said.
+    pub outcomes: Vec<NodeOutcome>,
+}
+
+impl Guard {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        key: Vec<u8>,
+        resource_len: usize,
+        token: Token,
+        valid_until: Instant,
+        outcomes: Vec<NodeOutcome>,
+    ) -> Guard {
+        Guard {
+            shared,
+            key,
+            resource_len,
+            token,
+            valid_until,
+            outcomes,
+            runtime: Handle::try_current().ok(),
+            released: false,
+        }
+    }
+
+    /// The resource name, as given to `acquire`.
+    pub fn resource(&self) -> &[u8] {
+        let prefix_len = self.key.len().saturating_sub(self.resource_len);
+        self.key.get(prefix_len..).unwrap_or_default()
+    }
+
+    /// The Redis key the lock is stored under (prefix and resource).
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// This acquisition's token.
+    pub fn token(&self) -> &Token {
+        &self.token
+    }
+
+    /// The instant the lock stops being safe to rely on.
+    pub fn valid_until(&self) -> Instant {
+        self.valid_until
+    }
+
+    /// Validity left now (zero once expired).
+    pub fn remaining(&self) -> Duration {
+        self.valid_until.saturating_duration_since(Instant::now())
+    }
+
+    /// Whether the validity has time left.
+    pub fn is_valid(&self) -> bool {
+        Instant::now() < self.valid_until
+    }
+
+    /// What each node said in the acquisition (or the last successful extension).
+    pub fn outcomes(&self) -> &[NodeOutcome] {
+        &self.outcomes
+    }
+
+    /// Sets the keys' expiry to `ttl` from now on every node that still holds our token, and
+    /// recomputes the validity by the same quorum rule as an acquisition.
+    ///
+    /// On failure nothing is deleted: nodes that still hold the key keep it, and
+    /// [`Error::ExtendFailed`] says whether the previous validity still runs.
+    pub async fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
+        validate_ttl(ttl)?;
+        let shared = &self.shared;
+        let (key, token, ttl_ms) = (&self.key, &self.token, ttl_millis(ttl));
+        let started = Instant::now();
+        let round = fan_out(
+            &shared.nodes,
+            shared.settings.quorum,
+            Until::Decided,
+            pin!(std::future::pending::<()>()),
+            |node| commands::extend(node, key, token.as_str(), ttl_ms),
+        )
+        .await;
+        let decided = Instant::now();
+        let left = validity(
+            ttl,
+            decided.saturating_duration_since(started),
+            drift(ttl, shared.settings.drift_factor),
+        );
+        match (round.verdict, left) {
+            (Some(Verdict::Won), Some(left)) => {
+                self.valid_until = decided.checked_add(left).unwrap_or(decided);
+                self.outcomes = round.outcomes;
+                Ok(())
+            }
+            _ => Err(Error::ExtendFailed {
+                still_valid: self.is_valid(),
+                outcomes: round.outcomes,
+            }),
+        }
+    }
+
+    /// Deletes the key on every node that still holds our token. Waits for each node at most
+    /// its timeouts and never retries: an unreachable node's key expires by its TTL.
+    pub async fn release(mut self) -> ReleaseReport {
+        let round = release_all(&self.shared, &self.key, &self.token).await;
+        self.released = true;
+        ReleaseReport {
+            held: round.ours(),
+            outcomes: round.outcomes,
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if !self.released {
+            release_in_background(
+                &self.shared,
+                std::mem::take(&mut self.key),
+                self.token.clone(),
+                self.runtime.as_ref(),
+            );
+        }
+    }
+}
+
+impl fmt::Debug for Guard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guard")
+            .field("resource", &String::from_utf8_lossy(self.resource()))
+            .field("token", &self.token)
+            .field("remaining", &self.remaining())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,73 @@
+//! Distributed locks over N independent Redis masters: the Redlock algorithm, done right.
+//!
+//! A [`Lock`] sends `SET key token NX PX ttl` to every node at once, decides as soon as a quorum
+//! has said yes (or can no longer say yes), subtracts the elapsed time and the clock drift from
+//! the validity, and releases on every node whenever an acquisition fails, is cancelled, or its
+//! future is dropped. The same [`Lock`] and [`Guard`] work over a single Redis server
+//! ([`Topology::Single`]), so code switches between the two by configuration.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use quorumlock::{Error, Lock, LockOptions};
+//!
+//! # async fn run() -> Result<(), Error> {
+//! let lock = Lock::quorum(
+//!     (1..=5).map(|i| format!("redis://127.0.0.1:700{i}")),
+//!     LockOptions::new().ttl(Duration::from_secs(10)),
+//! )?;
+//! match lock.try_acquire("reports:daily").await {
+//!     Ok(guard) => {
+//!         println!("held for {:?}", guard.remaining());
+//!         guard.release().await;
+//!     }
+//!     Err(Error::Held { .. }) => println!("someone else is on it"),
+//!     Err(other) => return Err(other),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # What the lock promises
+//!
+//! While [`Guard::is_valid`] is true, no other client holding a guard for the same resource from
+//! the same nodes is valid too, *provided* the timing assumptions hold: process pauses, network
+//! delays and clock-rate differences stay within the drift allowance, and a crashed node does not
+//! come back without its data before the TTL has passed. A pause after acquiring (a long GC,
+//! a stopped VM) can outlast the validity: check `is_valid()` before each protected write.
+//! See `docs/ARCHITECTURE.md` for the full list.
+//!
+//! # Layout
+//!
+//! - Pure algorithm, no I/O: `quorum` (the vote tally), `validity` (lease
+//!   arithmetic), [`retry`](crate::RetryPolicy) (the retry schedule), `token` (tokens, keys).
+//! - I/O: `node` (one master's lazy connection and timeouts), `commands` (SET NX PX and the Lua
+//!   scripts on one node), `fanout` (all nodes at once, early decision), `background` (releases
+//!   started from `Drop`).
+//! - The API: [`Lock`], [`Guard`], [`LockOptions`], [`Topology`], [`Error`].
+//! - [`testing`] (feature `test-cluster`): real `redis-server` processes and a fault-injecting
+//!   proxy, for our tests and yours.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_docs)]
+
+mod background;
+mod commands;
+mod error;
+mod fanout;
+mod guard;
+mod lock;
+mod node;
+mod options;
+mod quorum;
+mod retry;
+mod token;
+mod validity;
+
+#[cfg(feature = "test-cluster")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-cluster")))]
+pub mod testing;
+
+pub use error::{ConfigError, Error, NodeError, NodeOutcome, NodeReply};
+pub use guard::{Guard, ReleaseReport};
+pub use lock::Lock;
+pub use options::{LockOptions, MAX_TTL, Topology};
+pub use retry::RetryPolicy;
+pub use token::Token;

@@ -1,0 +1,329 @@
+//! [`Lock`]: the client. Acquires over all nodes at once with an early quorum decision, computes
+//! the validity, retries with jitter, and releases on every node whenever an acquisition fails,
+//! is cancelled, or its future is dropped.
+
+use std::fmt;
+use std::future::{Future, pending};
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Handle;
+
+use crate::background::Background;
+use crate::commands;
+use crate::error::{ConfigError, Error, NodeOutcome};
+use crate::fanout::{Round, Until, fan_out};
+use crate::guard::Guard;
+use crate::node::Node;
+use crate::options::{LockOptions, Settings, Topology, ttl_millis};
+use crate::quorum::Verdict;
+use crate::retry::RetryPolicy;
+use crate::token::{Token, lock_key};
+use crate::validity::{drift, validity};
+
+/// A distributed lock client over one Redis server or a quorum of independent masters.
+///
+/// Cheap to clone (clones share connections); `Send + Sync`. Connections are made lazily, on
+/// first use, so constructing a `Lock` sends nothing and only fails on a bad configuration.
+///
+/// ```no_run
+/// use quorumlock::{Lock, LockOptions};
+///
+/// # async fn run() -> Result<(), quorumlock::Error> {
+/// let lock = Lock::quorum(
+///     ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"],
+///     LockOptions::default(),
+/// )?;
+/// let guard = lock.acquire("invoice:42").await?;
+/// // … work while guard.is_valid() …
+/// let report = guard.release().await;
+/// assert!(report.held <= 3);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Lock {
+    shared: Arc<Shared>,
+}
+
+/// What a [`Lock`] and its guards share.
+pub(crate) struct Shared {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) settings: Settings,
+    pub(crate) background: Arc<Background>,
+}
+
+impl fmt::Debug for Lock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lock")
+            .field("nodes", &self.node_addrs())
+            .field("quorum", &self.shared.settings.quorum)
+            .field("ttl", &self.shared.settings.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lock {
+    /// A lock over `topology`. Fails only on an invalid configuration.
+    pub fn new(topology: Topology, options: LockOptions) -> Result<Lock, Error> {
+        let urls = topology.urls();
+        let settings = options.validate(urls.len())?;
+        let nodes = urls
+            .iter()
+            .enumerate()
+            .map(|(index, url)| Node::new(index, url, &settings))
+            .collect::<Result<Vec<_>, ConfigError>>()?;
+        Ok(Lock {
+            shared: Arc::new(Shared {
+                nodes,
+                settings,
+                background: Arc::default(),
+            }),
+        })
+    }
+
+    /// A lock on one Redis server (`redis://[user:password@]host:port[/db]`).
+    pub fn single(url: impl Into<String>, options: LockOptions) -> Result<Lock, Error> {
+        Lock::new(Topology::Single(url.into()), options)
+    }
+
+    /// A Redlock over independent Redis masters, one URL each.
+    pub fn quorum<I, S>(urls: I, options: LockOptions) -> Result<Lock, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Lock::new(
+            Topology::Quorum(urls.into_iter().map(Into::into).collect()),
+            options,
+        )
+    }
+
+    /// The nodes' addresses (`host:port`), in configured order.
+    pub fn node_addrs(&self) -> Vec<&str> {
+        self.shared.nodes.iter().map(Node::addr).collect()
+    }
+
+    /// How many nodes must agree.
+    pub fn quorum_size(&self) -> usize {
+        self.shared.settings.quorum
+    }
+
+    /// The TTL of each acquisition.
+    pub fn ttl(&self) -> Duration {
+        self.shared.settings.ttl
+    }
+
+    /// The longest one command waits for one node.
+    pub fn node_timeout(&self) -> Duration {
+        self.shared.settings.node_timeout
+    }
+
+    /// One attempt, no retry: `Held` at once if someone else has the lock.
+    pub async fn try_acquire(&self, resource: impl AsRef<[u8]>) -> Result<Guard, Error> {
+        self.acquire_with(resource, &RetryPolicy::once(), pending())
+            .await
+    }
+
+    /// Acquires with the configured [`RetryPolicy`].
+    pub async fn acquire(&self, resource: impl AsRef<[u8]>) -> Result<Guard, Error> {
+        self.acquire_with(resource, &self.shared.settings.retry, pending())
+            .await
+    }
+
+    /// Acquires with the configured [`RetryPolicy`], giving up with [`Error::Cancelled`] as soon
+    /// as `cancel` completes (a shutdown signal, say). Keys set so far are released first.
+    pub async fn acquire_until(
+        &self,
+        resource: impl AsRef<[u8]>,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<Guard, Error> {
+        self.acquire_with(resource, &self.shared.settings.retry, cancel)
+            .await
+    }
+
+    /// Acquires with an explicit retry policy and cancel signal.
+    ///
+    /// Every attempt of one acquisition uses the same fresh token, so a key an earlier attempt
+    /// left behind (its release was lost) counts for us, not against us. Dropping this future
+    /// at any point releases whatever it may have set, in the background; see [`Lock::settle`].
+    pub async fn acquire_with(
+        &self,
+        resource: impl AsRef<[u8]>,
+        policy: &RetryPolicy,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<Guard, Error> {
+        let resource = resource.as_ref();
+        if resource.is_empty() {
+            return Err(ConfigError::EmptyResource.into());
+        }
+        policy.validate()?;
+        let key = lock_key(&self.shared.settings.key_prefix, resource);
+        let token = Token::generate();
+        let mut cancel = pin!(cancel);
+        let first_started = Instant::now();
+        let mut attempts_made = 0u32;
+        loop {
+            let result = self
+                .attempt(&key, &token, attempts_made > 0, cancel.as_mut())
+                .await;
+            attempts_made = attempts_made.saturating_add(1);
+            let error = match result {
+                Ok((valid_until, outcomes)) => {
+                    return Ok(Guard::new(
+                        Arc::clone(&self.shared),
+                        key,
+                        resource.len(),
+                        token,
+                        valid_until,
+                        outcomes,
+                    ));
+                }
+                Err(error @ Error::Cancelled { .. }) => return Err(error),
+                Err(error) => error,
+            };
+            let Some(pause) =
+                policy.next_delay(attempts_made, first_started.elapsed(), rand::random())
+            else {
+                return Err(error);
+            };
+            tracing::debug!(attempt = attempts_made, ?pause, %error, "acquire attempt failed; retrying");
+            tokio::select! {
+                biased;
+                () = cancel.as_mut() => {
+                    return Err(Error::Cancelled { outcomes: error.outcomes().to_vec() });
+                }
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    /// Waits until every background release (from guards dropped without
+    /// [`Guard::release`], or acquisitions dropped mid-flight) has finished. Call it before a
+    /// runtime shuts down to leave no lock behind for its TTL.
+    pub async fn settle(&self) {
+        self.shared.background.settle().await;
+    }
+
+    /// One attempt: the fan-out, the verdict, the validity, and the cleanup if it failed.
+    async fn attempt<C>(
+        &self,
+        key: &[u8],
+        token: &Token,
+        renew_leftover: bool,
+        cancel: Pin<&mut C>,
+    ) -> Result<(Instant, Vec<NodeOutcome>), Error>
+    where
+        C: Future<Output = ()> + ?Sized,
+    {
+        let shared = &self.shared;
+        let settings = &shared.settings;
+        let ttl_ms = ttl_millis(settings.ttl);
+        let mut cleanup = ReleaseOnDrop::new(shared, key, token);
+        let started = Instant::now();
+        let round = fan_out(
+            &shared.nodes,
+            settings.quorum,
+            Until::Decided,
+            cancel,
+            |node| commands::acquire(node, key, token.as_str(), ttl_ms, renew_leftover),
+        )
+        .await;
+        let decided = Instant::now();
+        let elapsed = decided.saturating_duration_since(started);
+        let Round { verdict, outcomes } = round;
+        let error = match verdict {
+            Some(Verdict::Won) => {
+                match validity(
+                    settings.ttl,
+                    elapsed,
+                    drift(settings.ttl, settings.drift_factor),
+                ) {
+                    Some(left) => {
+                        cleanup.disarm();
+                        // An Instant that far out does not exist: treat the lock as expiring now.
+                        let valid_until = decided.checked_add(left).unwrap_or(decided);
+                        return Ok((valid_until, outcomes));
+                    }
+                    None => Error::ValidityExpired {
+                        ttl: settings.ttl,
+                        elapsed,
+                        outcomes,
+                    },
+                }
+            }
+            Some(Verdict::Held) => Error::Held { outcomes },
+            Some(Verdict::Unavailable | Verdict::Pending) => Error::Unavailable {
+                quorum: settings.quorum,
+                outcomes,
+            },
+            None => Error::Cancelled { outcomes },
+        };
+        release_all(shared, key, token).await;
+        cleanup.disarm();
+        Err(error)
+    }
+}
+
+/// Compare-and-delete on every node, waiting for each (within its timeouts), never retrying.
+pub(crate) async fn release_all(shared: &Shared, key: &[u8], token: &Token) -> Round {
+    let never = pin!(pending::<()>());
+    fan_out(
+        &shared.nodes,
+        shared.settings.quorum,
+        Until::AllAnswered,
+        never,
+        |node| commands::release(node, key, token.as_str()),
+    )
+    .await
+}
+
+/// Starts [`release_all`] as a counted background task. Used from `Drop`, which cannot wait.
+pub(crate) fn release_in_background(
+    shared: &Arc<Shared>,
+    key: Vec<u8>,
+    token: Token,
+    fallback: Option<&Handle>,
+) {
+    let task_shared = Arc::clone(shared);
+    let spawned = shared.background.spawn(fallback, async move {
+        let round = release_all(&task_shared, &key, &token).await;
+        tracing::debug!(released = round.ours(), "background release finished");
+    });
+    if !spawned {
+        tracing::warn!("no tokio runtime to release a lock on; it will expire after its TTL");
+    }
+}
+
+/// Releases an acquisition's key in the background if dropped while armed: the attempt's future
+/// was dropped (cancelled) or unwound (panic) before it could clean up or hand over to a guard.
+struct ReleaseOnDrop<'a> {
+    shared: &'a Arc<Shared>,
+    key: &'a [u8],
+    token: &'a Token,
+    armed: bool,
+}
+
+impl<'a> ReleaseOnDrop<'a> {
+    fn new(shared: &'a Arc<Shared>, key: &'a [u8], token: &'a Token) -> Self {
+        ReleaseOnDrop {
+            shared,
+            key,
+            token,
+            armed: true,
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for ReleaseOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            tracing::debug!("acquisition dropped mid-flight; releasing in the background");
+            release_in_background(self.shared, self.key.to_vec(), self.token.clone(), None);
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! Configuration: where the nodes are ([`Topology`]) and how the lock behaves ([`LockOptions`]),
+//! validated once into [`Settings`] so that no operation can meet a nonsensical value.
+
+use std::time::Duration;
+
+use crate::error::ConfigError;
+use crate::quorum::majority;
+use crate::retry::RetryPolicy;
+
+/// The largest TTL accepted: half of what Redis can store as a millisecond expiry, which leaves
+/// room for the server's own clock in `now + ttl` (≈ 146 million years).
+pub const MAX_TTL: Duration = Duration::from_millis(i64::MAX as u64 / 2);
+
+/// Which Redis servers the lock runs on.
+///
+/// Both kinds give the same [`Lock`](crate::Lock) and [`Guard`](crate::Guard), so code, tests and
+/// benchmarks switch between them by configuration alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Topology {
+    /// One Redis server: `SET NX PX` and compare-and-delete. Simple and fast, but the lock is
+    /// gone (or granted twice) if that server fails over or restarts without its data.
+    Single(String),
+    /// N independent Redis masters (no replication between them): the Redlock algorithm. The
+    /// lock survives the loss of a minority of them.
+    Quorum(Vec<String>),
+}
+
+impl Topology {
+    /// The node URLs, in order.
+    pub fn urls(&self) -> &[String] {
+        match self {
+            Topology::Single(url) => std::slice::from_ref(url),
+            Topology::Quorum(urls) => urls,
+        }
+    }
+}
+
+/// How a [`Lock`](crate::Lock) behaves. Every setting has a default; see the README's table.
+///
+/// ```
+/// use std::time::Duration;
+/// use quorumlock::{LockOptions, RetryPolicy};
+///
+/// let options = LockOptions::new()
+///     .ttl(Duration::from_secs(30))
+///     .node_timeout(Duration::from_millis(20))
+///     .retry(RetryPolicy::once());
+/// assert_eq!(options.get_ttl(), Duration::from_secs(30));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct LockOptions {
+    ttl: Duration,
+    drift_factor: f64,
+    quorum: Option<usize>,
+    node_timeout: Option<Duration>,
+    connect_timeout: Duration,
+    retry: RetryPolicy,
+    key_prefix: Vec<u8>,
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        LockOptions {
+            ttl: Duration::from_secs(10),
+            drift_factor: 0.01,
+            quorum: None,
+            node_timeout: None,
+            connect_timeout: Duration::from_millis(200),
+            retry: RetryPolicy::default(),
+            key_prefix: b"quorumlock:".to_vec(),
+        }
+    }
+}
+
+impl LockOptions {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How long a lock lives on the nodes unless extended (default 10 s). Between 1 ms and
+    /// [`MAX_TTL`].
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// The share of the TTL allowed for clock-rate differences between client and nodes
+    /// (default 0.01). A finite number in `[0, 1)`.
+    pub fn drift_factor(mut self, drift_factor: f64) -> Self {
+        self.drift_factor = drift_factor;
+        self
+    }
+
+    /// How many nodes must agree (default: a majority, N/2 + 1). Never less than a majority.
+    pub fn quorum(mut self, quorum: usize) -> Self {
+        self.quorum = Some(quorum);
+        self
+    }
+
+    /// The longest one command may wait for one node's reply (default: the TTL / 10, at most
+    /// 50 ms). Small next to the TTL, so that a dead node costs little of the validity.
+    pub fn node_timeout(mut self, node_timeout: Duration) -> Self {
+        self.node_timeout = Some(node_timeout);
+        self
+    }
+
+    /// The longest a command waits for a connection to be made (default 200 ms). Connections
+    /// are made lazily, in the background, and once per node, never one caller after another.
+    pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
+        self.connect_timeout = connect_timeout;
+        self
+    }
+
+    /// How [`Lock::acquire`](crate::Lock::acquire) retries (default: [`RetryPolicy::default`]).
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Bytes put before every resource name to form the Redis key (default `quorumlock:`).
+    pub fn key_prefix(mut self, key_prefix: impl Into<Vec<u8>>) -> Self {
+        self.key_prefix = key_prefix.into();
+        self
+    }
+
+    /// The TTL.
+    pub fn get_ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The drift factor.
+    pub fn get_drift_factor(&self) -> f64 {
+        self.drift_factor
+    }
+
+    /// The quorum, if one was set.
+    pub fn get_quorum(&self) -> Option<usize> {
+        self.quorum
+    }
+
+    /// The per-node command timeout, if one was set.
+    pub fn get_node_timeout(&self) -> Option<Duration> {
+        self.node_timeout
+    }
+
+    /// The connect timeout.
+    pub fn get_connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// The retry policy.
+    pub fn get_retry(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
+    /// The key prefix.
+    pub fn get_key_prefix(&self) -> &[u8] {
+        &self.key_prefix
+    }
+
+    /// Checks every setting against a node count and resolves the defaults that depend on others.
+    pub(crate) fn validate(&self, nodes: usize) -> Result<Settings, ConfigError> {
+        if nodes == 0 {
+            return Err(ConfigError::NoNodes);
+        }
+        let quorum = self.quorum.unwrap_or_else(|| majority(nodes));
+        if quorum < majority(nodes) || quorum > nodes {
+            return Err(ConfigError::InvalidQuorum { quorum, nodes });
+        }
+        validate_ttl(self.ttl)?;
+        if !(self.drift_factor.is_finite() && (0.0..1.0).contains(&self.drift_factor)) {
+            return Err(ConfigError::InvalidDriftFactor(self.drift_factor));
+        }
+        let node_timeout = self
+            .node_timeout
+            .unwrap_or_else(|| (self.ttl / 10).min(Duration::from_millis(50)));
+        if node_timeout.is_zero() {
+            return Err(ConfigError::ZeroTimeout {
+                name: "node_timeout",
+            });
+        }
+        if self.connect_timeout.is_zero() {
+            return Err(ConfigError::ZeroTimeout {
+                name: "connect_timeout",
+            });
+        }
+        self.retry.validate()?;
+        Ok(Settings {
+            ttl: self.ttl,
+            drift_factor: self.drift_factor,
+            quorum,
+            node_timeout,
+            connect_timeout: self.connect_timeout,
+            retry: self.retry.clone(),
+            key_prefix: self.key_prefix.clone(),
+        })
+    }
+}
+
+/// Rejects a TTL Redis cannot represent: under 1 ms, or beyond [`MAX_TTL`].
+pub(crate) fn validate_ttl(ttl: Duration) -> Result<(), ConfigError> {
+    if ttl < Duration::from_millis(1) || ttl > MAX_TTL {
+        return Err(ConfigError::InvalidTtl(ttl));
+    }
+    Ok(())
+}
+
+/// A TTL as the whole milliseconds Redis takes (validated TTLs always fit).
+pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Validated options with every default resolved.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) ttl: Duration,
+    pub(crate) drift_factor: f64,
+    pub(crate) quorum: usize,
+    pub(crate) node_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) key_prefix: Vec<u8>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_for_any_node_count() {
+        for nodes in 1..=9 {
+            let s = LockOptions::default().validate(nodes).unwrap();
+            assert_eq!(s.quorum, nodes / 2 + 1);
+            assert_eq!(s.node_timeout, Duration::from_millis(50));
+        }
+    }
+
+    #[test]
+    fn short_ttls_get_proportionally_short_node_timeouts() {
+        let s = LockOptions::new()
+            .ttl(Duration::from_millis(100))
+            .validate(5)
+            .unwrap();
+        assert_eq!(s.node_timeout, Duration::from_millis(10));
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let o = LockOptions::new();
+        assert_eq!(o.validate(0).unwrap_err(), ConfigError::NoNodes);
+        assert_eq!(
+            o.clone().quorum(2).validate(5).unwrap_err(),
+            ConfigError::InvalidQuorum {
+                quorum: 2,
+                nodes: 5
+            }
+        );
+        assert_eq!(
+            o.clone().quorum(6).validate(5).unwrap_err(),
+            ConfigError::InvalidQuorum {
+                quorum: 6,
+                nodes: 5
+            }
+        );
+        assert_eq!(
+            o.clone().ttl(Duration::ZERO).validate(5).unwrap_err(),
+            ConfigError::InvalidTtl(Duration::ZERO)
+        );
+        assert_eq!(
+            o.clone().ttl(Duration::MAX).validate(5).unwrap_err(),
+            ConfigError::InvalidTtl(Duration::MAX)
+        );
+        for factor in [-0.1, 1.0, f64::NAN, f64::INFINITY] {
+            assert!(matches!(
+                o.clone().drift_factor(factor).validate(5),
+                Err(ConfigError::InvalidDriftFactor(_))
+            ));
+        }
+        assert_eq!(
+            o.clone()
+                .node_timeout(Duration::ZERO)
+                .validate(5)
+                .unwrap_err(),
+            ConfigError::ZeroTimeout {
+                name: "node_timeout"
+            }
+        );
+        assert_eq!(
+            o.clone()
+                .retry(RetryPolicy::new().attempts(0))
+                .validate(5)
+                .unwrap_err(),
+            ConfigError::ZeroAttempts
+        );
+    }
+
+    #[test]
+    fn the_largest_ttl_fits_in_redis_milliseconds() {
+        validate_ttl(MAX_TTL).unwrap();
+        assert!(ttl_millis(MAX_TTL) <= i64::MAX as u64 / 2);
+    }
+}
