@@ -1,0 +1,157 @@
+//! Test harness: real `redis-server` processes and a fault-injecting TCP proxy.
+//!
+//! Lock code is only as good as its behaviour when Redis misbehaves: a master
+//! dies mid-acquire, a master hangs without closing its sockets, the network
+//! refuses or drops connections, replies arrive late. Mocks rarely get those
+//! cases right, so this module runs the real thing:
+//!
+//! * [`TestCluster`] starts N independent `redis-server` masters on free
+//!   127.0.0.1 ports, each in its own temporary directory, and lets a test
+//!   kill, stop, restart, pause (`SIGSTOP`), resume and flush any one of them.
+//!   Everything it started is killed and reaped when it is dropped, including
+//!   while a failing test unwinds.
+//! * [`FaultProxy`] sits in front of one server and injects network faults:
+//!   added latency, a black hole (connections accepted, nothing ever answered),
+//!   refused connections and cut connections.
+//!
+//! The harness is public (behind the `test-cluster` cargo feature) so that
+//! code built on `quorumlock`, or any other Redis lock implementation, can be
+//! tested against the same faults. It needs a `redis-server` binary (7.0 or
+//! newer): set `QUORUMLOCK_REDIS_SERVER` to its path, or have it on `PATH`.
+//! It runs on, and must be used from, a Tokio runtime with I/O and time enabled
+//! (for example `#[tokio::test]`).
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use quorumlock::testing::{ClusterOptions, HarnessError, TestCluster};
+//!
+//! # async fn demo() -> Result<(), HarnessError> {
+//! // Five masters, each behind its own fault proxy; `urls()` points at the proxies.
+//! let mut cluster = TestCluster::start(ClusterOptions::default().nodes(5).proxies(true)).await?;
+//! let urls = cluster.urls();
+//! assert_eq!(urls.len(), 5);
+//!
+//! // Node 0 turns into a hung server: connections succeed, nothing is ever answered.
+//! if let Some(proxy) = cluster.proxy(0) {
+//!     proxy.blackhole();
+//! }
+//! // Node 1's process is frozen with SIGSTOP; its socket queues requests.
+//! cluster.pause(1)?;
+//!
+//! // ... exercise the code under test against `urls` here ...
+//! tokio::time::sleep(Duration::from_millis(100)).await;
+//!
+//! // Bring both back.
+//! cluster.resume(1)?;
+//! if let Some(proxy) = cluster.proxy(0) {
+//!     proxy.heal().await?;
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+mod cluster;
+mod proxy;
+
+pub use cluster::{ClusterOptions, REDIS_SERVER_ENV, TestCluster};
+pub use proxy::FaultProxy;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything that can go wrong while starting or driving the harness.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HarnessError {
+    /// The `redis-server` program could not be started at all.
+    #[error("node {node}: could not start {program:?} (is redis-server installed? set {env} to its path)", env = REDIS_SERVER_ENV)]
+    Spawn {
+        /// Index of the node being started.
+        node: usize,
+        /// The program that was run.
+        program: PathBuf,
+        /// Why the operating system refused.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server process started but did not answer in time.
+    #[error("node {node}: redis-server not ready after {waited:?}; output:\n{output}")]
+    NotReady {
+        /// Index of the node.
+        node: usize,
+        /// How long the harness waited.
+        waited: Duration,
+        /// The end of the server's log and console output.
+        output: String,
+    },
+    /// The server process exited while starting up.
+    #[error("node {node}: redis-server exited during startup ({status}); output:\n{output}")]
+    Exited {
+        /// Index of the node.
+        node: usize,
+        /// The exit status, as the operating system reported it.
+        status: String,
+        /// The end of the server's log and console output.
+        output: String,
+    },
+    /// No usable port could be bound for a node after several attempts.
+    #[error("node {node}: port {port} still in use after {attempts} attempts")]
+    PortUnavailable {
+        /// Index of the node.
+        node: usize,
+        /// The last port tried.
+        port: u16,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+    /// A process did not exit in time after being signalled.
+    #[error("node {node}: redis-server did not exit within {waited:?}")]
+    NotExited {
+        /// Index of the node.
+        node: usize,
+        /// How long the harness waited.
+        waited: Duration,
+    },
+    /// The node index is out of range.
+    #[error("no such node: {0}")]
+    NoSuchNode(usize),
+    /// The operation needs a running node, but the node is stopped or killed.
+    #[error("node {0} is not running")]
+    NotRunning(usize),
+    /// `start` was called on a node that is already running.
+    #[error("node {0} is already running")]
+    AlreadyRunning(usize),
+    /// Sending a signal to a node's process failed.
+    #[error("node {node}: could not send {signal}")]
+    Signal {
+        /// Index of the node.
+        node: usize,
+        /// Name of the signal, for example `SIGSTOP`.
+        signal: &'static str,
+        /// The error reported by `kill(2)`.
+        #[source]
+        source: nix::errno::Errno,
+    },
+    /// A proxy could not listen on its address.
+    #[error("could not listen on {addr}")]
+    Bind {
+        /// The address that could not be bound.
+        addr: SocketAddr,
+        /// Why binding failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The harness was used outside a Tokio runtime.
+    #[error("the test harness must run inside a Tokio runtime")]
+    NoRuntime,
+    /// Another I/O error (temporary directories, log files, process status).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// A Redis command sent by the harness itself failed.
+    #[error(transparent)]
+    Redis(#[from] redis::RedisError),
+}

@@ -1,0 +1,398 @@
+//! A fault-injecting TCP proxy on 127.0.0.1 in front of one upstream server.
+
+use std::io;
+use std::mem;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::pin::pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures::future::{self, Either};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use super::HarnessError;
+
+/// How long the proxy waits for the upstream server to accept a connection.
+const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Size of one read; a chunk is at most this many bytes.
+const CHUNK_SIZE: usize = 16 * 1024;
+/// Chunks in flight per direction; a full queue pushes back on the reader.
+const CHUNK_QUEUE: usize = 1024;
+/// Attempts to listen on the proxy's port again in [`FaultProxy::heal`].
+const REBIND_ATTEMPTS: u32 = 50;
+/// Pause between those attempts (the port may briefly be held by another socket).
+const REBIND_DELAY: Duration = Duration::from_millis(20);
+/// Pause after a failed `accept` so that a persistent error (e.g. out of file
+/// descriptors) does not spin the accept loop.
+const ACCEPT_ERROR_DELAY: Duration = Duration::from_millis(10);
+
+/// What the proxy does to traffic; shared with every task through a watch channel.
+#[derive(Debug, Clone, Copy, Default)]
+struct Mode {
+    /// Added delay for each chunk, in each direction.
+    latency: Duration,
+    /// Read and discard everything instead of forwarding it.
+    blackhole: bool,
+}
+
+/// A fault-injecting TCP proxy listening on a free 127.0.0.1 port and
+/// forwarding to one upstream address (typically one `redis-server`).
+///
+/// The proxy runs as tasks on the Tokio runtime that called
+/// [`FaultProxy::start`]; await its async methods on that same runtime. All of
+/// its tasks (listener and every proxied connection) are aborted when the
+/// proxy is dropped.
+///
+/// Faults:
+/// * [`set_latency`](Self::set_latency): delay every chunk of bytes;
+/// * [`blackhole`](Self::blackhole): a hung server (connections succeed,
+///   nothing is ever answered);
+/// * [`refuse`](Self::refuse): new connections are refused;
+/// * [`cut`](Self::cut): open connections are closed;
+/// * [`heal`](Self::heal): back to plain forwarding.
+///
+/// If the upstream server is down, a connection to the proxy is accepted and
+/// then closed at once (unless the proxy is a black hole, which keeps it open
+/// and silent).
+#[derive(Debug)]
+pub struct FaultProxy {
+    addr: SocketAddr,
+    upstream: SocketAddr,
+    mode: watch::Sender<Mode>,
+    connections: Arc<Connections>,
+    /// The accept loop, which owns the listening socket; `None` while refusing.
+    listener_task: tokio::sync::Mutex<Option<JoinHandle<()>>>,
+}
+
+impl FaultProxy {
+    /// Starts a proxy on a free 127.0.0.1 port that forwards to `upstream`.
+    ///
+    /// The proxy's tasks run on the current Tokio runtime (which needs I/O and
+    /// time enabled); it returns [`HarnessError::NoRuntime`] when there is none.
+    pub async fn start(upstream: SocketAddr) -> Result<FaultProxy, HarnessError> {
+        tokio::runtime::Handle::try_current().map_err(|_| HarnessError::NoRuntime)?;
+        let any_port = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let listener = TcpListener::bind(any_port)
+            .await
+            .map_err(|source| HarnessError::Bind {
+                addr: any_port,
+                source,
+            })?;
+        let addr = listener.local_addr()?;
+        let (mode, _) = watch::channel(Mode::default());
+        let connections = Arc::new(Connections::default());
+        let listener_task = tokio::spawn(accept_loop(
+            listener,
+            upstream,
+            mode.subscribe(),
+            Arc::clone(&connections),
+        ));
+        debug!(%addr, %upstream, "fault proxy started");
+        Ok(FaultProxy {
+            addr,
+            upstream,
+            mode,
+            connections,
+            listener_task: tokio::sync::Mutex::new(Some(listener_task)),
+        })
+    }
+
+    /// The address clients should connect to.
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The upstream address traffic is forwarded to.
+    #[must_use]
+    pub fn upstream(&self) -> SocketAddr {
+        self.upstream
+    }
+
+    /// A Redis URL for the proxy, `redis://127.0.0.1:PORT`.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("redis://{}", self.addr)
+    }
+
+    /// Delays every chunk of bytes by `latency`, in both directions, so a
+    /// request/response round trip gains twice `latency`.
+    ///
+    /// Each chunk is delivered at its arrival time plus the latency in force
+    /// when it arrived, so pipelined requests are delayed, not serialized.
+    /// Chunks already queued keep their delay. `Duration::ZERO` turns it off.
+    pub fn set_latency(&self, latency: Duration) {
+        debug!(proxy = %self.addr, ?latency, "set latency");
+        self.mode.send_modify(|mode| mode.latency = latency);
+    }
+
+    /// Turns the proxy into a hung server: from now on bytes in both directions
+    /// are read and discarded, on open connections and on new ones, which are
+    /// still accepted. No reply ever comes.
+    ///
+    /// Clients whose requests were swallowed usually cannot trust those
+    /// connections after [`heal`](Self::heal); [`cut`](Self::cut) them to force
+    /// a reconnect.
+    pub fn blackhole(&self) {
+        debug!(proxy = %self.addr, "blackhole");
+        self.mode.send_modify(|mode| mode.blackhole = true);
+    }
+
+    /// Stops listening, so new connections are refused by the kernel; open
+    /// connections are left alone. When this returns, the port is closed.
+    pub async fn refuse(&self) {
+        debug!(proxy = %self.addr, "refuse new connections");
+        let task = self.listener_task.lock().await.take();
+        if let Some(task) = task {
+            task.abort();
+            // Awaiting the aborted task waits until its future, and with it the
+            // listening socket, has been dropped.
+            if let Err(err) = task.await
+                && !err.is_cancelled()
+            {
+                warn!(proxy = %self.addr, %err, "accept loop failed");
+            }
+        }
+    }
+
+    /// Closes every open proxied connection, both the client and the upstream
+    /// side. New connections are still accepted. When this returns, the
+    /// connections are closed.
+    pub async fn cut(&self) {
+        let tasks = self.connections.take();
+        debug!(proxy = %self.addr, connections = tasks.len(), "cut connections");
+        for task in &tasks {
+            task.abort();
+        }
+        for task in tasks {
+            // Waits until the task's sockets have been dropped.
+            if let Err(err) = task.await
+                && !err.is_cancelled()
+            {
+                warn!(proxy = %self.addr, %err, "proxied connection failed");
+            }
+        }
+    }
+
+    /// Back to plain forwarding: no latency, no black hole, and listening again
+    /// on the same port if [`refuse`](Self::refuse) closed it. When this
+    /// returns, new connections are accepted.
+    ///
+    /// Fails with [`HarnessError::Bind`] if the port cannot be bound again
+    /// within a few attempts (another socket took it meanwhile).
+    pub async fn heal(&self) -> Result<(), HarnessError> {
+        debug!(proxy = %self.addr, "heal");
+        self.mode.send_replace(Mode::default());
+        let mut slot = self.listener_task.lock().await;
+        if slot.is_none() {
+            let listener = bind_again(self.addr).await?;
+            *slot = Some(tokio::spawn(accept_loop(
+                listener,
+                self.upstream,
+                self.mode.subscribe(),
+                Arc::clone(&self.connections),
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        if let Some(task) = self.listener_task.get_mut().take() {
+            task.abort();
+        }
+        for task in self.connections.close() {
+            task.abort();
+        }
+    }
+}
+
+/// Tasks of the open proxied connections, so they can be cut or aborted.
+#[derive(Debug)]
+struct Connections {
+    /// `None` once the proxy is dropped: an accept racing with the drop must
+    /// not start a task nobody would abort.
+    tasks: Mutex<Option<Vec<JoinHandle<()>>>>,
+}
+
+impl Default for Connections {
+    fn default() -> Self {
+        Connections {
+            tasks: Mutex::new(Some(Vec::new())),
+        }
+    }
+}
+
+impl Connections {
+    fn lock(&self) -> MutexGuard<'_, Option<Vec<JoinHandle<()>>>> {
+        // The list stays consistent even if a holder panicked: every operation
+        // on it is a single push, retain or take.
+        self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Spawns a connection task and records it; finished tasks are forgotten
+    /// here so the list only grows with live connections. After `close` the
+    /// connection is dropped unserved, which closes the client's socket.
+    fn spawn(&self, connection: impl Future<Output = ()> + Send + 'static) {
+        if let Some(tasks) = self.lock().as_mut() {
+            tasks.retain(|task| !task.is_finished());
+            tasks.push(tokio::spawn(connection));
+        }
+    }
+
+    /// The tasks of the connections open now; later ones are still recorded.
+    fn take(&self) -> Vec<JoinHandle<()>> {
+        self.lock().as_mut().map(mem::take).unwrap_or_default()
+    }
+
+    /// The tasks of the connections open now; later ones are refused.
+    fn close(&self) -> Vec<JoinHandle<()>> {
+        self.lock().take().unwrap_or_default()
+    }
+}
+
+/// Listens on `addr` again, retrying briefly: right after the old listener was
+/// closed the port can still be held by another socket.
+async fn bind_again(addr: SocketAddr) -> Result<TcpListener, HarnessError> {
+    let mut attempt = 1;
+    loop {
+        match TcpListener::bind(addr).await {
+            Ok(listener) => return Ok(listener),
+            Err(source) if attempt >= REBIND_ATTEMPTS => {
+                return Err(HarnessError::Bind { addr, source });
+            }
+            Err(err) => {
+                debug!(%addr, attempt, %err, "rebind failed, retrying");
+                attempt += 1;
+                tokio::time::sleep(REBIND_DELAY).await;
+            }
+        }
+    }
+}
+
+/// Accepts connections until the task is aborted (by `refuse` or drop).
+async fn accept_loop(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    mode: watch::Receiver<Mode>,
+    connections: Arc<Connections>,
+) {
+    loop {
+        match listener.accept().await {
+            Ok((client, peer)) => {
+                debug!(%peer, %upstream, "accepted");
+                connections.spawn(serve_connection(client, upstream, mode.clone()));
+            }
+            Err(err) => {
+                warn!(%upstream, %err, "accept failed");
+                tokio::time::sleep(ACCEPT_ERROR_DELAY).await;
+            }
+        }
+    }
+}
+
+/// Proxies one client connection until either side closes or fails.
+async fn serve_connection(client: TcpStream, upstream: SocketAddr, mode: watch::Receiver<Mode>) {
+    let server =
+        match tokio::time::timeout(UPSTREAM_CONNECT_TIMEOUT, TcpStream::connect(upstream)).await {
+            Ok(Ok(server)) => server,
+            Ok(Err(err)) => {
+                debug!(%upstream, %err, "upstream connect failed");
+                return swallow_while_blackholed(client, mode).await;
+            }
+            Err(_) => {
+                debug!(%upstream, "upstream connect timed out");
+                return swallow_while_blackholed(client, mode).await;
+            }
+        };
+    // Requests are small; without NODELAY the proxy itself would add delays.
+    for stream in [&client, &server] {
+        if let Err(err) = stream.set_nodelay(true) {
+            debug!(%err, "set_nodelay failed");
+        }
+    }
+    let (client_read, client_write) = client.into_split();
+    let (server_read, server_write) = server.into_split();
+    let to_server = forward(client_read, server_write, mode.clone());
+    let to_client = forward(server_read, client_write, mode);
+    if let Err(err) = future::try_join(to_server, to_client).await {
+        debug!(%upstream, %err, "proxied connection ended with an error");
+    }
+}
+
+/// Without an upstream there is nothing to forward to. A black hole still
+/// looks like a hung server: keep reading and discarding until the client
+/// leaves or the black hole is lifted. Otherwise close at once.
+async fn swallow_while_blackholed(mut client: TcpStream, mut mode: watch::Receiver<Mode>) {
+    let mut buf = vec![0; CHUNK_SIZE];
+    while mode.borrow_and_update().blackhole {
+        let read = pin!(client.read(&mut buf));
+        let changed = pin!(mode.changed());
+        match future::select(read, changed).await {
+            Either::Left((Ok(0) | Err(_), _)) | Either::Right((Err(_), _)) => return,
+            Either::Left((Ok(_), _)) | Either::Right((Ok(()), _)) => {}
+        }
+    }
+}
+
+/// A chunk of bytes and the moment it may be written on.
+struct Chunk {
+    deliver_at: Instant,
+    bytes: Vec<u8>,
+}
+
+/// Copies one direction of a connection, applying the current mode.
+///
+/// A reader stamps each chunk with its delivery time and queues it; a writer
+/// waits for that time and writes. The two run concurrently, so later chunks
+/// are read (and their delay starts) while earlier ones wait.
+async fn forward(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    mode: watch::Receiver<Mode>,
+) -> io::Result<()> {
+    let (queue, mut queued) = mpsc::channel::<Chunk>(CHUNK_QUEUE);
+    let reader_mode = mode.clone();
+    let read = async move {
+        let mut buf = vec![0; CHUNK_SIZE];
+        loop {
+            let n = from.read(&mut buf).await?;
+            if n == 0 {
+                // End of stream: dropping `queue` lets the writer finish.
+                return Ok(());
+            }
+            let Mode { latency, blackhole } = *reader_mode.borrow();
+            if blackhole {
+                continue;
+            }
+            let chunk = Chunk {
+                deliver_at: Instant::now() + latency,
+                bytes: buf[..n].to_vec(),
+            };
+            if queue.send(chunk).await.is_err() {
+                return Ok(());
+            }
+        }
+    };
+    let write = async move {
+        while let Some(chunk) = queued.recv().await {
+            if chunk.deliver_at > Instant::now() {
+                tokio::time::sleep_until(chunk.deliver_at).await;
+            }
+            // A black hole started while the chunk was delayed swallows it too.
+            if mode.borrow().blackhole {
+                continue;
+            }
+            to.write_all(&chunk.bytes).await?;
+        }
+        to.shutdown().await
+    };
+    future::try_join(read, write).await.map(|_| ())
+}
