@@ -71,3 +71,8 @@ pub use lock::Lock;
 pub use options::{LockOptions, MAX_TTL, Topology};
 pub use retry::RetryPolicy;
 pub use token::Token;
+
+/// Compiles the README's examples as doctests, so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
