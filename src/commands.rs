@@ -113,3 +113,53 @@ fn flag(reply: i64) -> Result<bool, NodeError> {
         other => Err(NodeError::Protocol(format!("script answered {other}"))),
     }
 }
+
+#[cfg(all(test, feature = "test-cluster"))]
+mod tests {
+    use super::*;
+    use crate::LockOptions;
+    use crate::testing::TestCluster;
+    use redis::AsyncCommands;
+
+    /// Against a real server: a key of ours left by an earlier attempt counts for us (and gets
+    /// the new TTL); a key of someone else's does not; a free key is taken.
+    #[tokio::test]
+    async fn acquire_or_renew_counts_only_our_own_leftovers() {
+        let cluster = TestCluster::with_nodes(1).await.unwrap();
+        let settings = LockOptions::new().node_timeout(std::time::Duration::from_secs(5));
+        let node = Node::new(0, &cluster.urls()[0], &settings.validate(1).unwrap()).unwrap();
+        let mut direct = cluster.connection(0).await.unwrap();
+
+        let _: () = direct.set_ex("ours", "token-a", 1).await.unwrap();
+        assert!(
+            acquire(&node, b"ours", "token-a", 60_000, true)
+                .await
+                .unwrap()
+        );
+        let ttl_ms: i64 = direct.pttl("ours").await.unwrap();
+        assert!(ttl_ms > 1_000, "the leftover got the new TTL: {ttl_ms}");
+        // A plain first attempt never renews: its token cannot have been stored before.
+        assert!(
+            !acquire(&node, b"ours", "token-a", 60_000, false)
+                .await
+                .unwrap()
+        );
+
+        let _: () = direct.set("theirs", "token-b").await.unwrap();
+        assert!(
+            !acquire(&node, b"theirs", "token-a", 60_000, true)
+                .await
+                .unwrap()
+        );
+        let value: String = direct.get("theirs").await.unwrap();
+        assert_eq!(value, "token-b");
+
+        assert!(
+            acquire(&node, b"free", "token-a", 60_000, true)
+                .await
+                .unwrap()
+        );
+        let value: String = direct.get("free").await.unwrap();
+        assert_eq!(value, "token-a");
+    }
+}

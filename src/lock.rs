@@ -327,3 +327,23 @@ impl Drop for ReleaseOnDrop<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_sync_static<T: Send + Sync + 'static>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+
+    /// Guards move between tasks, and acquisitions can be spawned.
+    #[test]
+    fn locks_guards_and_their_futures_can_cross_tasks() {
+        let lock = Lock::single("redis://127.0.0.1:1", LockOptions::new()).unwrap();
+        send_sync_static(&lock);
+        send(&lock.acquire("r"));
+        send(&lock.acquire_until("r", std::future::pending()));
+        fn guard_is_send_sync_static<T: Send + Sync + 'static>() {}
+        guard_is_send_sync_static::<Guard>();
+        guard_is_send_sync_static::<Error>();
+    }
+}
