@@ -1,15 +1,19 @@
 //! Sends one command to every node at once and tallies the replies as they arrive, all inside
 //! the caller's future (no task per node), stopping as soon as the quorum rule has decided.
 //!
-//! Requests still in flight when the round stops are dropped: on a multiplexed connection one not
-//! yet written is never sent, one already written runs and its reply is discarded. That is why a
-//! failed acquisition releases on every node, including those that never answered.
+//! Requests still in flight when the round is decided are handed back as [`Round::unanswered`]:
+//! a won acquisition lets them finish in the background, so the key reaches every node that can
+//! take it, not just the first quorum (on a multiplexed connection a request whose reply is no
+//! longer awaited is never written). A lost round drops them, and the release that follows goes
+//! to every node, including those that never answered.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 
 use crate::error::{NodeError, NodeOutcome, NodeReply};
 use crate::node::Node;
@@ -25,12 +29,14 @@ pub(crate) enum Until {
 }
 
 /// What a round found.
-#[derive(Debug)]
 pub(crate) struct Round {
     /// The verdict, or `None` when the cancel signal fired first.
     pub(crate) verdict: Option<Verdict>,
     /// One outcome per node, in node order.
     pub(crate) outcomes: Vec<NodeOutcome>,
+    /// The requests still in flight when the round was decided, if any; they complete only if
+    /// this future is driven.
+    pub(crate) unanswered: Option<BoxFuture<'static, ()>>,
 }
 
 impl Round {
@@ -44,16 +50,16 @@ impl Round {
 }
 
 /// Runs `op` on every node concurrently and tallies the answers against `quorum`.
-pub(crate) async fn fan_out<'n, Op, Fut, Cancel>(
-    nodes: &'n [Node],
+pub(crate) async fn fan_out<Op, Fut, Cancel>(
+    nodes: &[Arc<Node>],
     quorum: usize,
     until: Until,
     mut cancel: Pin<&mut Cancel>,
     op: Op,
 ) -> Round
 where
-    Op: Fn(&'n Node) -> Fut,
-    Fut: Future<Output = Result<bool, NodeError>> + 'n,
+    Op: Fn(Arc<Node>) -> Fut,
+    Fut: Future<Output = Result<bool, NodeError>> + Send + 'static,
     Cancel: Future<Output = ()> + ?Sized,
 {
     let mut replies = vec![NodeReply::NoReply; nodes.len()];
@@ -61,8 +67,9 @@ where
     let mut in_flight: FuturesUnordered<_> = nodes
         .iter()
         .map(|node| {
-            let reply = op(node);
-            async move { (node.index(), reply.await) }
+            let index = node.index();
+            let reply = op(Arc::clone(node));
+            async move { (index, reply.await) }
         })
         .collect();
     let verdict = loop {
@@ -96,5 +103,11 @@ where
             reply,
         })
         .collect();
-    Round { verdict, outcomes }
+    let unanswered = (verdict.is_some() && !in_flight.is_empty())
+        .then(|| in_flight.for_each(|_| async {}).boxed());
+    Round {
+        verdict,
+        outcomes,
+        unanswered,
+    }
 }

@@ -29,7 +29,7 @@ use crate::validity::{drift, validity};
 #[must_use = "dropping a guard releases the lock at once"]
 pub struct Guard {
     shared: Arc<Shared>,
-    key: Vec<u8>,
+    key: Arc<[u8]>,
     resource_len: usize,
     token: Token,
     valid_until: Instant,
@@ -52,7 +52,7 @@ pub struct ReleaseReport {
 impl Guard {
     pub(crate) fn new(
         shared: Arc<Shared>,
-        key: Vec<u8>,
+        key: Arc<[u8]>,
         resource_len: usize,
         token: Token,
         valid_until: Instant,
@@ -121,7 +121,10 @@ impl Guard {
             shared.settings.quorum,
             Until::Decided,
             pin!(std::future::pending::<()>()),
-            |node| commands::extend(node, key, token.as_str(), ttl_ms),
+            |node| {
+                let (key, token) = (Arc::clone(key), token.clone());
+                async move { commands::extend(&node, &key, token.as_str(), ttl_ms).await }
+            },
         )
         .await;
         let decided = Instant::now();
@@ -132,6 +135,10 @@ impl Guard {
         );
         match (round.verdict, left) {
             (Some(Verdict::Won), Some(left)) => {
+                if let Some(unanswered) = round.unanswered {
+                    // Slower nodes get the new expiry too, as in an acquisition.
+                    shared.background.spawn(None, unanswered);
+                }
                 self.valid_until = decided.checked_add(left).unwrap_or(decided);
                 self.outcomes = round.outcomes;
                 Ok(())
@@ -160,7 +167,7 @@ impl Drop for Guard {
         if !self.released {
             release_in_background(
                 &self.shared,
-                std::mem::take(&mut self.key),
+                Arc::clone(&self.key),
                 self.token.clone(),
                 self.runtime.as_ref(),
             );

@@ -48,7 +48,7 @@ pub struct Lock {
 
 /// What a [`Lock`] and its guards share.
 pub(crate) struct Shared {
-    pub(crate) nodes: Vec<Node>,
+    pub(crate) nodes: Vec<Arc<Node>>,
     pub(crate) settings: Settings,
     pub(crate) background: Arc<Background>,
 }
@@ -71,7 +71,7 @@ impl Lock {
         let nodes = urls
             .iter()
             .enumerate()
-            .map(|(index, url)| Node::new(index, url, &settings))
+            .map(|(index, url)| Node::new(index, url, &settings).map(Arc::new))
             .collect::<Result<Vec<_>, ConfigError>>()?;
         Ok(Lock {
             shared: Arc::new(Shared {
@@ -101,7 +101,7 @@ impl Lock {
 
     /// The nodes' addresses (`host:port`), in configured order.
     pub fn node_addrs(&self) -> Vec<&str> {
-        self.shared.nodes.iter().map(Node::addr).collect()
+        self.shared.nodes.iter().map(|node| node.addr()).collect()
     }
 
     /// How many nodes must agree.
@@ -208,7 +208,7 @@ impl Lock {
     /// One attempt: the fan-out, the verdict, the validity, and the cleanup if it failed.
     async fn attempt<C>(
         &self,
-        key: &[u8],
+        key: &Arc<[u8]>,
         token: &Token,
         renew_leftover: bool,
         cancel: Pin<&mut C>,
@@ -226,12 +226,21 @@ impl Lock {
             settings.quorum,
             Until::Decided,
             cancel,
-            |node| commands::acquire(node, key, token.as_str(), ttl_ms, renew_leftover),
+            |node| {
+                let (key, token) = (Arc::clone(key), token.clone());
+                async move {
+                    commands::acquire(&node, &key, token.as_str(), ttl_ms, renew_leftover).await
+                }
+            },
         )
         .await;
         let decided = Instant::now();
         let elapsed = decided.saturating_duration_since(started);
-        let Round { verdict, outcomes } = round;
+        let Round {
+            verdict,
+            outcomes,
+            unanswered,
+        } = round;
         let error = match verdict {
             Some(Verdict::Won) => {
                 match validity(
@@ -241,6 +250,13 @@ impl Lock {
                 ) {
                     Some(left) => {
                         cleanup.disarm();
+                        if let Some(unanswered) = unanswered {
+                            // The key also reaches the slower nodes, so more of them hold it if
+                            // one of the quorum crashes. A release sent meanwhile comes after it
+                            // (a connection keeps its requests in order), except on a node still
+                            // connecting, whose key then expires by its TTL.
+                            shared.background.spawn(None, unanswered);
+                        }
                         // An Instant that far out does not exist: treat the lock as expiring now.
                         let valid_until = decided.checked_add(left).unwrap_or(decided);
                         return Ok((valid_until, outcomes));
@@ -266,14 +282,17 @@ impl Lock {
 }
 
 /// Compare-and-delete on every node, waiting for each (within its timeouts), never retrying.
-pub(crate) async fn release_all(shared: &Shared, key: &[u8], token: &Token) -> Round {
+pub(crate) async fn release_all(shared: &Shared, key: &Arc<[u8]>, token: &Token) -> Round {
     let never = pin!(pending::<()>());
     fan_out(
         &shared.nodes,
         shared.settings.quorum,
         Until::AllAnswered,
         never,
-        |node| commands::release(node, key, token.as_str()),
+        |node| {
+            let (key, token) = (Arc::clone(key), token.clone());
+            async move { commands::release(&node, &key, token.as_str()).await }
+        },
     )
     .await
 }
@@ -281,7 +300,7 @@ pub(crate) async fn release_all(shared: &Shared, key: &[u8], token: &Token) -> R
 /// Starts [`release_all`] as a counted background task. Used from `Drop`, which cannot wait.
 pub(crate) fn release_in_background(
     shared: &Arc<Shared>,
-    key: Vec<u8>,
+    key: Arc<[u8]>,
     token: Token,
     fallback: Option<&Handle>,
 ) {
@@ -299,13 +318,13 @@ pub(crate) fn release_in_background(
 /// was dropped (cancelled) or unwound (panic) before it could clean up or hand over to a guard.
 struct ReleaseOnDrop<'a> {
     shared: &'a Arc<Shared>,
-    key: &'a [u8],
+    key: &'a Arc<[u8]>,
     token: &'a Token,
     armed: bool,
 }
 
 impl<'a> ReleaseOnDrop<'a> {
-    fn new(shared: &'a Arc<Shared>, key: &'a [u8], token: &'a Token) -> Self {
+    fn new(shared: &'a Arc<Shared>, key: &'a Arc<[u8]>, token: &'a Token) -> Self {
         ReleaseOnDrop {
             shared,
             key,
@@ -323,7 +342,7 @@ impl Drop for ReleaseOnDrop<'_> {
     fn drop(&mut self) {
         if self.armed {
             tracing::debug!("acquisition dropped mid-flight; releasing in the background");
-            release_in_background(self.shared, self.key.to_vec(), self.token.clone(), None);
+            release_in_background(self.shared, Arc::clone(self.key), self.token.clone(), None);
         }
     }
 }

@@ -4,15 +4,17 @@
 //! does, written as 40 hex digits so it reads well in `redis-cli` and in logs.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Random bytes in one token.
 const TOKEN_BYTES: usize = 20;
 
 /// The value stored under a lock's key, identifying one acquisition.
 ///
-/// Only the holder knows it, so only the holder can release or extend the lock.
+/// Only the holder knows it, so only the holder can release or extend the lock. Cloning is
+/// cheap (shared).
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Token(String);
+pub struct Token(Arc<str>);
 
 impl Token {
     /// A fresh, unpredictable token.
@@ -23,7 +25,7 @@ impl Token {
             hex.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
             hex.push(char::from(HEX_DIGITS[usize::from(byte & 0x0f)]));
         }
-        Token(hex)
+        Token(hex.into())
     }
 
     /// The token as stored in Redis.
@@ -50,11 +52,8 @@ impl fmt::Debug for Token {
 
 /// The Redis key for a resource: the prefix followed by the resource's bytes, unchanged. For a
 /// fixed prefix this is injective, so distinct resources never share a key.
-pub(crate) fn lock_key(prefix: &[u8], resource: &[u8]) -> Vec<u8> {
-    let mut key = Vec::with_capacity(prefix.len() + resource.len());
-    key.extend_from_slice(prefix);
-    key.extend_from_slice(resource);
-    key
+pub(crate) fn lock_key(prefix: &[u8], resource: &[u8]) -> Arc<[u8]> {
+    [prefix, resource].concat().into()
 }
 
 #[cfg(test)]
@@ -64,7 +63,7 @@ mod tests {
 
     #[test]
     fn tokens_are_40_hex_digits_and_distinct() {
-        let tokens: HashSet<String> = (0..1000).map(|_| Token::generate().0).collect();
+        let tokens: HashSet<Arc<str>> = (0..1000).map(|_| Token::generate().0).collect();
         assert_eq!(tokens.len(), 1000);
         for t in &tokens {
             assert_eq!(t.len(), 40);
@@ -83,6 +82,6 @@ mod tests {
         let p = b"quorumlock:";
         assert_ne!(lock_key(p, b"ab"), lock_key(p, b"a"));
         assert_ne!(lock_key(p, b"a\0b"), lock_key(p, b"a"));
-        assert_eq!(lock_key(p, b"x"), b"quorumlock:x".to_vec());
+        assert_eq!(&*lock_key(p, b"x"), b"quorumlock:x");
     }
 }

@@ -219,6 +219,32 @@ async fn three_dead_nodes_of_five_fail_as_unavailable_and_leave_no_key() {
     .await;
 }
 
+#[tokio::test]
+async fn the_key_reaches_every_live_node_not_only_the_first_quorum() {
+    bounded(async {
+        let cluster = cluster(5).await;
+        let lock = Lock::quorum(cluster.urls(), once()).unwrap();
+        for round in 0..5 {
+            let guard = lock
+                .try_acquire(format!("everywhere-{round}"))
+                .await
+                .unwrap();
+            // The acquisition returned at the quorum; the slower nodes' requests finish in the
+            // background, which settle() waits for.
+            lock.settle().await;
+            for node in 0..5 {
+                assert_eq!(
+                    stored(&cluster, node, guard.key()).await.as_deref(),
+                    Some(guard.token().as_str()),
+                    "round {round}: node {node}"
+                );
+            }
+            assert_eq!(guard.release().await.held, 5);
+        }
+    })
+    .await;
+}
+
 /// Timeouts far longer than the hang guard: if acquire waited for the hung node, the test would
 /// fail by hanging, not pass slowly.
 fn patient() -> LockOptions {
