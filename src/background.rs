@@ -1,6 +1,7 @@
-//! Background cleanup: releases started from `Drop` (a guard dropped without `release`, an
-//! acquisition cancelled mid-flight), counted so that [`Lock::settle`](crate::Lock::settle) can
-//! wait for them, for example before a service shuts down.
+//! Work that outlives the call that started it: releases started from `Drop` (a guard dropped
+//! without `release`, an acquisition cancelled mid-flight) and requests still in flight when a
+//! round was decided. Counted, so that [`Lock::settle`](crate::Lock::settle) can wait for it, for
+//! example before a service shuts down.
 
 use std::future::Future;
 use std::pin::pin;
