@@ -10,7 +10,7 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::sys::signal;
 use nix::unistd::Pid;
-use quorumlock::testing::{ClusterOptions, HarnessError, TestCluster};
+use quorumlock::testing::{Backend, ClusterOptions, HarnessError, Persistence, TestCluster};
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 
@@ -584,4 +584,195 @@ async fn a_server_that_never_answers_is_not_ready() {
         }
     })
     .await;
+}
+
+#[tokio::test]
+async fn aof_always_keeps_the_data_across_restart_and_kill() {
+    bounded(async {
+        let options = ClusterOptions::default()
+            .nodes(2)
+            .persistence(Persistence::AofAlways);
+        let mut cluster = TestCluster::start(options).await.unwrap();
+        let mut connection = cluster.connection(0).await.unwrap();
+        let appendfsync: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("appendfsync")
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert_eq!(appendfsync[1], "always");
+        set(&mut connection, "key", "kept").await;
+
+        cluster.restart(0).await.unwrap();
+        let mut connection = cluster.connection(0).await.unwrap();
+        assert_eq!(get(&mut connection, "key").await.as_deref(), Some("kept"));
+
+        // Acknowledged writes survive SIGKILL too.
+        set(&mut connection, "after-restart", "also kept").await;
+        cluster.kill(0).await.unwrap();
+        cluster.start_node(0).await.unwrap();
+        let mut connection = cluster.connection(0).await.unwrap();
+        assert_eq!(get(&mut connection, "key").await.as_deref(), Some("kept"));
+        assert_eq!(
+            get(&mut connection, "after-restart").await.as_deref(),
+            Some("also kept")
+        );
+        // The other node has its own data.
+        assert_eq!(dbsize(&mut cluster.connection(1).await.unwrap()).await, 0);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn without_persistence_a_restart_loses_the_data() {
+    bounded(async {
+        let options = ClusterOptions::default()
+            .nodes(1)
+            .persistence(Persistence::None);
+        let mut cluster = TestCluster::start(options).await.unwrap();
+        set(&mut cluster.connection(0).await.unwrap(), "key", "value").await;
+        cluster.restart(0).await.unwrap();
+        assert_eq!(
+            get(&mut cluster.connection(0).await.unwrap(), "key").await,
+            None
+        );
+        set(&mut cluster.connection(0).await.unwrap(), "key", "value").await;
+        cluster.kill(0).await.unwrap();
+        cluster.start_node(0).await.unwrap();
+        assert_eq!(
+            get(&mut cluster.connection(0).await.unwrap(), "key").await,
+            None
+        );
+    })
+    .await;
+}
+
+/// Milliseconds to live of `key` on the server (-2: gone).
+async fn pttl(connection: &mut MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("PTTL")
+        .arg(key)
+        .query_async(connection)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_fast_clock_expires_keys_before_a_normal_one() {
+    bounded(async {
+        let options = ClusterOptions::default().nodes(2).clock_rate(0, 10.0);
+        let cluster = TestCluster::start(options).await.unwrap();
+        let mut fast = cluster.connection(0).await.unwrap();
+        let mut normal = cluster.connection(1).await.unwrap();
+        for connection in [&mut fast, &mut normal] {
+            let () = redis::cmd("SET")
+                .arg("k")
+                .arg("v")
+                .arg("PX")
+                .arg(2000)
+                .query_async(connection)
+                .await
+                .unwrap();
+        }
+        // Poll (bounded) until the fast node has expired the key; the normal node, which was
+        // given the key later, must still report most of its 2 s.
+        let mut fast_ttl = pttl(&mut fast, "k").await;
+        for _ in 0..500 {
+            if fast_ttl == -2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            fast_ttl = pttl(&mut fast, "k").await;
+        }
+        let normal_ttl = pttl(&mut normal, "k").await;
+        assert_eq!(fast_ttl, -2, "the fast node expired the key");
+        assert!(
+            normal_ttl > 1000,
+            "the normal node still holds the key with most of its TTL: {normal_ttl} ms"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_slow_clock_keeps_keys_longer_than_a_normal_one() {
+    bounded(async {
+        let options = ClusterOptions::default().nodes(2).clock_rate(1, 0.25);
+        let cluster = TestCluster::start(options).await.unwrap();
+        let mut normal = cluster.connection(0).await.unwrap();
+        let mut slow = cluster.connection(1).await.unwrap();
+        // The slow node gets the key first, so on equal clocks it would expire first.
+        for connection in [&mut slow, &mut normal] {
+            let () = redis::cmd("SET")
+                .arg("k")
+                .arg("v")
+                .arg("PX")
+                .arg(400)
+                .query_async(connection)
+                .await
+                .unwrap();
+        }
+        let mut normal_ttl = pttl(&mut normal, "k").await;
+        for _ in 0..500 {
+            if normal_ttl == -2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            normal_ttl = pttl(&mut normal, "k").await;
+        }
+        let slow_ttl = pttl(&mut slow, "k").await;
+        assert_eq!(normal_ttl, -2, "the normal node expired the key");
+        assert!(
+            slow_ttl > 200,
+            "the slow node still holds the key with most of its TTL: {slow_ttl} ms"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn clock_rates_are_checked_at_start() {
+    bounded(async {
+        for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let options = ClusterOptions::default().nodes(1).clock_rate(0, rate);
+            let err = TestCluster::start(options).await.unwrap_err();
+            assert!(
+                matches!(err, HarnessError::InvalidClockRate { node: 0, .. }),
+                "{rate}: {err}"
+            );
+        }
+        let options = ClusterOptions::default().nodes(2).clock_rate(2, 2.0);
+        let err = TestCluster::start(options).await.unwrap_err();
+        assert!(matches!(err, HarnessError::NoSuchNode(2)), "{err}");
+    })
+    .await;
+}
+
+#[test]
+fn backend_names_parse() {
+    for (name, backend) in [
+        ("process", Backend::Process),
+        ("", Backend::Process),
+        (" Docker\n", Backend::Docker),
+        ("DOCKER", Backend::Docker),
+    ] {
+        assert_eq!(name.parse::<Backend>().unwrap(), backend, "{name:?}");
+    }
+    let err = "kubernetes".parse::<Backend>().unwrap_err();
+    assert!(
+        matches!(&err, HarnessError::UnknownBackend { value } if value == "kubernetes"),
+        "{err}"
+    );
+    assert_eq!(Backend::default(), Backend::Process);
+    assert_eq!(Persistence::default(), Persistence::None);
+}
+
+#[cfg(not(feature = "docker"))]
+#[tokio::test]
+async fn the_docker_backend_needs_the_docker_feature() {
+    let options = ClusterOptions::default().nodes(1).backend(Backend::Docker);
+    let err = TestCluster::start(options).await.unwrap_err();
+    assert!(
+        matches!(err, HarnessError::BackendNotCompiled(Backend::Docker)),
+        "{err}"
+    );
 }

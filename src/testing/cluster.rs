@@ -1,6 +1,8 @@
-//! N independent `redis-server` processes on loopback ports, with process-level
-//! fault injection (kill, stop, restart, pause, resume, flush).
+//! N independent `redis-server` masters on loopback ports, as processes or (feature `docker`)
+//! containers, with node-level fault injection (kill, stop, restart, pause, resume, flush) and
+//! per-node persistence and clock rate.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom};
@@ -23,6 +25,19 @@ use super::{FaultProxy, HarnessError};
 
 /// Environment variable naming the `redis-server` binary to run.
 pub const REDIS_SERVER_ENV: &str = "QUORUMLOCK_REDIS_SERVER";
+/// Environment variable choosing the backend for [`Backend::from_env`]: `process` or `docker`.
+pub const BACKEND_ENV: &str = "QUORUMLOCK_BACKEND";
+/// Environment variable naming `libfaketime.so.1`, for [`ClusterOptions::clock_rate`] on the
+/// process backend (default: searched in the usual install locations).
+pub const LIBFAKETIME_ENV: &str = "QUORUMLOCK_LIBFAKETIME";
+
+/// Where distributions install libfaketime.
+const LIBFAKETIME_CANDIDATES: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/faketime/libfaketime.so.1",
+    "/usr/local/lib/faketime/libfaketime.so.1",
+];
 
 /// Server log, inside the node's directory.
 const LOG_FILE: &str = "redis.log";
@@ -56,6 +71,69 @@ const REAP_POLLS: u32 = 1000;
 /// Connect and response timeout of [`TestCluster::connection`].
 const INSPECTION_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// Where a [`TestCluster`]'s nodes run.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// `redis-server` processes started by the harness (the default).
+    #[default]
+    Process,
+    /// Docker containers, one per node, published on `127.0.0.1`; see
+    /// [`testing::docker`](crate::testing) (cargo feature `docker`).
+    Docker,
+}
+
+impl Backend {
+    /// The backend named by `QUORUMLOCK_BACKEND` ([`BACKEND_ENV`]): `process` or `docker`
+    /// (ASCII case and surrounding blanks ignored); unset or empty means [`Backend::Process`].
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::UnknownBackend`] for any other value.
+    pub fn from_env() -> Result<Backend, HarnessError> {
+        match std::env::var(BACKEND_ENV) {
+            Err(std::env::VarError::NotPresent) => Ok(Backend::Process),
+            Err(std::env::VarError::NotUnicode(value)) => Err(HarnessError::UnknownBackend {
+                value: value.to_string_lossy().into_owned(),
+            }),
+            Ok(value) => value.parse(),
+        }
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = HarnessError;
+
+    /// `process` or `docker` (ASCII case and surrounding blanks ignored); empty means
+    /// [`Backend::Process`].
+    fn from_str(value: &str) -> Result<Backend, HarnessError> {
+        let trimmed = value.trim();
+        if trimmed.is_empty() || trimmed.eq_ignore_ascii_case("process") {
+            Ok(Backend::Process)
+        } else if trimmed.eq_ignore_ascii_case("docker") {
+            Ok(Backend::Docker)
+        } else {
+            Err(HarnessError::UnknownBackend {
+                value: value.to_owned(),
+            })
+        }
+    }
+}
+
+/// What a node keeps across a restart.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Persistence {
+    /// Nothing: no RDB snapshots, no AOF. A node comes back from
+    /// [`kill`](TestCluster::kill), [`stop`](TestCluster::stop) or
+    /// [`restart`](TestCluster::restart) empty (the default).
+    #[default]
+    None,
+    /// `--appendonly yes --appendfsync always`: every write is on disk before it is answered,
+    /// and a node comes back with all its acknowledged data, even after SIGKILL.
+    AofAlways,
+}
+
 /// How to start a [`TestCluster`]; build it from `ClusterOptions::default()`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -65,12 +143,17 @@ pub struct ClusterOptions {
     redis_server: PathBuf,
     extra_args: Vec<String>,
     ready_timeout: Duration,
+    backend: Backend,
+    persistence: Persistence,
+    clock_rates: BTreeMap<usize, f64>,
 }
 
 impl Default for ClusterOptions {
     /// Five nodes, no proxies, the `redis-server` named by
     /// `QUORUMLOCK_REDIS_SERVER` (or found on `PATH`), no extra arguments,
-    /// ten seconds to become ready.
+    /// ten seconds to become ready, the process backend (whatever
+    /// `QUORUMLOCK_BACKEND` says: use [`Backend::from_env`] to honour it), no
+    /// persistence, every clock at real time.
     fn default() -> Self {
         let redis_server = std::env::var_os(REDIS_SERVER_ENV)
             .filter(|path| !path.is_empty())
@@ -81,6 +164,9 @@ impl Default for ClusterOptions {
             redis_server,
             extra_args: Vec::new(),
             ready_timeout: Duration::from_secs(10),
+            backend: Backend::Process,
+            persistence: Persistence::None,
+            clock_rates: BTreeMap::new(),
         }
     }
 }
@@ -124,18 +210,120 @@ impl ClusterOptions {
         self.ready_timeout = timeout;
         self
     }
+
+    /// Where the nodes run (default [`Backend::Process`]). [`Backend::Docker`] needs the
+    /// `docker` cargo feature; without it [`TestCluster::start`] fails with
+    /// [`HarnessError::BackendNotCompiled`]. The `redis_server` setting only applies to
+    /// processes; containers run the image named by `QUORUMLOCK_REDIS_IMAGE`.
+    #[must_use]
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// What every node keeps across restarts (default [`Persistence::None`]).
+    #[must_use]
+    pub fn persistence(mut self, persistence: Persistence) -> Self {
+        self.persistence = persistence;
+        self
+    }
+
+    /// Makes node `node`'s clocks (wall and monotonic) run at `rate` times real time, from the
+    /// moment it starts (and again from each restart): with `10.0` a `PX 2000` key expires
+    /// after 200 ms, with `0.5` after 4 s. Setting a node again replaces its rate.
+    ///
+    /// Done with libfaketime (`LD_PRELOAD`, `FAKETIME="+0 x<rate>"`): processes need it
+    /// installed (Debian package `faketime`; see [`LIBFAKETIME_ENV`]), containers need it in the
+    /// image (`scripts/redis-image.sh` puts it there). `libc.so.6` is preloaded after it so that
+    /// glibc's allocator serves `malloc`: libfaketime's lazy initialisation deadlocks inside
+    /// jemalloc's, which Debian's `redis-server` links.
+    ///
+    /// Checked by [`TestCluster::start`]: [`HarnessError::InvalidClockRate`] unless `rate` is
+    /// finite and above zero, [`HarnessError::NoSuchNode`] if `node` is out of range.
+    #[must_use]
+    pub fn clock_rate(mut self, node: usize, rate: f64) -> Self {
+        self.clock_rates.insert(node, rate);
+        self
+    }
+
+    /// Checks the per-node settings against the node count.
+    fn validate(&self) -> Result<(), HarnessError> {
+        for (&node, &rate) in &self.clock_rates {
+            if node >= self.nodes {
+                return Err(HarnessError::NoSuchNode(node));
+            }
+            if !rate.is_finite() || rate <= 0.0 {
+                return Err(HarnessError::InvalidClockRate { node, rate });
+            }
+        }
+        Ok(())
+    }
+
+    /// `redis-server` arguments shared by both backends: persistence, then the extra arguments.
+    fn persistence_args(&self) -> Vec<String> {
+        let mut args: Vec<String> = vec!["--save".into(), String::new()];
+        match self.persistence {
+            Persistence::None => args.extend(["--appendonly".into(), "no".into()]),
+            Persistence::AofAlways => args.extend([
+                "--appendonly".into(),
+                "yes".into(),
+                "--appendfsync".into(),
+                "always".into(),
+            ]),
+        }
+        args
+    }
+
+    /// `FAKETIME` and `LD_PRELOAD` for node `index`, if it has a clock rate; `libfaketime` is
+    /// the library's path where the server runs.
+    fn clock_env(&self, index: usize, libfaketime: &Path) -> Option<[(String, String); 2]> {
+        let rate = self.clock_rates.get(&index)?;
+        Some([
+            ("FAKETIME".to_owned(), format!("+0 x{rate}")),
+            (
+                "LD_PRELOAD".to_owned(),
+                format!("{} libc.so.6", libfaketime.display()),
+            ),
+        ])
+    }
+}
+
+/// libfaketime on this machine: `QUORUMLOCK_LIBFAKETIME`, or the first usual location that
+/// exists.
+fn find_libfaketime() -> Result<PathBuf, HarnessError> {
+    if let Some(path) = std::env::var_os(LIBFAKETIME_ENV).filter(|path| !path.is_empty()) {
+        let path = PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(HarnessError::LibfaketimeNotFound {
+                searched: vec![path],
+            })
+        };
+    }
+    LIBFAKETIME_CANDIDATES
+        .iter()
+        .map(PathBuf::from)
+        .find(|path| path.is_file())
+        .ok_or_else(|| HarnessError::LibfaketimeNotFound {
+            searched: LIBFAKETIME_CANDIDATES.iter().map(PathBuf::from).collect(),
+        })
 }
 
 /// N independent `redis-server` masters on 127.0.0.1, for tests.
 ///
-/// Each node runs in its own temporary directory without persistence. Nodes
-/// are addressed by their 0-based index; an index out of range gives
+/// Each node is a `redis-server` process in its own temporary directory (the
+/// default, [`Backend::Process`]) or a Docker container ([`Backend::Docker`],
+/// cargo feature `docker`), reached on `127.0.0.1:<port>` either way. Every
+/// method works the same on both backends. Nodes keep nothing across restarts
+/// unless [`ClusterOptions::persistence`] says otherwise. Nodes are addressed
+/// by their 0-based index; an index out of range gives
 /// [`HarnessError::NoSuchNode`].
 ///
 /// Dropping the cluster resumes paused nodes, SIGKILLs every process it
-/// started, reaps them, stops the proxies and deletes the directories. This
-/// also happens while a failing test unwinds, and the waits involved are
-/// bounded (a few seconds at worst).
+/// started, reaps them, removes its containers, stops the proxies and deletes
+/// the directories. This also happens while a failing test unwinds, and the
+/// waits involved are bounded (a few seconds at worst).
 ///
 /// The cluster must be started and used on a Tokio runtime with I/O and time
 /// enabled.
@@ -154,13 +342,23 @@ impl TestCluster {
     /// [`HarnessError::Spawn`] if `redis-server` cannot be run,
     /// [`HarnessError::Exited`] if it exits during startup (e.g. a bad extra
     /// argument), [`HarnessError::NotReady`] if it does not answer within the
-    /// ready timeout. Nodes already started are killed before returning.
+    /// ready timeout. [`HarnessError::InvalidClockRate`] or
+    /// [`HarnessError::NoSuchNode`] for a bad [`ClusterOptions::clock_rate`],
+    /// [`HarnessError::LibfaketimeNotFound`] if a clock rate is set and
+    /// libfaketime is missing. On the docker backend also
+    /// [`HarnessError::DockerUnavailable`], [`HarnessError::ImageMissing`] and
+    /// [`HarnessError::Docker`]; [`HarnessError::BackendNotCompiled`] if the
+    /// `docker` feature is off. Nodes already started are killed (containers
+    /// removed) before returning.
     pub async fn start(options: ClusterOptions) -> Result<TestCluster, HarnessError> {
         tokio::runtime::Handle::try_current().map_err(|_| HarnessError::NoRuntime)?;
-        let starts = (0..options.nodes).map(|index| start_new_node(&options, index));
+        options.validate()?;
+        let backend = BackendContext::prepare(&options).await?;
+        let starts = (0..options.nodes).map(|index| start_new_node(&options, &backend, index));
         // On failure the nodes that did start are dropped, which kills them.
         let nodes = futures::future::try_join_all(starts).await?;
         info!(
+            backend = ?options.backend,
             ports = ?nodes.iter().map(|node| node.port).collect::<Vec<_>>(),
             proxies = options.proxies,
             "test cluster started"
@@ -185,6 +383,12 @@ impl TestCluster {
         self.nodes.is_empty()
     }
 
+    /// The backend the nodes run on.
+    #[must_use]
+    pub fn backend(&self) -> Backend {
+        self.options.backend
+    }
+
     /// The URL of every node, in index order, for the code under test: the
     /// proxy's when proxies are on, otherwise the server's.
     #[must_use]
@@ -204,7 +408,7 @@ impl TestCluster {
     }
 
     /// The port node `index`'s `redis-server` listens on (it keeps it across
-    /// restarts).
+    /// restarts). On the docker backend: the port published on 127.0.0.1.
     pub fn port(&self, index: usize) -> Result<u16, HarnessError> {
         Ok(self.node(index)?.port)
     }
@@ -217,43 +421,69 @@ impl TestCluster {
     }
 
     /// The process id of node `index`'s `redis-server`, or `None` if it is not
-    /// running (killed, stopped, or exited by itself).
+    /// running (killed, stopped, or exited by itself). On the docker backend:
+    /// the server's host process id as the engine reports it.
     pub fn pid(&mut self, index: usize) -> Result<Option<u32>, HarnessError> {
-        let node = self.node_mut(index)?;
-        node.reap_if_exited()?;
-        Ok(node.process.as_ref().map(|process| process.pid))
+        match &mut self.node_mut(index)?.server {
+            Server::Process(server) => {
+                server.reap_if_exited()?;
+                Ok(server.process.as_ref().map(|process| process.pid))
+            }
+            #[cfg(feature = "docker")]
+            Server::Docker(server) => Ok(server.pid()),
+        }
     }
 
-    /// Whether node `index`'s process is alive; a paused node counts as running.
+    /// Whether node `index`'s server is alive; a paused node counts as running.
     pub fn is_running(&mut self, index: usize) -> Result<bool, HarnessError> {
-        Ok(self.pid(index)?.is_some())
+        match &mut self.node_mut(index)?.server {
+            Server::Process(server) => {
+                server.reap_if_exited()?;
+                Ok(server.process.is_some())
+            }
+            #[cfg(feature = "docker")]
+            Server::Docker(server) => Ok(server.is_running()),
+        }
     }
 
     /// Kills node `index` with SIGKILL (no shutdown, no goodbye to clients) and
-    /// reaps it. Its data is lost. Does nothing if the node is not running.
+    /// reaps it (docker: `docker kill`). Its data is lost unless persisted
+    /// ([`Persistence::AofAlways`]). Does nothing if the node is not running.
     pub async fn kill(&mut self, index: usize) -> Result<(), HarnessError> {
-        let node = self.node_mut(index)?;
-        if let Some(mut process) = node.process.take() {
-            info!(node = index, pid = process.pid, "killing node");
-            process.kill(index).await?;
+        match &mut self.node_mut(index)?.server {
+            Server::Process(server) => {
+                if let Some(mut process) = server.process.take() {
+                    info!(node = index, pid = process.pid, "killing node");
+                    process.kill(index).await?;
+                }
+                Ok(())
+            }
+            #[cfg(feature = "docker")]
+            Server::Docker(server) => server.kill(index).await,
         }
-        Ok(())
     }
 
     /// Stops node `index` gracefully with SIGTERM (redis closes its clients),
-    /// falling back to SIGKILL if it has not exited after a few seconds. Does
-    /// nothing if the node is not running.
+    /// falling back to SIGKILL if it has not exited after a few seconds
+    /// (docker: `docker stop`). Does nothing if the node is not running.
     pub async fn stop(&mut self, index: usize) -> Result<(), HarnessError> {
-        let node = self.node_mut(index)?;
-        if let Some(mut process) = node.process.take() {
-            info!(node = index, pid = process.pid, "stopping node");
-            process.terminate(index).await?;
+        match &mut self.node_mut(index)?.server {
+            Server::Process(server) => {
+                if let Some(mut process) = server.process.take() {
+                    info!(node = index, pid = process.pid, "stopping node");
+                    process.terminate(index).await?;
+                }
+                Ok(())
+            }
+            #[cfg(feature = "docker")]
+            Server::Docker(server) => server.stop(index).await,
         }
-        Ok(())
     }
 
-    /// Starts node `index` again, on the same port and in the same directory,
-    /// and waits until it answers. It comes back empty (no persistence).
+    /// Starts node `index` again, on the same port and in the same directory
+    /// (docker: the same container), and waits until it answers. It comes back
+    /// empty with [`Persistence::None`], with its data with
+    /// [`Persistence::AofAlways`].
     ///
     /// Fails with [`HarnessError::AlreadyRunning`] if it is running, and with
     /// [`HarnessError::PortUnavailable`] if another socket holds its port for
@@ -266,38 +496,53 @@ impl TestCluster {
             .nodes
             .get_mut(index)
             .ok_or(HarnessError::NoSuchNode(index))?;
-        node.reap_if_exited()?;
-        if node.process.is_some() {
-            return Err(HarnessError::AlreadyRunning(index));
-        }
-        for attempt in 1..=SAME_PORT_ATTEMPTS {
-            match launch(options, index, node.port, node.dir.path()).await? {
-                Launch::Ready(process) => {
-                    info!(
-                        node = index,
-                        pid = process.pid,
-                        port = node.port,
-                        "node started"
-                    );
-                    node.process = Some(process);
-                    return Ok(());
+        let port = node.port;
+        match &mut node.server {
+            Server::Process(server) => {
+                server.reap_if_exited()?;
+                if server.process.is_some() {
+                    return Err(HarnessError::AlreadyRunning(index));
                 }
-                Launch::PortTaken => {
-                    debug!(
-                        node = index,
-                        port = node.port,
-                        attempt,
-                        "port busy, retrying"
-                    );
-                    tokio::time::sleep(SAME_PORT_RETRY_DELAY).await;
+                for attempt in 1..=SAME_PORT_ATTEMPTS {
+                    match launch(options, index, port, server.dir.path(), &server.env).await? {
+                        Launch::Ready(process) => {
+                            info!(node = index, pid = process.pid, port, "node started");
+                            server.process = Some(process);
+                            return Ok(());
+                        }
+                        Launch::PortTaken => {
+                            debug!(node = index, port, attempt, "port busy, retrying");
+                            tokio::time::sleep(SAME_PORT_RETRY_DELAY).await;
+                        }
+                    }
                 }
+                Err(HarnessError::PortUnavailable {
+                    node: index,
+                    port,
+                    attempts: SAME_PORT_ATTEMPTS,
+                })
+            }
+            #[cfg(feature = "docker")]
+            Server::Docker(server) => {
+                if server.is_running() {
+                    return Err(HarnessError::AlreadyRunning(index));
+                }
+                for attempt in 1..=SAME_PORT_ATTEMPTS {
+                    match server.start(index, options.ready_timeout).await {
+                        Err(err) if super::docker::is_port_conflict_error(&err) => {
+                            debug!(node = index, port, attempt, %err, "port busy, retrying");
+                            tokio::time::sleep(SAME_PORT_RETRY_DELAY).await;
+                        }
+                        other => return other,
+                    }
+                }
+                Err(HarnessError::PortUnavailable {
+                    node: index,
+                    port,
+                    attempts: SAME_PORT_ATTEMPTS,
+                })
             }
         }
-        Err(HarnessError::PortUnavailable {
-            node: index,
-            port: node.port,
-            attempts: SAME_PORT_ATTEMPTS,
-        })
     }
 
     /// [`stop`](Self::stop) then [`start_node`](Self::start_node).
@@ -306,30 +551,45 @@ impl TestCluster {
         self.start_node(index).await
     }
 
-    /// Freezes node `index` with SIGSTOP: its sockets stay open and the kernel
-    /// keeps accepting and queueing requests, but nothing is answered until
-    /// [`resume`](Self::resume).
+    /// Freezes node `index` with SIGSTOP (docker: `docker pause`): its sockets
+    /// stay open and the kernel keeps accepting and queueing requests, but
+    /// nothing is answered until [`resume`](Self::resume). On the docker
+    /// backend this waits for the engine's answer (milliseconds; at most 30 s).
     pub fn pause(&mut self, index: usize) -> Result<(), HarnessError> {
-        let process = self.running_mut(index)?;
-        process.signal(index, Signal::SIGSTOP)?;
-        process.paused = true;
-        info!(node = index, pid = process.pid, "node paused");
-        Ok(())
+        match &mut self.node_mut(index)?.server {
+            Server::Process(server) => {
+                let process = server.running_mut(index)?;
+                process.signal(index, Signal::SIGSTOP)?;
+                process.paused = true;
+                info!(node = index, pid = process.pid, "node paused");
+                Ok(())
+            }
+            #[cfg(feature = "docker")]
+            Server::Docker(server) => server.pause(index),
+        }
     }
 
-    /// Lets a paused node `index` run again (SIGCONT); it then answers the
-    /// requests queued meanwhile.
+    /// Lets a paused node `index` run again (SIGCONT; docker: `docker
+    /// unpause`); it then answers the requests queued meanwhile.
     pub fn resume(&mut self, index: usize) -> Result<(), HarnessError> {
-        let process = self.running_mut(index)?;
-        process.signal(index, Signal::SIGCONT)?;
-        process.paused = false;
-        info!(node = index, pid = process.pid, "node resumed");
-        Ok(())
+        match &mut self.node_mut(index)?.server {
+            Server::Process(server) => {
+                let process = server.running_mut(index)?;
+                process.signal(index, Signal::SIGCONT)?;
+                process.paused = false;
+                info!(node = index, pid = process.pid, "node resumed");
+                Ok(())
+            }
+            #[cfg(feature = "docker")]
+            Server::Docker(server) => server.resume(index),
+        }
     }
 
     /// Deletes every key on node `index` (FLUSHALL over a direct connection).
     pub async fn flush(&mut self, index: usize) -> Result<(), HarnessError> {
-        self.running_mut(index)?;
+        if !self.is_running(index)? {
+            return Err(HarnessError::NotRunning(index));
+        }
         let mut connection = self.connection(index).await?;
         let () = redis::cmd("FLUSHALL").query_async(&mut connection).await?;
         Ok(())
@@ -353,26 +613,89 @@ impl TestCluster {
             .get_mut(index)
             .ok_or(HarnessError::NoSuchNode(index))
     }
+}
 
-    fn running_mut(&mut self, index: usize) -> Result<&mut RedisProcess, HarnessError> {
-        let node = self.node_mut(index)?;
-        node.reap_if_exited()?;
-        node.process.as_mut().ok_or(HarnessError::NotRunning(index))
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        // Containers are removed all at once rather than one after another as the
+        // nodes drop; processes are killed by their own `Drop`.
+        #[cfg(feature = "docker")]
+        super::docker::remove_all_blocking(
+            self.nodes
+                .iter_mut()
+                .filter_map(|node| match &mut node.server {
+                    Server::Docker(server) => server.take_for_removal(),
+                    Server::Process(_) => None,
+                })
+                .collect(),
+        );
     }
 }
 
-/// One node: its fixed port and directory, and its process while running.
+/// What starting a node needs beyond the options, prepared once per cluster.
+enum BackendContext {
+    /// libfaketime's path, if any node has a clock rate.
+    Process { libfaketime: Option<PathBuf> },
+    #[cfg(feature = "docker")]
+    Docker {
+        docker: bollard::Docker,
+        image: String,
+    },
+}
+
+impl BackendContext {
+    async fn prepare(options: &ClusterOptions) -> Result<BackendContext, HarnessError> {
+        match options.backend {
+            Backend::Process => Ok(BackendContext::Process {
+                libfaketime: if options.clock_rates.is_empty() {
+                    None
+                } else {
+                    Some(find_libfaketime()?)
+                },
+            }),
+            #[cfg(feature = "docker")]
+            Backend::Docker => {
+                let image = super::docker::image();
+                let docker = super::docker::connect().await?;
+                super::docker::check_available(&image).await?;
+                Ok(BackendContext::Docker { docker, image })
+            }
+            #[cfg(not(feature = "docker"))]
+            Backend::Docker => Err(HarnessError::BackendNotCompiled(Backend::Docker)),
+        }
+    }
+}
+
+/// One node: its fixed port, its server and its proxy.
 #[derive(Debug)]
 struct Node {
     port: u16,
+    // Field order matters for drop: the server goes before the proxy in front of it.
+    server: Server,
+    proxy: Option<FaultProxy>,
+}
+
+/// A node's server, by backend.
+#[derive(Debug)]
+enum Server {
+    Process(ProcessServer),
+    #[cfg(feature = "docker")]
+    Docker(super::docker::DockerServer),
+}
+
+/// A `redis-server` process node: its directory and environment, and its process while
+/// running.
+#[derive(Debug)]
+struct ProcessServer {
     // Field order matters for drop: the process is killed and reaped before
     // its working directory is deleted.
     process: Option<RedisProcess>,
-    proxy: Option<FaultProxy>,
+    /// Extra environment (libfaketime), the same at every start.
+    env: Vec<(String, String)>,
     dir: TempDir,
 }
 
-impl Node {
+impl ProcessServer {
     /// Forgets the process if it exited on its own (after reaping it).
     fn reap_if_exited(&mut self) -> Result<(), HarnessError> {
         if let Some(process) = &mut self.process
@@ -383,35 +706,122 @@ impl Node {
         }
         Ok(())
     }
+
+    fn running_mut(&mut self, index: usize) -> Result<&mut RedisProcess, HarnessError> {
+        self.reap_if_exited()?;
+        self.process.as_mut().ok_or(HarnessError::NotRunning(index))
+    }
 }
 
-/// Starts node `index` for a new cluster: its directory, a free port (a few
-/// tries, as the port can be taken between finding it and redis binding it),
-/// the server, and the proxy if asked for.
-async fn start_new_node(options: &ClusterOptions, index: usize) -> Result<Node, HarnessError> {
+/// Starts node `index` for a new cluster: a free port (a few tries, as the port can be taken
+/// between finding it and the server binding it), the server, and the proxy if asked for.
+async fn start_new_node(
+    options: &ClusterOptions,
+    backend: &BackendContext,
+    index: usize,
+) -> Result<Node, HarnessError> {
+    let (server, port) = match backend {
+        BackendContext::Process { libfaketime } => {
+            start_new_process(options, libfaketime.as_deref(), index).await?
+        }
+        #[cfg(feature = "docker")]
+        BackendContext::Docker { docker, image } => {
+            start_new_container(options, docker, image, index).await?
+        }
+    };
+    let proxy = if options.proxies {
+        let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        Some(FaultProxy::start(upstream).await?)
+    } else {
+        None
+    };
+    Ok(Node {
+        port,
+        server,
+        proxy,
+    })
+}
+
+async fn start_new_process(
+    options: &ClusterOptions,
+    libfaketime: Option<&Path>,
+    index: usize,
+) -> Result<(Server, u16), HarnessError> {
     let dir = tempfile::Builder::new()
         .prefix(&format!("quorumlock-node{index}-"))
         .tempdir()?;
+    let env: Vec<(String, String)> = libfaketime
+        .and_then(|path| options.clock_env(index, path))
+        .map(Vec::from)
+        .unwrap_or_default();
     let mut port = 0;
     for attempt in 1..=FRESH_PORT_ATTEMPTS {
         port = free_port()?;
-        match launch(options, index, port, dir.path()).await? {
+        match launch(options, index, port, dir.path(), &env).await? {
             Launch::Ready(process) => {
                 debug!(node = index, pid = process.pid, port, "node started");
-                let proxy = if options.proxies {
-                    let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-                    Some(FaultProxy::start(upstream).await?)
-                } else {
-                    None
-                };
-                return Ok(Node {
-                    port,
+                let server = ProcessServer {
                     process: Some(process),
-                    proxy,
+                    env,
                     dir,
-                });
+                };
+                return Ok((Server::Process(server), port));
             }
             Launch::PortTaken => debug!(node = index, port, attempt, "port taken, trying another"),
+        }
+    }
+    Err(HarnessError::PortUnavailable {
+        node: index,
+        port,
+        attempts: FRESH_PORT_ATTEMPTS,
+    })
+}
+
+#[cfg(feature = "docker")]
+async fn start_new_container(
+    options: &ClusterOptions,
+    docker: &bollard::Docker,
+    image: &str,
+    index: usize,
+) -> Result<(Server, u16), HarnessError> {
+    use super::docker::{ContainerSpec, Created, DockerServer, LIBFAKETIME_IN_IMAGE};
+
+    let mut args: Vec<String> = vec![
+        "--port".into(),
+        "6379".into(),
+        "--protected-mode".into(),
+        "no".into(),
+        "--daemonize".into(),
+        "no".into(),
+        // Connections arrive from the bridge gateway, never from loopback.
+        "--enable-debug-command".into(),
+        "yes".into(),
+        "--dir".into(),
+        "/data".into(),
+    ];
+    args.extend(options.persistence_args());
+    args.extend(options.extra_args.iter().cloned());
+    let env = options
+        .clock_env(index, Path::new(LIBFAKETIME_IN_IMAGE))
+        .map(|pairs| {
+            pairs
+                .into_iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let spec = ContainerSpec {
+        image,
+        args,
+        env,
+        ready_timeout: options.ready_timeout,
+    };
+    let mut port = 0;
+    for attempt in 1..=FRESH_PORT_ATTEMPTS {
+        port = free_port()?;
+        match DockerServer::create(docker, index, port, &spec).await? {
+            Created::Ready(server) => return Ok((Server::Docker(server), port)),
+            Created::PortTaken => debug!(node = index, port, attempt, "port taken, trying another"),
         }
     }
     Err(HarnessError::PortUnavailable {
@@ -434,7 +844,10 @@ fn redis_url(port: u16) -> String {
 
 /// Opens a connection to the server on `port` with the given connect and
 /// response timeout.
-async fn connect(port: u16, timeout: Duration) -> redis::RedisResult<MultiplexedConnection> {
+pub(super) async fn connect(
+    port: u16,
+    timeout: Duration,
+) -> redis::RedisResult<MultiplexedConnection> {
     let client = redis::Client::open(redis_url(port))?;
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(timeout))
@@ -457,11 +870,12 @@ async fn launch(
     index: usize,
     port: u16,
     dir: &Path,
+    env: &[(String, String)],
 ) -> Result<Launch, HarnessError> {
     // The log files are appended to across restarts; only this attempt's part
     // is relevant to its errors.
     let output_start = OutputStart::of(dir);
-    let mut process = spawn_server(options, index, port, dir)?;
+    let mut process = spawn_server(options, index, port, dir, env)?;
     let started = Instant::now();
     let deadline = started + options.ready_timeout;
     let mut backoff = PROBE_BACKOFF_MIN;
@@ -526,6 +940,7 @@ fn spawn_server(
     index: usize,
     port: u16,
     dir: &Path,
+    env: &[(String, String)],
 ) -> Result<RedisProcess, HarnessError> {
     let spawn_error = |source| HarnessError::Spawn {
         node: index,
@@ -542,8 +957,7 @@ fn spawn_server(
         .arg("--port")
         .arg(port.to_string())
         .args(["--bind", "127.0.0.1"])
-        .args(["--save", ""])
-        .args(["--appendonly", "no"])
+        .args(options.persistence_args())
         .args(["--protected-mode", "no"])
         .args(["--daemonize", "no"])
         .args(["--enable-debug-command", "local"])
@@ -552,6 +966,7 @@ fn spawn_server(
         .arg("--logfile")
         .arg(dir.join(LOG_FILE))
         .args(&options.extra_args)
+        .envs(env.iter().map(|(name, value)| (name, value)))
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(console)

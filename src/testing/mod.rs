@@ -14,6 +14,17 @@
 //!   added latency, a black hole (connections accepted, nothing ever answered),
 //!   refused connections and cut connections.
 //!
+//! Per cluster, [`ClusterOptions`] also chooses:
+//!
+//! * the [`Backend`]: `redis-server` processes (default) or, with the `docker`
+//!   cargo feature, one Docker container per node (see the `docker` module),
+//!   behind the same [`TestCluster`] API; [`Backend::from_env`] reads
+//!   `QUORUMLOCK_BACKEND`;
+//! * the [`Persistence`]: none (a restarted node comes back empty) or AOF with
+//!   `appendfsync always` (it comes back with its data, even after SIGKILL);
+//! * a clock rate per node ([`ClusterOptions::clock_rate`], libfaketime): that
+//!   node's clocks, and so its key expiry, run faster or slower than real time.
+//!
 //! The harness is public (behind the `test-cluster` cargo feature) so that
 //! code built on `quorumlock`, or any other Redis lock implementation, can be
 //! tested against the same faults. It needs a `redis-server` binary (7.0 or
@@ -54,9 +65,15 @@
 //! ```
 
 mod cluster;
+#[cfg(feature = "docker")]
+#[cfg_attr(docsrs, doc(cfg(feature = "docker")))]
+pub mod docker;
 mod proxy;
 
-pub use cluster::{ClusterOptions, REDIS_SERVER_ENV, TestCluster};
+pub use cluster::{
+    BACKEND_ENV, Backend, ClusterOptions, LIBFAKETIME_ENV, Persistence, REDIS_SERVER_ENV,
+    TestCluster,
+};
 pub use proxy::FaultProxy;
 
 use std::net::SocketAddr;
@@ -154,4 +171,51 @@ pub enum HarnessError {
     /// A Redis command sent by the harness itself failed.
     #[error(transparent)]
     Redis(#[from] redis::RedisError),
+    /// `QUORUMLOCK_BACKEND` names no backend.
+    #[error("{env}={value:?} is not a backend (expected \"process\" or \"docker\")", env = BACKEND_ENV)]
+    UnknownBackend {
+        /// The value found in the environment.
+        value: String,
+    },
+    /// The backend was asked for, but this build does not include it (the docker backend needs
+    /// the `docker` cargo feature).
+    #[error("the {0:?} backend is not compiled in (enable the `docker` cargo feature)")]
+    BackendNotCompiled(Backend),
+    /// A clock rate given with [`ClusterOptions::clock_rate`] is not a finite number above zero.
+    #[error("node {node}: clock rate {rate} is not a finite number above zero")]
+    InvalidClockRate {
+        /// Index of the node.
+        node: usize,
+        /// The rate given.
+        rate: f64,
+    },
+    /// A node needs a clock rate, but libfaketime was not found.
+    #[error("libfaketime not found (apt-get install faketime, or set {env} to libfaketime.so.1); looked at {searched:?}", env = LIBFAKETIME_ENV)]
+    LibfaketimeNotFound {
+        /// The paths that were tried.
+        searched: Vec<PathBuf>,
+    },
+    /// The Docker engine could not be reached (docker backend).
+    #[error("the Docker engine is not reachable: {reason}")]
+    DockerUnavailable {
+        /// What failed.
+        reason: String,
+    },
+    /// The image the docker backend runs does not exist locally; nothing is pulled.
+    #[error("docker image {image} not found (build it with scripts/redis-image.sh)")]
+    ImageMissing {
+        /// The image name.
+        image: String,
+    },
+    /// A Docker Engine API call made for a node failed (docker backend).
+    #[error("node {node}: docker: {action} failed")]
+    Docker {
+        /// Index of the node.
+        node: usize,
+        /// What the harness was doing, for example `"pause container"`.
+        action: &'static str,
+        /// The engine's (or the transport's) error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
