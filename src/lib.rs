@@ -65,6 +65,10 @@ mod validity;
 #[cfg_attr(docsrs, doc(cfg(feature = "test-cluster")))]
 pub mod testing;
 
+#[cfg(feature = "chaos")]
+#[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
+pub mod chaos;
+
 pub use error::{ConfigError, Error, NodeError, NodeOutcome, NodeReply};
 pub use guard::{Guard, ReleaseReport};
 pub use lock::Lock;

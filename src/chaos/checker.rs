@@ -1,0 +1,517 @@
+//! The history checker: pure functions from a [`History`] to a [`CheckReport`].
+//!
+//! # Which instants, and why
+//!
+//! A holder relies on the lock from the moment its acquire call returned the guard
+//! ([`Hold::acquired_us`]) until the earlier of the guard's validity
+//! ([`Hold::valid_until_us`]) and the moment it started to release ([`Hold::released_us`]):
+//! its [`window`](Hold::window). Two holds of one resource under different tokens whose windows
+//! overlap are a mutual-exclusion violation.
+//!
+//! No false positives when the lock behaves: a second client can only win a quorum of nodes on
+//! which the first one's key is gone. Each of those keys was set after the first acquire call
+//! started (T1), so it lives until T1 + ttl on the node's clock, which (under the timing
+//! assumptions) is later than `valid_until` = T1 + ttl − drift; or it was deleted by the first
+//! holder's release, which started at `released_us`. Both happen before the second decision,
+//! and `acquired_us` is read after that decision. So in a correct run every later window starts
+//! at or after every earlier one ends; back-to-back windows (`start == end`) do not overlap.
+//!
+//! No false negatives by construction of the window: it uses exactly what the holder believed
+//! (the guard's own validity), so any two holders that both believed they held the lock at one
+//! instant are reported.
+//!
+//! A write is stale when it happened at or after the end of its own hold's window (or carries a
+//! token no hold has): its writer no longer held the lock.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use super::history::{History, Hold, Outcome, Write};
+
+/// One side of a [`Violation`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct HoldRef {
+    /// The client task.
+    pub holder: usize,
+    /// The hold's token.
+    pub token: String,
+    /// Start of the window (µs).
+    pub start_us: u64,
+    /// End of the window (µs).
+    pub end_us: u64,
+}
+
+impl HoldRef {
+    fn of(hold: &Hold) -> HoldRef {
+        let (start_us, end_us) = hold.window();
+        HoldRef {
+            holder: hold.holder,
+            token: hold.token.clone(),
+            start_us,
+            end_us,
+        }
+    }
+}
+
+/// Two holders that both believed they held one resource at the same time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Violation {
+    /// The resource.
+    pub resource: String,
+    /// The hold whose window started first.
+    pub first: HoldRef,
+    /// The hold that started while the first one was still believed.
+    pub second: HoldRef,
+    /// How long both were believed at once (µs).
+    pub overlap_us: u64,
+}
+
+/// Why a write was stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StaleReason {
+    /// After the writer's validity had ended.
+    AfterValidity,
+    /// After the writer had started to release.
+    AfterRelease,
+    /// Before the writer's hold began.
+    BeforeAcquired,
+    /// The write's token belongs to no recorded hold.
+    UnknownHold,
+}
+
+/// A write made by a holder that did not hold the lock at that moment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct StaleWrite {
+    /// The write.
+    pub write: Write,
+    /// Why it was stale.
+    pub reason: StaleReason,
+    /// How long after its hold's window ended it happened (µs; 0 if unknown or before).
+    pub late_by_us: u64,
+    /// Another holder whose window contained the write, if any: the write clobbered live data.
+    pub during_hold_of: Option<usize>,
+}
+
+/// Failed attempts by cause.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Failures {
+    /// Held by someone else.
+    pub held: usize,
+    /// Too few nodes answered.
+    pub unavailable: usize,
+    /// The round used up the whole validity.
+    pub validity_expired: usize,
+    /// Anything else.
+    pub other: usize,
+}
+
+impl Failures {
+    /// All failures.
+    pub fn total(&self) -> usize {
+        self.held + self.unavailable + self.validity_expired + self.other
+    }
+}
+
+/// How often clients got the lock.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Availability {
+    /// Acquisition attempts.
+    pub attempts: usize,
+    /// Successful ones.
+    pub acquired: usize,
+    /// Successful acquisitions per second of the run.
+    pub acquired_per_sec: f64,
+    /// Failed attempts by cause.
+    pub failures: Failures,
+}
+
+/// Latency percentiles of acquisition attempts, in microseconds (nearest rank).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Latency {
+    /// How many attempts were measured.
+    pub samples: usize,
+    /// Median.
+    pub p50_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// Slowest.
+    pub max_us: u64,
+}
+
+impl Latency {
+    /// Percentiles of `samples` (any order).
+    pub fn of(mut samples: Vec<u64>) -> Latency {
+        samples.sort_unstable();
+        Latency {
+            samples: samples.len(),
+            p50_us: nearest_rank(&samples, 50),
+            p99_us: nearest_rank(&samples, 99),
+            max_us: samples.last().copied().unwrap_or(0),
+        }
+    }
+}
+
+/// The `percent`th percentile of sorted `samples` by nearest rank (0 if empty).
+fn nearest_rank(sorted: &[u64], percent: usize) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (sorted.len() * percent).div_ceil(100).max(1);
+    sorted.get(rank - 1).copied().unwrap_or(0)
+}
+
+/// What the checker found in a [`History`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct CheckReport {
+    /// Holds checked.
+    pub holds: usize,
+    /// Writes checked.
+    pub writes: usize,
+    /// Every pair of overlapping holds, by resource and start.
+    pub violations: Vec<Violation>,
+    /// Every stale write, in time order.
+    pub stale_writes: Vec<StaleWrite>,
+    /// Availability of the lock.
+    pub availability: Availability,
+    /// Latency of successful attempts.
+    pub acquire_latency: Latency,
+    /// Latency of all attempts, successful or not.
+    pub attempt_latency: Latency,
+}
+
+impl CheckReport {
+    /// No violation and no stale write: mutual exclusion held throughout.
+    pub fn is_safe(&self) -> bool {
+        self.violations.is_empty() && self.stale_writes.is_empty()
+    }
+}
+
+/// Checks a history for mutual-exclusion violations and stale writes, and measures availability
+/// and latency. Pure: the same history always gives the same report.
+pub fn check(history: &History) -> CheckReport {
+    let by_resource = holds_by_resource(&history.holds);
+    CheckReport {
+        holds: history.holds.len(),
+        writes: history.writes.len(),
+        violations: violations(&by_resource),
+        stale_writes: stale_writes(history, &by_resource),
+        availability: availability(history),
+        acquire_latency: Latency::of(
+            history
+                .attempts
+                .iter()
+                .filter(|attempt| attempt.outcome == Outcome::Acquired)
+                .map(|attempt| attempt.latency_us())
+                .collect(),
+        ),
+        attempt_latency: Latency::of(history.attempts.iter().map(|a| a.latency_us()).collect()),
+    }
+}
+
+/// Holds grouped by resource, each group sorted by window start (then end, then token).
+fn holds_by_resource(holds: &[Hold]) -> BTreeMap<&str, Vec<&Hold>> {
+    let mut groups: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
+    for hold in holds {
+        groups.entry(hold.resource.as_str()).or_default().push(hold);
+    }
+    for group in groups.values_mut() {
+        group.sort_by(|a, b| {
+            (a.acquired_us, a.end_us(), &a.token).cmp(&(b.acquired_us, b.end_us(), &b.token))
+        });
+    }
+    groups
+}
+
+/// Every pair of holds of one resource, under different tokens, whose windows overlap.
+fn violations(by_resource: &BTreeMap<&str, Vec<&Hold>>) -> Vec<Violation> {
+    let mut found = Vec::new();
+    for (resource, holds) in by_resource {
+        for (i, first) in holds.iter().enumerate() {
+            let (_, first_end) = first.window();
+            // Sorted by start: once a later hold starts at or after this one's end, so do all
+            // that follow it.
+            for second in holds.iter().skip(i + 1) {
+                let (second_start, second_end) = second.window();
+                if second_start >= first_end {
+                    break;
+                }
+                if second.token == first.token || second_start >= second_end {
+                    continue;
+                }
+                found.push(Violation {
+                    resource: (*resource).to_owned(),
+                    first: HoldRef::of(first),
+                    second: HoldRef::of(second),
+                    overlap_us: first_end.min(second_end) - second_start,
+                });
+            }
+        }
+    }
+    found
+}
+
+/// Every write whose writer did not hold the lock when it wrote.
+fn stale_writes(history: &History, by_resource: &BTreeMap<&str, Vec<&Hold>>) -> Vec<StaleWrite> {
+    let by_token: HashMap<(&str, &str), &Hold> = history
+        .holds
+        .iter()
+        .map(|hold| ((hold.resource.as_str(), hold.token.as_str()), hold))
+        .collect();
+    let mut found = Vec::new();
+    for write in &history.writes {
+        let own = by_token.get(&(write.resource.as_str(), write.token.as_str()));
+        let (reason, late_by_us) = match own {
+            None => (StaleReason::UnknownHold, 0),
+            Some(hold) => {
+                let (start, end) = hold.window();
+                if write.at_us < start {
+                    (StaleReason::BeforeAcquired, 0)
+                } else if write.at_us < end {
+                    continue;
+                } else if hold
+                    .released_us
+                    .is_some_and(|released| released <= write.at_us)
+                    && hold.released_us < Some(hold.valid_until_us)
+                {
+                    (StaleReason::AfterRelease, write.at_us - end)
+                } else {
+                    (StaleReason::AfterValidity, write.at_us - end)
+                }
+            }
+        };
+        let during_hold_of = by_resource.get(write.resource.as_str()).and_then(|holds| {
+            holds
+                .iter()
+                .find(|hold| {
+                    let (start, end) = hold.window();
+                    hold.token != write.token && start <= write.at_us && write.at_us < end
+                })
+                .map(|hold| hold.holder)
+        });
+        found.push(StaleWrite {
+            write: write.clone(),
+            reason,
+            late_by_us,
+            during_hold_of,
+        });
+    }
+    found.sort_by_key(|stale| stale.write.at_us);
+    found
+}
+
+fn availability(history: &History) -> Availability {
+    let mut failures = Failures::default();
+    let mut acquired = 0;
+    for attempt in &history.attempts {
+        match attempt.outcome {
+            Outcome::Acquired => acquired += 1,
+            Outcome::Held => failures.held += 1,
+            Outcome::Unavailable => failures.unavailable += 1,
+            Outcome::ValidityExpired => failures.validity_expired += 1,
+            Outcome::Other => failures.other += 1,
+        }
+    }
+    let seconds = history.duration_us as f64 / 1e6;
+    Availability {
+        attempts: history.attempts.len(),
+        acquired,
+        acquired_per_sec: if seconds > 0.0 {
+            acquired as f64 / seconds
+        } else {
+            0.0
+        },
+        failures,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chaos::history::Attempt;
+    use proptest::prelude::*;
+
+    fn history(holds: Vec<Hold>, writes: Vec<Write>) -> History {
+        History {
+            holds,
+            writes,
+            ..History::default()
+        }
+    }
+
+    #[test]
+    fn overlapping_holds_are_a_violation() {
+        let report = check(&history(
+            vec![
+                Hold::new("r", 1, "a", 0, 100),
+                Hold::new("r", 2, "b", 60, 200),
+            ],
+            vec![],
+        ));
+        assert_eq!(report.violations.len(), 1);
+        let violation = &report.violations[0];
+        assert_eq!((violation.first.holder, violation.second.holder), (1, 2));
+        assert_eq!(violation.overlap_us, 40);
+        assert!(!report.is_safe());
+    }
+
+    #[test]
+    fn back_to_back_and_released_holds_are_fine() {
+        let report = check(&history(
+            vec![
+                Hold::new("r", 1, "a", 0, 100),
+                Hold::new("r", 2, "b", 100, 200),
+                // Valid until 400, but released at 250: the next may start at 250.
+                Hold::new("r", 3, "c", 200, 400).released(250),
+                Hold::new("r", 4, "d", 250, 300).started(120),
+                // Another resource may overlap freely.
+                Hold::new("s", 5, "e", 0, 400),
+            ],
+            vec![Write::new("r", 1, "a", 99), Write::new("r", 3, "c", 249)],
+        ));
+        assert!(report.is_safe(), "{report:#?}");
+    }
+
+    #[test]
+    fn a_hold_inside_another_is_found() {
+        let report = check(&history(
+            vec![
+                Hold::new("r", 1, "a", 0, 1000),
+                Hold::new("r", 2, "b", 100, 200),
+                Hold::new("r", 3, "c", 300, 400),
+            ],
+            vec![],
+        ));
+        assert_eq!(report.violations.len(), 2);
+    }
+
+    #[test]
+    fn late_writes_are_stale() {
+        let report = check(&history(
+            vec![
+                Hold::new("r", 1, "a", 0, 100),
+                Hold::new("r", 2, "b", 120, 300).released(200),
+                Hold::new("r", 3, "c", 200, 300),
+            ],
+            vec![
+                Write::new("r", 1, "a", 50),
+                Write::new("r", 1, "a", 150),
+                Write::new("r", 2, "b", 210),
+                Write::new("r", 9, "zz", 5),
+            ],
+        ));
+        let reasons: Vec<_> = report
+            .stale_writes
+            .iter()
+            .map(|s| (s.write.at_us, s.reason, s.late_by_us, s.during_hold_of))
+            .collect();
+        assert_eq!(
+            reasons,
+            vec![
+                (5, StaleReason::UnknownHold, 0, Some(1)),
+                (150, StaleReason::AfterValidity, 50, Some(2)),
+                (210, StaleReason::AfterRelease, 10, Some(3)),
+            ]
+        );
+        assert!(report.violations.is_empty());
+    }
+
+    #[test]
+    fn availability_and_latency() {
+        let mut h = history(vec![], vec![]);
+        h.duration_us = 2_000_000;
+        for (i, outcome) in [
+            Outcome::Acquired,
+            Outcome::Acquired,
+            Outcome::Held,
+            Outcome::Unavailable,
+            Outcome::ValidityExpired,
+            Outcome::Other,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            h.attempts
+                .push(Attempt::new("r", 0, 0, (i as u64 + 1) * 10, outcome));
+        }
+        let report = check(&h);
+        assert_eq!(report.availability.acquired, 2);
+        assert!((report.availability.acquired_per_sec - 1.0).abs() < 1e-9);
+        assert_eq!(report.availability.failures.total(), 4);
+        assert_eq!(report.acquire_latency.p50_us, 10);
+        assert_eq!(report.acquire_latency.p99_us, 20);
+        assert_eq!(report.attempt_latency.max_us, 60);
+    }
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let l = Latency::of((1..=100).rev().collect());
+        assert_eq!((l.p50_us, l.p99_us, l.max_us), (50, 99, 100));
+        assert_eq!(Latency::of(vec![]).p99_us, 0);
+        assert_eq!(Latency::of(vec![7]).p50_us, 7);
+    }
+
+    /// Sequential holds of one resource: each starts at or after the previous one's end.
+    fn sequential_holds() -> impl Strategy<Value = Vec<Hold>> {
+        prop::collection::vec((0u64..50, 1u64..100, prop::option::of(0u64..120)), 1..40).prop_map(
+            |specs| {
+                let mut t = 0;
+                let mut holds = Vec::new();
+                for (i, (gap, validity, release_after)) in specs.into_iter().enumerate() {
+                    let start = t + gap;
+                    let mut hold = Hold::new("r", i % 4, format!("t{i}"), start, start + validity)
+                        .started(start.saturating_sub(gap));
+                    if let Some(after) = release_after {
+                        hold = hold.released(start + after);
+                    }
+                    t = hold.end_us();
+                    holds.push(hold);
+                }
+                holds
+            },
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn sequential_holds_never_violate(holds in sequential_holds(), seed in any::<u64>()) {
+            // Writes strictly inside each window are never stale.
+            let writes = holds
+                .iter()
+                .filter(|h| h.end_us() > h.acquired_us)
+                .map(|h| Write::new("r", h.holder, h.token.clone(),
+                    h.acquired_us + seed % (h.end_us() - h.acquired_us)))
+                .collect();
+            let report = check(&history(holds, writes));
+            prop_assert!(report.is_safe(), "{:#?}", report);
+        }
+
+        #[test]
+        fn one_shifted_hold_is_caught(holds in sequential_holds(), pick in any::<prop::sample::Index>(), back in 1u64..50) {
+            prop_assume!(holds.len() >= 2);
+            let mut holds = holds;
+            let i = pick.index(holds.len() - 1) + 1;
+            let previous_end = holds[i - 1].end_us();
+            let previous_start = holds[i - 1].acquired_us;
+            prop_assume!(previous_end > previous_start);
+            // Move hold i to start strictly inside hold i−1's window.
+            let start = previous_end - back.min(previous_end - previous_start);
+            let hold = &mut holds[i];
+            let length = hold.valid_until_us - hold.acquired_us;
+            hold.acquired_us = start;
+            hold.valid_until_us = start + length;
+            hold.released_us = None;
+            let report = check(&history(holds, vec![]));
+            prop_assert!(!report.violations.is_empty());
+        }
+    }
+}

@@ -1,0 +1,446 @@
+//! What happened during a chaos run, on one monotonic clock: every hold of a lock, every write to
+//! the protected storage, every acquisition attempt and every injected fault.
+//!
+//! Instants are microseconds since the start of the run ([`Clock`]), so a [`History`] is plain
+//! data: it can be built by hand in tests, checked by [`check`](super::check), serialised to JSON
+//! and plotted.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use serde::Serialize;
+
+/// The run's monotonic clock: instants become microseconds since its epoch.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    epoch: Instant,
+}
+
+impl Clock {
+    /// A clock whose epoch is now.
+    pub fn start() -> Clock {
+        Clock {
+            epoch: Instant::now(),
+        }
+    }
+
+    /// A clock with the given epoch.
+    pub fn with_epoch(epoch: Instant) -> Clock {
+        Clock { epoch }
+    }
+
+    /// The epoch.
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
+    /// `instant` in microseconds since the epoch (0 for instants before it).
+    pub fn us(&self, instant: Instant) -> u64 {
+        u64::try_from(instant.saturating_duration_since(self.epoch).as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// Now, in microseconds since the epoch.
+    pub fn now_us(&self) -> u64 {
+        self.us(Instant::now())
+    }
+}
+
+/// One successful acquisition, from the holder's point of view.
+///
+/// The holder believes it holds the lock from `acquired_us` (the acquire call returned the
+/// guard) until the earlier of `valid_until_us` (the guard's validity) and `released_us` (it
+/// started to release). That is its [`window`](Hold::window).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Hold {
+    /// The locked resource.
+    pub resource: String,
+    /// The client task that held it.
+    pub holder: usize,
+    /// The acquisition's token (unique per hold).
+    pub token: String,
+    /// When the acquire call started: no key of this hold was set before. Its lease on the nodes
+    /// starts no earlier.
+    pub acquire_started_us: u64,
+    /// When the acquire call returned the guard: the holder believes it holds from here on. It is
+    /// read just after the decision, so it is never earlier than the decision.
+    pub acquired_us: u64,
+    /// [`Guard::valid_until`](crate::Guard::valid_until).
+    pub valid_until_us: u64,
+    /// When the holder started to release (`None`: it never did; the lock expired).
+    pub released_us: Option<u64>,
+}
+
+impl Hold {
+    /// A hold of `resource` by `holder` with `token`, believed from `acquired_us` until
+    /// `valid_until_us`; the acquire call started at `acquired_us` and nothing was released (see
+    /// [`started`](Hold::started) and [`released`](Hold::released)).
+    pub fn new(
+        resource: impl Into<String>,
+        holder: usize,
+        token: impl Into<String>,
+        acquired_us: u64,
+        valid_until_us: u64,
+    ) -> Hold {
+        Hold {
+            resource: resource.into(),
+            holder,
+            token: token.into(),
+            acquire_started_us: acquired_us,
+            acquired_us,
+            valid_until_us,
+            released_us: None,
+        }
+    }
+
+    /// Sets when the acquire call started.
+    #[must_use]
+    pub fn started(mut self, acquire_started_us: u64) -> Hold {
+        self.acquire_started_us = acquire_started_us;
+        self
+    }
+
+    /// Sets when the holder started to release.
+    #[must_use]
+    pub fn released(mut self, released_us: u64) -> Hold {
+        self.released_us = Some(released_us);
+        self
+    }
+
+    /// When the holder stops believing it holds the lock: the earlier of the end of its validity
+    /// and the start of its release.
+    pub fn end_us(&self) -> u64 {
+        self.released_us.map_or(self.valid_until_us, |released| {
+            released.min(self.valid_until_us)
+        })
+    }
+
+    /// `(acquired_us, end_us)`: the half-open interval in which the holder may rely on the lock.
+    pub fn window(&self) -> (u64, u64) {
+        (self.acquired_us, self.end_us())
+    }
+}
+
+/// One write to the protected storage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Write {
+    /// The resource whose storage was written.
+    pub resource: String,
+    /// The client task that wrote.
+    pub holder: usize,
+    /// The token of the hold the writer believed it had.
+    pub token: String,
+    /// When the write happened. A careful writer passes the instant at which it checked
+    /// [`Guard::is_valid`](crate::Guard::is_valid) (it then writes without awaiting anything);
+    /// a write after a pause carries the instant after the pause.
+    pub at_us: u64,
+}
+
+impl Write {
+    /// A write to `resource` by `holder` under `token` at `at_us`.
+    pub fn new(
+        resource: impl Into<String>,
+        holder: usize,
+        token: impl Into<String>,
+        at_us: u64,
+    ) -> Write {
+        Write {
+            resource: resource.into(),
+            holder,
+            token: token.into(),
+            at_us,
+        }
+    }
+}
+
+/// How one acquisition attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Outcome {
+    /// A guard was returned.
+    Acquired,
+    /// [`Error::Held`](crate::Error::Held): someone else holds it.
+    Held,
+    /// [`Error::Unavailable`](crate::Error::Unavailable): too few nodes answered.
+    Unavailable,
+    /// [`Error::ValidityExpired`](crate::Error::ValidityExpired): the round took the whole TTL.
+    ValidityExpired,
+    /// Any other error.
+    Other,
+}
+
+impl Outcome {
+    /// The outcome of an acquire call's result.
+    pub fn of<T>(result: &Result<T, crate::Error>) -> Outcome {
+        match result {
+            Ok(_) => Outcome::Acquired,
+            Err(crate::Error::Held { .. }) => Outcome::Held,
+            Err(crate::Error::Unavailable { .. }) => Outcome::Unavailable,
+            Err(crate::Error::ValidityExpired { .. }) => Outcome::ValidityExpired,
+            Err(_) => Outcome::Other,
+        }
+    }
+}
+
+/// One acquisition attempt (one round over the nodes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Attempt {
+    /// The resource asked for.
+    pub resource: String,
+    /// The client task.
+    pub holder: usize,
+    /// When the call started.
+    pub started_us: u64,
+    /// When it returned.
+    pub finished_us: u64,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+impl Attempt {
+    /// An attempt on `resource` by `holder` from `started_us` to `finished_us`.
+    pub fn new(
+        resource: impl Into<String>,
+        holder: usize,
+        started_us: u64,
+        finished_us: u64,
+        outcome: Outcome,
+    ) -> Attempt {
+        Attempt {
+            resource: resource.into(),
+            holder,
+            started_us,
+            finished_us,
+            outcome,
+        }
+    }
+
+    /// How long the attempt took, in microseconds.
+    pub fn latency_us(&self) -> u64 {
+        self.finished_us.saturating_sub(self.started_us)
+    }
+}
+
+/// An injected fault, from when it was applied until it was lifted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct FaultWindow {
+    /// What was done, e.g. `kill` or `latency +15ms`.
+    pub label: String,
+    /// The nodes affected (empty for client-side faults).
+    pub nodes: Vec<usize>,
+    /// The resource a client-side fault hit (`None` for node faults).
+    pub resource: Option<String>,
+    /// When it was applied.
+    pub start_us: u64,
+    /// When it was lifted (`None`: it lasted until the end of the run).
+    pub end_us: Option<u64>,
+}
+
+impl FaultWindow {
+    /// A fault `label` on `nodes` from `start_us`, not yet lifted.
+    pub fn new(label: impl Into<String>, nodes: Vec<usize>, start_us: u64) -> FaultWindow {
+        FaultWindow {
+            label: label.into(),
+            nodes,
+            resource: None,
+            start_us,
+            end_us: None,
+        }
+    }
+
+    /// Marks the fault as hitting a client that works on `resource`.
+    #[must_use]
+    pub fn on_resource(mut self, resource: impl Into<String>) -> FaultWindow {
+        self.resource = Some(resource.into());
+        self
+    }
+}
+
+/// Everything recorded in one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct History {
+    /// Every successful acquisition.
+    pub holds: Vec<Hold>,
+    /// Every write to the protected storage.
+    pub writes: Vec<Write>,
+    /// Every acquisition attempt, successful or not.
+    pub attempts: Vec<Attempt>,
+    /// Every injected fault.
+    pub faults: Vec<FaultWindow>,
+    /// How long clients ran, in microseconds (the denominator of rates).
+    pub duration_us: u64,
+}
+
+impl History {
+    /// An empty history.
+    pub fn new() -> History {
+        History::default()
+    }
+}
+
+/// Which hold a [`Recorder`] handed out, to record its release later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldId(usize);
+
+/// Which fault window a [`Recorder`] opened, to close it later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultId(usize);
+
+/// Records a [`History`] from many tasks at once; cheap to clone (clones share the history).
+///
+/// Every event is stamped on the recorder's [`Clock`]. The recorder is also the protected
+/// storage: [`write`](Recorder::write) is the write the lock protects.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    clock: Clock,
+    history: Arc<Mutex<History>>,
+}
+
+impl Recorder {
+    /// A recorder on `clock`, with an empty history.
+    pub fn new(clock: Clock) -> Recorder {
+        Recorder {
+            clock,
+            history: Arc::default(),
+        }
+    }
+
+    /// The recorder's clock.
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    fn lock(&self) -> MutexGuard<'_, History> {
+        // Every change is a single push or field update: the history stays consistent even if
+        // a recording task panicked.
+        self.history.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records an acquisition attempt.
+    pub fn attempt(
+        &self,
+        resource: &str,
+        holder: usize,
+        started: Instant,
+        finished: Instant,
+        outcome: Outcome,
+    ) {
+        let attempt = Attempt::new(
+            resource,
+            holder,
+            self.clock.us(started),
+            self.clock.us(finished),
+            outcome,
+        );
+        self.lock().attempts.push(attempt);
+    }
+
+    /// Records the start of a hold: the acquire call started at `started`, returned the guard
+    /// at `acquired`, valid until `valid_until`.
+    pub fn begin_hold(
+        &self,
+        resource: &str,
+        holder: usize,
+        token: &str,
+        started: Instant,
+        acquired: Instant,
+        valid_until: Instant,
+    ) -> HoldId {
+        let hold = Hold::new(
+            resource,
+            holder,
+            token,
+            self.clock.us(acquired),
+            self.clock.us(valid_until),
+        )
+        .started(self.clock.us(started));
+        let mut history = self.lock();
+        history.holds.push(hold);
+        HoldId(history.holds.len() - 1)
+    }
+
+    /// Records that the holder of `hold` started to release at `released`.
+    pub fn end_hold(&self, hold: HoldId, released: Instant) {
+        let released = self.clock.us(released);
+        if let Some(hold) = self.lock().holds.get_mut(hold.0) {
+            hold.released_us = Some(released);
+        }
+    }
+
+    /// The protected write: `holder`, believing it holds `resource` under `token`, writes at
+    /// `at` (see [`Write::at_us`]).
+    pub fn write(&self, resource: &str, holder: usize, token: &str, at: Instant) {
+        let write = Write::new(resource, holder, token, self.clock.us(at));
+        self.lock().writes.push(write);
+    }
+
+    /// Records that fault `label` was applied to `nodes` now.
+    pub fn fault(&self, label: impl Into<String>, nodes: &[usize]) -> FaultId {
+        let window = FaultWindow::new(label, nodes.to_vec(), self.clock.now_us());
+        let mut history = self.lock();
+        history.faults.push(window);
+        FaultId(history.faults.len() - 1)
+    }
+
+    /// Records that a client working on `resource` was hit by fault `label` now (a pause,
+    /// say).
+    pub fn client_fault(&self, label: impl Into<String>, resource: &str) -> FaultId {
+        let window = FaultWindow::new(label, Vec::new(), self.clock.now_us()).on_resource(resource);
+        let mut history = self.lock();
+        history.faults.push(window);
+        FaultId(history.faults.len() - 1)
+    }
+
+    /// Records that fault `fault` was lifted now.
+    pub fn lift(&self, fault: FaultId) {
+        let now = self.clock.now_us();
+        if let Some(window) = self.lock().faults.get_mut(fault.0) {
+            window.end_us = Some(now);
+        }
+    }
+
+    /// Sets how long the clients ran.
+    pub fn set_duration(&self, duration_us: u64) {
+        self.lock().duration_us = duration_us;
+    }
+
+    /// A copy of the history so far.
+    pub fn snapshot(&self) -> History {
+        self.lock().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn windows_end_at_the_earlier_of_validity_and_release() {
+        let hold = Hold::new("r", 0, "t", 10, 100);
+        assert_eq!(hold.window(), (10, 100));
+        assert_eq!(hold.clone().released(50).window(), (10, 50));
+        assert_eq!(hold.released(150).window(), (10, 100));
+    }
+
+    #[test]
+    fn the_recorder_stamps_on_its_clock() {
+        let clock = Clock::start();
+        let epoch = clock.epoch();
+        let recorder = Recorder::new(clock);
+        let ms = Duration::from_millis;
+        let id = recorder.begin_hold("r", 1, "t", epoch, epoch + ms(2), epoch + ms(10));
+        recorder.write("r", 1, "t", epoch + ms(3));
+        recorder.end_hold(id, epoch + ms(5));
+        let history = recorder.snapshot();
+        assert_eq!(history.holds[0].window(), (2_000, 5_000));
+        assert_eq!(history.holds[0].acquire_started_us, 0);
+        assert_eq!(history.writes[0].at_us, 3_000);
+        assert_eq!(clock.us(epoch - ms(1)), 0);
+    }
+}

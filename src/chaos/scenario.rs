@@ -1,0 +1,180 @@
+//! The named chaos scenarios: what each one does to the nodes or clients, and whether Redlock is
+//! expected to stay safe through it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+/// A named chaos scenario. Each runs many client tasks contending for a few resources with a
+/// short TTL while faults are injected; see `docs/chaos.md` for what each one demonstrates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(into = "&'static str")]
+#[non_exhaustive]
+pub enum Scenario {
+    /// No faults: the control run.
+    Baseline,
+    /// Nodes 3 and 4 of 5 are killed, and restarted (empty) later. Safe: every hold keeps a
+    /// majority on nodes 0–2.
+    MinorityCrash,
+    /// Nodes 3 and 4 are frozen with SIGSTOP, then resumed. Safe.
+    MinorityFreeze,
+    /// Nodes 3 and 4 answer late (below, then above the per-node timeout). Safe.
+    MinorityLatency,
+    /// Nodes 0–2 answer late: every round waits for a slow node, so validity shrinks and
+    /// availability drops. Safe.
+    MajorityLatency,
+    /// Nodes 3 and 4 become hung servers (connections accepted, nothing answered). Safe.
+    PartitionMinority,
+    /// Nodes 0–2 are cut off (connections closed and refused): no quorum, no lock. Safe.
+    PartitionMajority,
+    /// Holds are taken while nodes 3 and 4 are unreachable (their keys land on nodes 0–2 only);
+    /// then node 1, and after it node 2, is killed and restarted at once without persistence,
+    /// forgetting its keys, and another client wins nodes 1, 3 and 4 while the holder still
+    /// believes its hold on nodes 0 and 2. Unsafe: shows violations.
+    RestartNoPersistence,
+    /// As [`RestartNoPersistence`](Scenario::RestartNoPersistence), but the killed nodes stay
+    /// down for longer than the TTL. Safe.
+    RestartDelayed,
+    /// As [`RestartNoPersistence`](Scenario::RestartNoPersistence), but every node writes an
+    /// append-only file with `appendfsync always`, so the keys survive the restart. Safe.
+    RestartAof,
+    /// Nodes 0–2 count time ten times too fast, far beyond the drift allowance: keys expire while
+    /// their holders still believe they hold them. Unsafe: shows violations.
+    ClockFast,
+    /// Some holders pause (as in a long GC) between checking the validity and writing, past the
+    /// validity: their writes are stale. Unsafe: shows stale writes.
+    ClientStall,
+}
+
+impl Scenario {
+    /// Every scenario, in the order `all` runs them.
+    pub const ALL: [Scenario; 12] = [
+        Scenario::Baseline,
+        Scenario::MinorityCrash,
+        Scenario::MinorityFreeze,
+        Scenario::MinorityLatency,
+        Scenario::MajorityLatency,
+        Scenario::PartitionMinority,
+        Scenario::PartitionMajority,
+        Scenario::RestartNoPersistence,
+        Scenario::RestartDelayed,
+        Scenario::RestartAof,
+        Scenario::ClockFast,
+        Scenario::ClientStall,
+    ];
+
+    /// The scenario's name on the command line, e.g. `minority-crash`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Baseline => "baseline",
+            Scenario::MinorityCrash => "minority-crash",
+            Scenario::MinorityFreeze => "minority-freeze",
+            Scenario::MinorityLatency => "minority-latency",
+            Scenario::MajorityLatency => "majority-latency",
+            Scenario::PartitionMinority => "partition-minority",
+            Scenario::PartitionMajority => "partition-majority",
+            Scenario::RestartNoPersistence => "restart-no-persistence",
+            Scenario::RestartDelayed => "restart-delayed",
+            Scenario::RestartAof => "restart-aof",
+            Scenario::ClockFast => "clock-fast",
+            Scenario::ClientStall => "client-stall",
+        }
+    }
+
+    /// One line on what the scenario does.
+    pub fn description(self) -> &'static str {
+        match self {
+            Scenario::Baseline => "no faults",
+            Scenario::MinorityCrash => "kill nodes 3,4; restart them (empty) 2×TTL later",
+            Scenario::MinorityFreeze => "SIGSTOP nodes 3,4 for 2×TTL, then SIGCONT",
+            Scenario::MinorityLatency => {
+                "+latency on nodes 3,4 (under, then over the node timeout)"
+            }
+            Scenario::MajorityLatency => {
+                "+latency on nodes 0,1,2 (under, then over the node timeout)"
+            }
+            Scenario::PartitionMinority => "black-hole nodes 3,4 for 2×TTL",
+            Scenario::PartitionMajority => "cut and refuse nodes 0,1,2 for 2×TTL",
+            Scenario::RestartNoPersistence => {
+                "holds taken while 3,4 are cut off; then nodes 1, 2 killed and restarted empty at once"
+            }
+            Scenario::RestartDelayed => {
+                "as restart-no-persistence, but nodes 1,2 stay down 1.5×TTL before restarting"
+            }
+            Scenario::RestartAof => {
+                "as restart-no-persistence, with AOF appendfsync always on every node"
+            }
+            Scenario::ClockFast => "nodes 0,1,2 count time 10× too fast",
+            Scenario::ClientStall => "some holders pause past their validity, then write",
+        }
+    }
+
+    /// Whether Redlock is expected to keep mutual exclusion through this scenario.
+    pub fn expected_safe(self) -> bool {
+        !matches!(
+            self,
+            Scenario::RestartNoPersistence | Scenario::ClockFast | Scenario::ClientStall
+        )
+    }
+
+    /// Whether the scenario needs to control the nodes (kill, pause, proxies, clocks), so it can
+    /// only run on a cluster it starts itself, not on a user's own deployment.
+    pub fn needs_node_control(self) -> bool {
+        !matches!(self, Scenario::Baseline | Scenario::ClientStall)
+    }
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl From<Scenario> for &'static str {
+    fn from(scenario: Scenario) -> &'static str {
+        scenario.name()
+    }
+}
+
+/// A scenario name that is not one of [`Scenario::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+#[error("unknown scenario {0:?}; known: {known}", known = Scenario::ALL.map(Scenario::name).join(", "))]
+pub struct UnknownScenario(
+    /// The name given.
+    pub String,
+);
+
+impl FromStr for Scenario {
+    type Err = UnknownScenario;
+
+    fn from_str(name: &str) -> Result<Scenario, UnknownScenario> {
+        Scenario::ALL
+            .into_iter()
+            .find(|scenario| scenario.name() == name)
+            .ok_or_else(|| UnknownScenario(name.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for scenario in Scenario::ALL {
+            assert_eq!(scenario.name().parse::<Scenario>(), Ok(scenario));
+        }
+        assert!("nope".parse::<Scenario>().is_err());
+    }
+
+    #[test]
+    fn client_side_scenarios_need_no_node_control() {
+        let free: Vec<_> = Scenario::ALL
+            .into_iter()
+            .filter(|s| !s.needs_node_control())
+            .collect();
+        assert_eq!(free, [Scenario::Baseline, Scenario::ClientStall]);
+    }
+}

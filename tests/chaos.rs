@@ -1,0 +1,188 @@
+//! Chaos scenarios against real redis-server processes (feature `chaos`), and the history
+//! checker on hand-made histories.
+//!
+//! Each scenario runs for a few seconds. What is asserted are logical facts from the checker:
+//! the unsafe scenarios show violations (or stale writes), the safe ones show none.
+
+use std::time::Duration;
+
+use quorumlock::chaos::checker::StaleReason;
+use quorumlock::chaos::history::{Hold, Write};
+use quorumlock::chaos::{History, RunOptions, Scenario, ScenarioReport, check, run};
+use quorumlock::testing::{ClusterOptions, TestCluster};
+
+fn options() -> RunOptions {
+    RunOptions::new().duration(Duration::from_secs(3))
+}
+
+async fn run_scenario(scenario: Scenario) -> ScenarioReport {
+    let report = run(scenario, &options())
+        .await
+        .unwrap_or_else(|e| panic!("{scenario}: {e}"));
+    let check = &report.check;
+    eprintln!(
+        "{scenario}: holds {} writes {} violations {} stale writes {} acquired {} failures {:?} notes {:?}",
+        check.holds,
+        check.writes,
+        check.violations.len(),
+        check.stale_writes.len(),
+        check.availability.acquired,
+        check.availability.failures,
+        report.notes,
+    );
+    report
+}
+
+async fn assert_safe(scenario: Scenario) {
+    assert!(scenario.expected_safe());
+    let report = run_scenario(scenario).await;
+    assert!(
+        report.check.violations.is_empty(),
+        "{scenario}: unexpected violations {:#?}",
+        report.check.violations
+    );
+    assert!(
+        report.check.stale_writes.is_empty(),
+        "{scenario}: unexpected stale writes {:#?}",
+        report.check.stale_writes
+    );
+    // The clients did work: a run without holds would prove nothing.
+    assert!(report.check.holds > 0, "{scenario}: no holds at all");
+}
+
+async fn assert_unsafe(scenario: Scenario) -> ScenarioReport {
+    assert!(!scenario.expected_safe());
+    let report = run_scenario(scenario).await;
+    assert!(
+        !report.check.is_safe(),
+        "{scenario}: expected violations or stale writes, found none"
+    );
+    report
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minority_crash_is_safe() {
+    assert_safe(Scenario::MinorityCrash).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minority_freeze_is_safe() {
+    assert_safe(Scenario::MinorityFreeze).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minority_latency_is_safe() {
+    assert_safe(Scenario::MinorityLatency).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayed_restart_is_safe() {
+    assert_safe(Scenario::RestartDelayed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aof_restart_is_safe() {
+    assert_safe(Scenario::RestartAof).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_without_persistence_grants_twice() {
+    let report = assert_unsafe(Scenario::RestartNoPersistence).await;
+    assert!(!report.check.violations.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_node_clocks_grant_twice() {
+    let report = assert_unsafe(Scenario::ClockFast).await;
+    assert!(!report.check.violations.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_client_writes_stale() {
+    let report = assert_unsafe(Scenario::ClientStall).await;
+    assert!(report.check.violations.is_empty());
+    assert!(
+        report
+            .check
+            .stale_writes
+            .iter()
+            .all(|stale| stale.reason == StaleReason::AfterValidity)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_side_scenarios_run_on_given_nodes() {
+    let cluster = TestCluster::start(ClusterOptions::default().nodes(3))
+        .await
+        .expect("start cluster");
+    let options = options().nodes(cluster.urls());
+    let report = run(Scenario::ClientStall, &options)
+        .await
+        .expect("client-stall on given nodes");
+    assert!(report.check.violations.is_empty());
+    assert!(!report.check.stale_writes.is_empty());
+    assert!(report.history.faults.iter().all(|f| f.nodes.is_empty()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenarios_that_need_node_control_refuse_given_nodes() {
+    let options = options().nodes(vec!["redis://127.0.0.1:1".into()]);
+    let error = run(Scenario::MinorityCrash, &options).await.unwrap_err();
+    assert!(error.to_string().contains("needs control over the nodes"));
+}
+
+fn history(holds: Vec<Hold>, writes: Vec<Write>) -> History {
+    let mut history = History::new();
+    history.holds = holds;
+    history.writes = writes;
+    history
+}
+
+#[test]
+fn checker_finds_an_overlap() {
+    let report = check(&history(
+        vec![
+            Hold::new("r", 1, "a", 0, 300).started(0),
+            Hold::new("r", 2, "b", 250, 600).started(100),
+        ],
+        vec![],
+    ));
+    assert_eq!(report.violations.len(), 1);
+    assert_eq!(report.violations[0].overlap_us, 50);
+}
+
+#[test]
+fn checker_accepts_back_to_back_holds() {
+    // The second acquire call started long before the first hold ended (it was waiting), but
+    // its guard came back exactly when the first holder released: no overlap.
+    let report = check(&history(
+        vec![
+            Hold::new("r", 1, "a", 0, 300).released(200),
+            Hold::new("r", 2, "b", 200, 500).started(50),
+            Hold::new("r", 1, "c", 500, 800),
+        ],
+        vec![
+            Write::new("r", 1, "a", 199),
+            Write::new("r", 2, "b", 200),
+            Write::new("r", 2, "b", 499),
+        ],
+    ));
+    assert!(report.is_safe(), "{report:#?}");
+}
+
+#[test]
+fn checker_finds_a_stale_write() {
+    let report = check(&history(
+        vec![
+            Hold::new("r", 1, "a", 0, 300),
+            Hold::new("r", 2, "b", 400, 700),
+        ],
+        vec![Write::new("r", 1, "a", 100), Write::new("r", 1, "a", 450)],
+    ));
+    assert!(report.violations.is_empty());
+    assert_eq!(report.stale_writes.len(), 1);
+    let stale = &report.stale_writes[0];
+    assert_eq!(stale.reason, StaleReason::AfterValidity);
+    assert_eq!(stale.late_by_us, 150);
+    assert_eq!(stale.during_hold_of, Some(2));
+}
