@@ -1,2 +1,449 @@
-//! placeholder
-fn main() {}
+//! Criterion benchmarks: the quorum lock against the single-node lock, on local `redis-server`
+//! processes started by [`TestCluster`] (127.0.0.1 only).
+//!
+//! Run with `cargo bench --features test-cluster` (about three minutes on 2 cores). Groups:
+//!
+//! - `cycle`: one task, acquire + release (a fresh key each cycle); `single` vs `quorum-3/5/7`.
+//! - `raw-floor`: the same commands over redis-rs alone, no lock logic, on 1 and 5 nodes: the
+//!   floor under `cycle/single` and `cycle/quorum-5` on this machine.
+//! - `throughput/{1,16,64}`: that many tasks cycling on distinct keys; the reported time is
+//!   wall time per cycle (all tasks together), so elements/s is the throughput.
+//! - `handoff`: 4 tasks wanting one key; one sample is the time from a holder starting its
+//!   release to the next holder's successful acquire.
+//! - `faults`: acquire only (the guard is dropped, and so released in the background, outside
+//!   the timed section; background releases are awaited untimed every 128 acquisitions) on 5
+//!   nodes behind fault proxies: healthy, 2 of 5 with +20 ms round trips, 1 of 5 blackholed.
+//!
+//! After the groups it prints allocations per acquire+release cycle, counted by a counting
+//! global allocator. Nothing here asserts on time.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use quorumlock::testing::{ClusterOptions, TestCluster};
+use quorumlock::{Lock, LockOptions, RetryPolicy};
+use redis::aio::MultiplexedConnection;
+use tokio::runtime::Runtime;
+
+/// Counts allocations (all threads).
+struct CountingAllocator;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards every call unchanged to the system allocator; the counter never allocates.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged; `ptr` came from `System`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged; `ptr` came from `System`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+/// Background releases left outstanding in the `faults` group before an untimed wait.
+const SETTLE_EVERY: u64 = 128;
+/// Tasks contending in the `handoff` group.
+const CONTENDERS: usize = 4;
+/// How long a hand-off holder keeps the lock, and rests after releasing.
+const HOLD: Duration = Duration::from_micros(500);
+
+/// The servers and the locks over them.
+struct Env {
+    /// Seven direct masters: `single` uses the first, `quorum-N` the first N.
+    direct: TestCluster,
+    /// Five masters behind fault proxies, for the `faults` group.
+    proxied: TestCluster,
+    locks: Vec<(String, Lock)>,
+    proxied_lock: Lock,
+}
+
+fn options() -> LockOptions {
+    LockOptions::new()
+        .ttl(Duration::from_secs(10))
+        .retry(RetryPolicy::once())
+        .key_prefix(format!("quorumlock-criterion:{}:", std::process::id()))
+}
+
+impl Env {
+    async fn start() -> Env {
+        let direct = TestCluster::start(ClusterOptions::default().nodes(7))
+            .await
+            .expect("start 7 redis-server processes (is redis-server installed?)");
+        let proxied = TestCluster::start(ClusterOptions::default().nodes(5).proxies(true))
+            .await
+            .expect("start 5 redis-server processes behind proxies");
+        let urls = direct.urls();
+        let mut locks = vec![(
+            "single".to_owned(),
+            Lock::single(urls[0].clone(), options()).expect("single lock"),
+        )];
+        for n in [3, 5, 7] {
+            let lock = Lock::quorum(urls[..n].to_vec(), options()).expect("quorum lock");
+            locks.push((format!("quorum-{n}"), lock));
+        }
+        let proxied_lock = Lock::quorum(proxied.urls(), options()).expect("proxied lock");
+        Env {
+            direct,
+            proxied,
+            locks,
+            proxied_lock,
+        }
+    }
+
+    fn lock(&self, name: &str) -> &Lock {
+        &self
+            .locks
+            .iter()
+            .find(|(n, _)| n == name)
+            .expect("known lock")
+            .1
+    }
+}
+
+/// One acquire+release on `key`. Callers use a fresh key per cycle, so that a release lost to
+/// a timeout cannot make the next cycle's acquire fail.
+async fn cycle(lock: &Lock, key: &str) {
+    let guard = lock.try_acquire(key).await.expect("uncontended acquire");
+    guard.release().await;
+}
+
+/// Cycles `from..to`, each on key `{base}:{i}`, written into a reused buffer.
+async fn cycles(lock: &Lock, base: &str, range: std::ops::Range<u64>) {
+    let mut key = String::new();
+    for i in range {
+        key.clear();
+        let _ = write!(key, "{base}:{i}");
+        cycle(lock, &key).await;
+    }
+}
+
+async fn warm_up(lock: &Lock) {
+    cycles(lock, "warm", 0..50).await;
+}
+
+fn bench_cycle(c: &mut Criterion, rt: &Runtime, env: &Env) {
+    let mut group = c.benchmark_group("cycle");
+    for (name, lock) in &env.locks {
+        rt.block_on(warm_up(lock));
+        let mut run = 0u64;
+        group.bench_function(name.as_str(), |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    run += 1;
+                    let base = format!("cycle:{run}");
+                    let started = Instant::now();
+                    cycles(lock, &base, 0..iters).await;
+                    started.elapsed()
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+/// The lock's release script, for the raw floor.
+static RAW_RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0",
+    )
+});
+
+/// The lock's commands over redis-rs alone, no lock logic: `SET NX PX` on every node until a
+/// majority said yes, then the release script on every node, waiting for all.
+async fn raw_cycle(connections: &[MultiplexedConnection], key: &str) {
+    let quorum = connections.len() / 2 + 1;
+    let mut sets: FuturesUnordered<_> = connections
+        .iter()
+        .map(|connection| {
+            let mut connection = connection.clone();
+            async move {
+                let reply: Option<String> = redis::cmd("SET")
+                    .arg(key)
+                    .arg(key)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(10_000)
+                    .query_async(&mut connection)
+                    .await
+                    .expect("SET");
+                reply.is_some()
+            }
+        })
+        .collect();
+    let mut yes = 0;
+    while let Some(set) = sets.next().await {
+        yes += usize::from(set);
+        if yes >= quorum {
+            break;
+        }
+    }
+    drop(sets);
+    futures::future::join_all(connections.iter().map(|connection| {
+        let mut connection = connection.clone();
+        async move {
+            let _: i64 = RAW_RELEASE
+                .key(key)
+                .arg(key)
+                .invoke_async(&mut connection)
+                .await
+                .expect("release script");
+        }
+    }))
+    .await;
+}
+
+/// `raw-1` and `raw-5`: what one node and a five-node fan-out cost over redis-rs alone, the
+/// floor under `cycle/single` and `cycle/quorum-5` on this machine.
+fn bench_raw(c: &mut Criterion, rt: &Runtime, env: &Env) {
+    let urls = env.direct.urls();
+    let mut group = c.benchmark_group("raw-floor");
+    for n in [1usize, 5] {
+        let connections: Vec<MultiplexedConnection> = rt.block_on(async {
+            let mut connections = Vec::new();
+            for url in &urls[..n] {
+                let client = redis::Client::open(url.as_str()).expect("url");
+                connections.push(
+                    client
+                        .get_multiplexed_async_connection()
+                        .await
+                        .expect("connect"),
+                );
+            }
+            connections
+        });
+        let mut run = 0u64;
+        group.bench_function(format!("raw-{n}"), |b| {
+            b.iter_custom(|iters| {
+                run += 1;
+                rt.block_on(async {
+                    let mut key = String::new();
+                    let started = Instant::now();
+                    for i in 0..iters {
+                        key.clear();
+                        let _ = write!(key, "raw:{run}:{i}");
+                        raw_cycle(&connections, &key).await;
+                    }
+                    started.elapsed()
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+fn bench_throughput(c: &mut Criterion, rt: &Runtime, env: &Env) {
+    for tasks in [1usize, 16, 64] {
+        let mut group = c.benchmark_group(format!("throughput/{tasks}"));
+        group.throughput(Throughput::Elements(1));
+        for name in ["single", "quorum-5"] {
+            let lock = env.lock(name);
+            let mut run = 0u64;
+            group.bench_function(name, |b| {
+                b.iter_custom(|iters| {
+                    run += 1;
+                    rt.block_on(async {
+                        let per_task = iters.div_ceil(tasks as u64);
+                        let started = Instant::now();
+                        let handles: Vec<_> = (0..tasks)
+                            .map(|task| {
+                                let lock = lock.clone();
+                                tokio::spawn(async move {
+                                    let base = format!("tp:{run}:{task}");
+                                    cycles(&lock, &base, 0..per_task).await;
+                                })
+                            })
+                            .collect();
+                        for handle in handles {
+                            handle.await.expect("throughput task");
+                        }
+                        // Report the time per `iters` cycles, whatever the rounding up did.
+                        let done = per_task * tasks as u64;
+                        started.elapsed().mul_f64(iters as f64 / done as f64)
+                    })
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
+/// Runs `CONTENDERS` tasks on one key until `handoffs` hand-offs were seen (or 60 s passed),
+/// and returns the sum of the hand-off times.
+async fn handoffs(lock: &Lock, handoffs: u64) -> Duration {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let last_release: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let state = Arc::new(Mutex::new((0u64, Duration::ZERO)));
+    let policy = RetryPolicy::new()
+        .attempts(u32::MAX)
+        .delay(Duration::from_micros(200))
+        .jitter(Duration::from_micros(800))
+        .max_wait(Duration::from_secs(61));
+    let tasks: Vec<_> = (0..CONTENDERS)
+        .map(|_| {
+            let (lock, policy) = (lock.clone(), policy.clone());
+            let (last_release, state) = (Arc::clone(&last_release), Arc::clone(&state));
+            tokio::spawn(async move {
+                loop {
+                    if Instant::now() >= deadline
+                        || state.lock().unwrap_or_else(PoisonError::into_inner).0 >= handoffs
+                    {
+                        return;
+                    }
+                    let cancel = tokio::time::sleep_until(deadline.into());
+                    let Ok(guard) = lock.acquire_with("handoff", &policy, cancel).await else {
+                        continue;
+                    };
+                    let now = Instant::now();
+                    if let Some(previous) = last_release
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .take()
+                    {
+                        let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+                        if state.0 < handoffs {
+                            state.0 += 1;
+                            state.1 += now - previous;
+                        }
+                    }
+                    tokio::time::sleep(HOLD).await;
+                    *last_release.lock().unwrap_or_else(PoisonError::into_inner) =
+                        Some(Instant::now());
+                    guard.release().await;
+                    tokio::time::sleep(HOLD).await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("hand-off task");
+    }
+    let (done, total) = *state.lock().unwrap_or_else(PoisonError::into_inner);
+    // Scale to the requested count should the deadline have cut the run short.
+    if done == 0 {
+        Duration::from_secs(60)
+    } else {
+        total.mul_f64(handoffs as f64 / done as f64)
+    }
+}
+
+fn bench_handoff(c: &mut Criterion, rt: &Runtime, env: &Env) {
+    let mut group = c.benchmark_group(format!("handoff/{CONTENDERS}-contenders"));
+    for name in ["single", "quorum-5"] {
+        let lock = env.lock(name);
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| rt.block_on(handoffs(lock, iters)))
+        });
+    }
+    group.finish();
+}
+
+/// `iters` acquisitions of fresh keys, timed alone.
+async fn acquires(lock: &Lock, tag: &str, iters: u64) -> Duration {
+    let mut timed = Duration::ZERO;
+    for i in 0..iters {
+        let key = format!("{tag}:{i}");
+        let started = Instant::now();
+        let guard = lock.try_acquire(&key).await.expect("acquire");
+        timed += started.elapsed();
+        // Released in the background, outside the timed section.
+        drop(guard);
+        if i % SETTLE_EVERY == SETTLE_EVERY - 1 {
+            lock.settle().await;
+        }
+    }
+    lock.settle().await;
+    timed
+}
+
+fn bench_faults(c: &mut Criterion, rt: &Runtime, env: &Env) {
+    let mut group = c.benchmark_group("faults/acquire");
+    let lock = &env.proxied_lock;
+    let proxy = |i| env.proxied.proxy(i).expect("proxied node");
+    rt.block_on(warm_up(lock));
+    let mut run = 0u64;
+    let mut bench = |group: &mut criterion::BenchmarkGroup<'_, _>, name: &str| {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                run += 1;
+                rt.block_on(acquires(lock, &format!("f{run}"), iters))
+            })
+        });
+    };
+    bench(&mut group, "healthy");
+    // +10 ms each way: +20 ms per round trip on 2 of 5 nodes.
+    proxy(3).set_latency(Duration::from_millis(10));
+    proxy(4).set_latency(Duration::from_millis(10));
+    bench(&mut group, "2-of-5-slow");
+    proxy(3).set_latency(Duration::ZERO);
+    proxy(4).set_latency(Duration::ZERO);
+    proxy(4).blackhole();
+    bench(&mut group, "1-of-5-hung");
+    rt.block_on(async {
+        proxy(4).heal().await.expect("heal");
+        proxy(4).cut().await;
+    });
+    group.finish();
+}
+
+fn report_allocations(rt: &Runtime, env: &Env) {
+    println!("\nallocations per acquire+release cycle (whole process, 1000 cycles):");
+    for (name, lock) in &env.locks {
+        let per_cycle = rt.block_on(async {
+            warm_up(lock).await;
+            // Keys formatted into a reused buffer: no allocation of the loop's own.
+            let before = ALLOCATIONS.load(Ordering::Relaxed);
+            cycles(lock, "alloc", 0..1000).await;
+            (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / 1000.0
+        });
+        println!("  {name:<10} {per_cycle:>7.1}");
+    }
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let env = rt.block_on(Env::start());
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    bench_cycle(&mut c, &rt, &env);
+    bench_raw(&mut c, &rt, &env);
+    bench_throughput(&mut c, &rt, &env);
+    bench_handoff(&mut c, &rt, &env);
+    bench_faults(&mut c, &rt, &env);
+    report_allocations(&rt, &env);
+    c.final_summary();
+    // The clusters kill and reap their servers when dropped, on the runtime's thread.
+    rt.block_on(async move { drop(env) });
+}

@@ -1,6 +1,9 @@
 //! The `quorumlock` command-line tool: try the lock against your own Redis masters, or against
 //! five local ones it starts itself.
 
+mod bench;
+mod chaos;
+
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -35,6 +38,16 @@ enum Command {
         #[arg(long, default_value_t = 10_000)]
         ttl_ms: u64,
     },
+    /// Benchmark the quorum lock against the single-node lock, side by side in one run.
+    ///
+    /// Without --nodes it starts local redis-server processes on 127.0.0.1 (some behind fault
+    /// proxies) and stops them when done.
+    Bench(bench::BenchArgs),
+    /// Chaos scenarios: faults against a local five-node cluster while clients contend, and a
+    /// check of the history for two holders at once (mutual-exclusion violations).
+    ///
+    /// Exits non-zero when a scenario expected to be safe shows a violation.
+    Chaos(chaos::ChaosArgs),
 }
 
 #[tokio::main]
@@ -49,6 +62,8 @@ async fn main() -> ExitCode {
             resource,
             ttl_ms,
         } => demo(nodes, &resource, Duration::from_millis(ttl_ms)).await,
+        Command::Bench(args) => bench::run(args).await,
+        Command::Chaos(args) => chaos::run_chaos(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
