@@ -130,6 +130,10 @@ struct Plan {
     alloc_cycles: u64,
     /// Added one-way delay on each slow node (a round trip gains twice this).
     slow_one_way_ms: u64,
+    /// Added one-way delay on every node in the simulated-network scenario.
+    net_one_way_ms: u64,
+    /// Acquire+release cycles per lock in the simulated-network scenario.
+    net_ops: u64,
 }
 
 impl Plan {
@@ -149,6 +153,8 @@ impl Plan {
                 release_ops: 20,
                 alloc_cycles: 200,
                 slow_one_way_ms: 10,
+                net_one_way_ms: 1,
+                net_ops: 300,
             }
         } else {
             Plan {
@@ -165,6 +171,8 @@ impl Plan {
                 release_ops: 60,
                 alloc_cycles: 1_000,
                 slow_one_way_ms: 10,
+                net_one_way_ms: 1,
+                net_ops: 1_000,
             }
         }
     }
@@ -865,7 +873,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     };
 
     let steps =
-        subjects.len() as u64 * 2 + plan.tasks.len() as u64 * 2 + 2 + if local { 6 } else { 0 };
+        subjects.len() as u64 * 2 + plan.tasks.len() as u64 * 2 + 2 + if local { 7 } else { 0 };
     let progress = Progress::new(steps);
     let mut rows = Vec::new();
 
@@ -1255,6 +1263,86 @@ async fn fault_scenarios(
         progress.done();
     }
     settle(&lock).await;
+    rows.extend(simulated_network(cluster, &lock, options, plan, progress).await?);
+    Ok(rows)
+}
+
+/// Acquire+release with every node behind a proxy adding `net_one_way_ms` each way: a crude
+/// stand-in for servers on other hosts, where the round trip rather than the CPU dominates.
+/// The single-node lock uses node 0 through its proxy, the quorum all five; interleaved.
+async fn simulated_network(
+    cluster: &TestCluster,
+    quorum: &Lock,
+    options: &LockOptions,
+    plan: &Plan,
+    progress: &Progress,
+) -> Result<Vec<Row>, String> {
+    let urls = cluster.urls();
+    let Some(first) = urls.first() else {
+        return Ok(Vec::new());
+    };
+    let single = Lock::single(first.clone(), options.clone())
+        .map_err(|e| format!("single-node lock through a proxy: {e}"))?;
+    let latency = Duration::from_millis(plan.net_one_way_ms);
+    for i in 0..urls.len() {
+        if let Some(proxy) = cluster.proxy(i) {
+            proxy.set_latency(latency);
+        }
+    }
+    let pair = [("single", &single), ("quorum-5", quorum)];
+    let mut acc: Vec<(Histogram<u64>, u64, Duration)> = pair
+        .iter()
+        .map(|_| (new_histogram(), 0, Duration::ZERO))
+        .collect();
+    for (_, lock) in pair {
+        for i in 0..5 {
+            if let Ok(guard) = lock.try_acquire(format!("net-warm:{i}")).await {
+                guard.release().await;
+            }
+        }
+    }
+    let per_round = (plan.net_ops / plan.rounds).max(1);
+    let cap = Duration::from_millis(plan.fault_cap_ms / plan.rounds);
+    for round in 0..plan.rounds {
+        for ((name, lock), acc) in pair.iter().zip(acc.iter_mut()) {
+            progress.step(format!(
+                "acquire+release, nodes +{} ms each way: {name} (round {}/{})",
+                plan.net_one_way_ms,
+                round + 1,
+                plan.rounds
+            ));
+            let (e, wall) =
+                cycles(lock, "net", round * per_round, per_round, cap, &mut acc.0).await;
+            acc.1 += e;
+            acc.2 += wall;
+        }
+    }
+    for i in 0..urls.len() {
+        if let Some(proxy) = cluster.proxy(i) {
+            proxy.set_latency(Duration::ZERO);
+        }
+    }
+    let scenario = format!(
+        "acquire+release, nodes +{} ms each way",
+        plan.net_one_way_ms
+    );
+    let rows = pair
+        .iter()
+        .zip(acc)
+        .map(|((name, _), (hist, errors, wall))| {
+            Row::new(
+                &format!("net/{name}"),
+                &scenario,
+                &format!("{name} (proxied)"),
+                "acquire+release",
+                hist,
+                errors,
+                wall,
+            )
+            .vs_single("net/single")
+        })
+        .collect();
+    progress.done();
     Ok(rows)
 }
 
@@ -1492,6 +1580,15 @@ fn render(report: &Report) -> String {
         .iter()
         .find(|r| r.id.starts_with("cycle/raw-") && r.id != "cycle/raw-1")
         .and_then(|r| r.vs_single.map(|v| (r.lock.clone(), v)));
+    let net = report.rows.iter().find(|r| r.id == "net/quorum-5");
+    if let Some(v) = net.and_then(|r| r.vs_single) {
+        let _ = writeln!(
+            out,
+            "  (every node behind a proxy adding {} ms each way: quorum-5 / single p50 {:.2}, \
+             p99 {:.2})",
+            report.plan.net_one_way_ms, v.p50, v.p99
+        );
+    }
     if let Some((name, v)) = floor {
         let _ = writeln!(
             out,
@@ -1516,7 +1613,7 @@ fn draw_err<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> String + '_ {
 fn write_plots(dir: &Path, report: &Report) -> Result<Vec<String>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let mut written = Vec::new();
-    let groups: [(&str, &str, &[&str]); 6] = [
+    let groups: [(&str, &str, &[&str]); 7] = [
         ("cdf-cycle.svg", "acquire+release, 1 task", &["cycle/"]),
         (
             "cdf-throughput-16.svg",
@@ -1542,6 +1639,11 @@ fn write_plots(dir: &Path, report: &Report) -> Result<Vec<String>, String> {
             "cdf-faults-release.svg",
             "release, 5 proxied nodes: healthy, slow, hung",
             &["fault-rel/"],
+        ),
+        (
+            "cdf-network.svg",
+            "acquire+release, every node behind a proxy adding 1 ms each way",
+            &["net/"],
         ),
     ];
     for (file, title, prefixes) in groups {
