@@ -5,6 +5,7 @@
 //! with "not enough nodes answered", and a log line can say which node did what.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The error type of every fallible operation in this crate.
@@ -134,7 +135,7 @@ pub struct NodeOutcome {
     /// Position of the node in the configured list.
     pub node: usize,
     /// The node's address (`host:port`), without credentials.
-    pub addr: String,
+    pub addr: Arc<str>,
     /// What it answered.
     pub reply: NodeReply,
 }

@@ -24,8 +24,9 @@ use crate::quorum::{Tally, Verdict, Vote};
 pub(crate) enum Until {
     /// As soon as the verdict is known (acquire, extend).
     Decided,
-    /// When every node has answered or timed out (release).
-    AllAnswered,
+    /// As soon as a quorum of nodes is known to be free of our key (release): from then on no
+    /// one is kept from the lock. Otherwise, when every node has answered or timed out.
+    Freed,
 }
 
 /// What a round found.
@@ -81,16 +82,26 @@ where
                 None => break Some(tally.verdict()),
             },
         };
-        let (vote, reply) = match result {
-            Ok(true) => (Vote::Ours, NodeReply::Ours),
-            Ok(false) => (Vote::NotOurs, NodeReply::NotOurs),
-            Err(error) => (Vote::Failed, NodeReply::Failed(error)),
+        let reply = match result {
+            Ok(true) => NodeReply::Ours,
+            Ok(false) => NodeReply::NotOurs,
+            Err(error) => NodeReply::Failed(error),
+        };
+        let vote = match (&reply, until) {
+            (NodeReply::Failed(_), _) => Vote::Failed,
+            // Released, or never ours: either way the node is free of our key.
+            (_, Until::Freed) | (NodeReply::Ours, _) => Vote::Ours,
+            _ => Vote::NotOurs,
         };
         let verdict = tally.record(vote);
         if let Some(slot) = replies.get_mut(index) {
             *slot = reply;
         }
-        if until == Until::Decided && verdict != Verdict::Pending {
+        let stop = match until {
+            Until::Decided => verdict != Verdict::Pending,
+            Until::Freed => verdict == Verdict::Won,
+        };
+        if stop {
             break Some(verdict);
         }
     };
@@ -99,7 +110,7 @@ where
         .zip(replies)
         .map(|(node, reply)| NodeOutcome {
             node: node.index(),
-            addr: node.addr().to_owned(),
+            addr: Arc::clone(node.addr()),
             reply,
         })
         .collect();

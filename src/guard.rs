@@ -38,14 +38,14 @@ pub struct Guard {
     released: bool,
 }
 
-/// What a release found on the nodes.
+/// What a release found on the nodes that had answered when it returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ReleaseReport {
-    /// How many nodes still held our token and deleted it. Fewer than the quorum means the lock
-    /// had expired (or been lost) somewhere before the release.
+    /// How many of the nodes that answered still held our token and deleted it.
     pub held: usize,
-    /// What each node said.
+    /// What each node said; [`NodeReply::NoReply`](crate::NodeReply::NoReply) for the nodes
+    /// still being released in the background.
     pub outcomes: Vec<NodeOutcome>,
 }
 
@@ -150,8 +150,12 @@ impl Guard {
         }
     }
 
-    /// Deletes the key on every node that still holds our token. Waits for each node at most
-    /// its timeouts and never retries: an unreachable node's key expires by its TTL.
+    /// Deletes the key on every node that still holds our token, never retrying.
+    ///
+    /// Returns as soon as a quorum of nodes is free of our key, so that a slow or hung minority
+    /// costs nothing; the other nodes are released in the background
+    /// ([`Lock::settle`](crate::Lock::settle) waits for them). Without such a quorum it waits for
+    /// every node, at most its timeouts; an unreachable node's key expires by its TTL.
     pub async fn release(mut self) -> ReleaseReport {
         let round = release_all(&self.shared, &self.key, &self.token).await;
         self.released = true;

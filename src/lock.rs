@@ -101,7 +101,11 @@ impl Lock {
 
     /// The nodes' addresses (`host:port`), in configured order.
     pub fn node_addrs(&self) -> Vec<&str> {
-        self.shared.nodes.iter().map(|node| node.addr()).collect()
+        self.shared
+            .nodes
+            .iter()
+            .map(|node| &**node.addr())
+            .collect()
     }
 
     /// How many nodes must agree.
@@ -282,20 +286,27 @@ impl Lock {
     }
 }
 
-/// Compare-and-delete on every node, waiting for each (within its timeouts), never retrying.
+/// Compare-and-delete on every node, never retrying. Returns as soon as a quorum of nodes is
+/// known to be free of our key (from then on the lock is free for others); the requests to the
+/// other nodes finish as counted background work. Without such a quorum, waits for every node
+/// (each within its timeouts).
 pub(crate) async fn release_all(shared: &Shared, key: &Arc<[u8]>, token: &Token) -> Round {
     let never = pin!(pending::<()>());
-    fan_out(
+    let mut round = fan_out(
         &shared.nodes,
         shared.settings.quorum,
-        Until::AllAnswered,
+        Until::Freed,
         never,
         |node| {
             let (key, token) = (Arc::clone(key), token.clone());
             async move { commands::release(&node, &key, token.as_str()).await }
         },
     )
-    .await
+    .await;
+    if let Some(unanswered) = round.unanswered.take() {
+        shared.background.spawn(None, unanswered);
+    }
+    round
 }
 
 /// Starts [`release_all`] as a counted background task. Used from `Drop`, which cannot wait.

@@ -7,13 +7,14 @@
 //! the next command connects again: a node that comes back is used without restarting anything.
 
 use std::future::Future;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, RedisResult};
+use redis::io::tcp::TcpSettings;
+use redis::{AsyncConnectionConfig, IntoConnectionInfo, RedisResult};
 
 use crate::error::{ConfigError, NodeError};
 use crate::options::Settings;
@@ -32,7 +33,7 @@ enum Slot {
 /// One Redis master as the lock sees it.
 pub(crate) struct Node {
     index: usize,
-    addr: String,
+    addr: Arc<str>,
     client: redis::Client,
     connect_timeout: Duration,
     command_timeout: Duration,
@@ -42,14 +43,19 @@ pub(crate) struct Node {
 impl Node {
     /// Parses a node URL. Nothing is sent until the first command.
     pub(crate) fn new(index: usize, url: &str, settings: &Settings) -> Result<Node, ConfigError> {
-        let client = redis::Client::open(url).map_err(|err| ConfigError::InvalidUrl {
+        let invalid = |err: redis::RedisError| ConfigError::InvalidUrl {
             index,
             url: redact(url),
             reason: err.to_string(),
-        })?;
+        };
+        let info = url
+            .into_connection_info()
+            .map_err(invalid)?
+            .set_tcp_settings(TcpSettings::default().set_nodelay(settings.tcp_nodelay));
+        let client = redis::Client::open(info).map_err(invalid)?;
         Ok(Node {
             index,
-            addr: client.get_connection_info().addr().to_string(),
+            addr: client.get_connection_info().addr().to_string().into(),
             client,
             connect_timeout: settings.connect_timeout,
             command_timeout: settings.node_timeout,
@@ -63,7 +69,7 @@ impl Node {
     }
 
     /// `host:port`, without credentials.
-    pub(crate) fn addr(&self) -> &str {
+    pub(crate) fn addr(&self) -> &Arc<str> {
         &self.addr
     }
 
