@@ -15,55 +15,23 @@
 //!   nodes behind fault proxies: healthy, 2 of 5 with +20 ms round trips, 1 of 5 blackholed.
 //!
 //! After the groups it prints allocations per acquire+release cycle, counted by a counting
-//! global allocator. Nothing here asserts on time.
+//! global allocator ([`CountingAllocator`]). Nothing here asserts on time.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use quorumlock::testing::{ClusterOptions, TestCluster};
+use quorumlock::testing::{ClusterOptions, CountingAllocator, TestCluster};
 use quorumlock::{Lock, LockOptions, RetryPolicy};
 use redis::aio::MultiplexedConnection;
 use tokio::runtime::Runtime;
 
-/// Counts allocations (all threads).
-struct CountingAllocator;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards every call unchanged to the system allocator; the counter never allocates.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged; `ptr` came from `System`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged; `ptr` came from `System`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
+/// Counts allocations (all threads), for the allocations-per-cycle figure.
 #[global_allocator]
-static GLOBAL: CountingAllocator = CountingAllocator;
+static ALLOC: CountingAllocator = CountingAllocator::new();
 
 /// Background releases left outstanding in the `faults` group before an untimed wait.
 const SETTLE_EVERY: u64 = 128;
@@ -417,9 +385,9 @@ fn report_allocations(rt: &Runtime, env: &Env) {
         let per_cycle = rt.block_on(async {
             warm_up(lock).await;
             // Keys formatted into a reused buffer: no allocation of the loop's own.
-            let before = ALLOCATIONS.load(Ordering::Relaxed);
+            let before = ALLOC.allocations();
             cycles(lock, "alloc", 0..1000).await;
-            (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / 1000.0
+            (ALLOC.allocations() - before) as f64 / 1000.0
         });
         println!("  {name:<10} {per_cycle:>7.1}");
     }

@@ -13,6 +13,8 @@
 //! * [`FaultProxy`] sits in front of one server and injects network faults:
 //!   added latency, a black hole (connections accepted, nothing ever answered),
 //!   refused connections and cut connections.
+//! * [`CountingAllocator`] is a global allocator that counts allocations, for
+//!   benchmarks and tests that report allocations per operation.
 //!
 //! Per cluster, [`ClusterOptions`] also chooses:
 //!
@@ -64,12 +66,14 @@
 //! # }
 //! ```
 
+mod alloc;
 mod cluster;
 #[cfg(feature = "docker")]
 #[cfg_attr(docsrs, doc(cfg(feature = "docker")))]
 pub mod docker;
 mod proxy;
 
+pub use alloc::CountingAllocator;
 pub use cluster::{
     BACKEND_ENV, Backend, ClusterOptions, LIBFAKETIME_ENV, Persistence, REDIS_SERVER_ENV,
     TestCluster,

@@ -338,10 +338,10 @@ fn write_json(
         .iter()
         .map(|(scenario, error)| (scenario.name(), error.as_str()))
         .collect();
-    let document = serde_json::json!({ "reports": reports, "errors": errors });
-    let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::to_writer_pretty(std::io::BufWriter::new(file), &document)
-        .map_err(|e| format!("{}: {e}", path.display()))
+    crate::write_json_file(
+        path,
+        &serde_json::json!({ "reports": reports, "errors": errors }),
+    )
 }
 
 /// Lanes within each resource's band: overlapping holds go to different lanes, so a double

@@ -4,6 +4,7 @@
 mod bench;
 mod chaos;
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -128,6 +129,18 @@ async fn demo(nodes: Vec<String>, resource: &str, ttl: Duration) -> Result<(), S
     print_outcomes(&report.outcomes);
     drop(local);
     Ok(())
+}
+
+/// Writes `value` as pretty JSON to `path`, creating missing parent folders.
+fn write_json_file(path: &Path, value: &impl serde::Serialize) -> Result<(), String> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("creating {}: {e}", parent.display()))?;
+    }
+    let file =
+        std::fs::File::create(path).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    serde_json::to_writer_pretty(std::io::BufWriter::new(file), value)
+        .map_err(|e| format!("writing {}: {e}", path.display()))
 }
 
 fn print_outcomes(outcomes: &[NodeOutcome]) {

@@ -1,0 +1,205 @@
+//! `quorumlock bench`: the quorum lock against the single-node lock, side by side in one run.
+//!
+//! Every scenario runs the single-node lock and the quorum lock in the same process, on the same
+//! machine, interleaved in rounds, so that the ratios between them are fair even when the
+//! machine's speed drifts during the run. Latencies go into HDR histograms; a table prints every
+//! figure with its ratio to the single-node baseline, and optionally JSON and SVG plots.
+//!
+//! Without `--nodes` everything runs against local `redis-server` processes on 127.0.0.1 that
+//! the command starts and stops itself. Every loop is bounded both in count and in time.
+
+mod faults;
+mod loops;
+mod plan;
+mod plots;
+mod progress;
+mod raw;
+mod report;
+mod scenarios;
+mod stats;
+mod table;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use quorumlock::testing::{ClusterOptions, CountingAllocator, TestCluster};
+use quorumlock::{Lock, LockOptions, RetryPolicy};
+
+use faults::fault_scenarios;
+use plan::{Plan, TARGET_NODES};
+use plots::write_plots;
+use progress::Progress;
+use report::{Machine, Report, cpu_model, redis_version};
+use scenarios::Subject;
+use stats::fill_ratios;
+use table::{evaluate_targets, render};
+
+/// Counts every allocation the process makes (all threads), so that a quiet sequential loop can
+/// report allocations per acquire+release cycle.
+#[global_allocator]
+static ALLOC: CountingAllocator = CountingAllocator::new();
+
+/// Compare the quorum lock with the single-node lock, side by side in one run.
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Comma-separated node URLs of your own deployment (redis://host:port). The first one is
+    /// the single-node baseline, all of them form the quorum. Scenarios that need fault proxies
+    /// (slow minority, hung node) are skipped. Without it, local redis-server processes on
+    /// 127.0.0.1 are started and stopped.
+    #[arg(long, value_delimiter = ',')]
+    nodes: Vec<String>,
+    /// A short run: the whole command finishes in well under a minute.
+    #[arg(long)]
+    quick: bool,
+    /// Write the raw results (every figure, CDF points, machine facts) as JSON to this file.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// Write SVG plots (latency CDFs per scenario, throughput bars) into this directory.
+    #[arg(long, value_name = "DIR")]
+    plots: Option<PathBuf>,
+    /// Tasks contending for one key in the hand-off scenario.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(2..=256))]
+    contenders: u16,
+    /// Lock TTL in milliseconds (the per-node timeout defaults to TTL / 10, at most 50 ms).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    ttl_ms: u64,
+}
+
+/// Runs `quorumlock bench`.
+pub async fn run(args: BenchArgs) -> Result<(), String> {
+    let plan = Plan::new(args.quick);
+    let ttl = Duration::from_millis(args.ttl_ms);
+    let prefix = format!(
+        "quorumlock-bench:{}:{:08x}:",
+        std::process::id(),
+        rand::random::<u32>()
+    );
+    let options = LockOptions::new()
+        .ttl(ttl)
+        .retry(RetryPolicy::once())
+        .key_prefix(prefix.into_bytes());
+    let mut notes = Vec::new();
+
+    // Where the nodes are. `_direct` and `proxied` keep the local servers alive until the end.
+    let local = args.nodes.is_empty();
+    let (_direct, proxied, urls) = if local {
+        eprintln!("starting 7 + 5 local redis-server processes on 127.0.0.1 …");
+        let direct = TestCluster::start(ClusterOptions::default().nodes(7))
+            .await
+            .map_err(|e| format!("starting local Redis masters: {e}"))?;
+        let proxied =
+            TestCluster::start(ClusterOptions::default().nodes(TARGET_NODES).proxies(true))
+                .await
+                .map_err(|e| format!("starting local Redis masters behind fault proxies: {e}"))?;
+        let urls = direct.urls();
+        (Some(direct), Some(proxied), urls)
+    } else {
+        notes.push(
+            "--nodes given: the slow-minority and hung-node scenarios need local fault proxies \
+             and were skipped"
+                .to_owned(),
+        );
+        (None, None, args.nodes.clone())
+    };
+    let Some(first_url) = urls.first().cloned() else {
+        return Err("no node URLs".to_owned());
+    };
+    let version = redis_version(&first_url).await;
+
+    let single =
+        Lock::single(first_url, options.clone()).map_err(|e| format!("single-node lock: {e}"))?;
+    let mut subjects = vec![Subject {
+        name: "single".to_owned(),
+        lock: single.clone(),
+    }];
+    let sizes: Vec<usize> = if local {
+        vec![3, 5, 7]
+    } else {
+        vec![urls.len()]
+    };
+    for &n in &sizes {
+        let lock = Lock::quorum(urls.iter().take(n).cloned(), options.clone())
+            .map_err(|e| format!("quorum lock over {n} nodes: {e}"))?;
+        subjects.push(Subject {
+            name: format!("quorum-{n}"),
+            lock,
+        });
+    }
+    let main_n = if local { TARGET_NODES } else { urls.len() };
+    let main_name = format!("quorum-{main_n}");
+    let quorum_main = subjects
+        .iter()
+        .find(|s| s.name == main_name)
+        .map(|s| s.lock.clone())
+        .ok_or_else(|| "no main quorum lock".to_owned())?;
+
+    // Fail early, with the reason, when the nodes cannot be locked on at all.
+    for subject in &subjects {
+        let guard = subject
+            .lock
+            .try_acquire("preflight")
+            .await
+            .map_err(|e| format!("{}: a first acquire failed: {e}", subject.name))?;
+        guard.release().await;
+    }
+
+    let machine = Machine {
+        nproc: std::thread::available_parallelism().map_or(0, usize::from),
+        cpu_model: cpu_model(),
+        redis_version: version,
+    };
+
+    let steps =
+        subjects.len() as u64 * 2 + plan.tasks.len() as u64 * 2 + 2 + if local { 7 } else { 0 };
+    let progress = Progress::new(steps);
+
+    // 1. Sequential acquire+release, 2. allocations per cycle.
+    let mut rows = scenarios::sequential(&subjects, &urls, main_n, &plan, &progress).await?;
+    scenarios::allocations(&subjects, &mut rows, &plan, &progress).await;
+
+    // 3. Throughput with 1, 16, 64 tasks on distinct keys, and 4. contended hand-off: the
+    // single-node and quorum locks alternate in rounds, like the sequential cycles.
+    let pair = [("single", &single), (main_name.as_str(), &quorum_main)];
+    rows.extend(scenarios::throughput(&pair, &plan, &progress).await);
+    let contenders = usize::from(args.contenders);
+    rows.extend(scenarios::handoff(&pair, contenders, &plan, &progress).await);
+
+    // 5. Faults: 2 of 5 slow, 1 of 5 hung, against the same proxied cluster healthy.
+    if let Some(cluster) = &proxied {
+        let faults = fault_scenarios(cluster, &single, &options, &plan, &progress).await?;
+        rows.extend(faults);
+    }
+    progress.finish();
+
+    fill_ratios(&mut rows);
+    let targets = evaluate_targets(&rows, main_n, local);
+    let node_timeout_ms = u64::try_from(quorum_main.node_timeout().as_millis()).unwrap_or(u64::MAX);
+    let report = Report {
+        mode: if local {
+            "local".to_owned()
+        } else {
+            "nodes".to_owned()
+        },
+        quick: args.quick,
+        machine,
+        plan,
+        ttl_ms: args.ttl_ms,
+        node_timeout_ms,
+        rows,
+        targets,
+        notes,
+    };
+    print!("{}", render(&report));
+
+    if let Some(path) = &args.json {
+        report.write_json(path)?;
+        println!("raw results written to {}", path.display());
+    }
+    if let Some(dir) = &args.plots {
+        let written = write_plots(dir, &report)?;
+        println!("plots written to {}: {}", dir.display(), written.join(", "));
+    }
+    // Dropping the clusters kills and reaps every server and proxy started above.
+    drop(proxied);
+    Ok(())
+}

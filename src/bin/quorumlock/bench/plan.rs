@@ -1,0 +1,96 @@
+//! How much `quorumlock bench` measures: the quick and full [`Plan`]s and the fixed limits
+//! every loop shares.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// How much of everything to measure. Every loop stops at its count or its time, whichever
+/// comes first.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Plan {
+    /// Sequential acquire+release cycles per lock, spread over `rounds` rounds.
+    pub(super) cycle_ops: u64,
+    /// Time cap per lock for those cycles.
+    pub(super) cycle_cap_ms: u64,
+    /// Rounds the sequential scenarios are interleaved in.
+    pub(super) rounds: u64,
+    /// Concurrent task counts for the throughput scenario.
+    pub(super) tasks: Vec<usize>,
+    /// Duration of each throughput step.
+    pub(super) throughput_ms: u64,
+    /// Duration of each hand-off step.
+    pub(super) handoff_ms: u64,
+    /// Cap on hand-offs per step.
+    pub(super) handoff_max: u64,
+    /// How long a holder keeps the lock, and rests after releasing, in the hand-off scenario.
+    pub(super) handoff_hold_us: u64,
+    /// Acquisitions per fault scenario (slow minority, hung node, their healthy baseline).
+    pub(super) fault_ops: u64,
+    /// Time cap per fault scenario.
+    pub(super) fault_cap_ms: u64,
+    /// Timed releases per fault scenario.
+    pub(super) release_ops: u64,
+    /// Cycles of the allocation count.
+    pub(super) alloc_cycles: u64,
+    /// Added one-way delay on each slow node (a round trip gains twice this).
+    pub(super) slow_one_way_ms: u64,
+    /// Added one-way delay on every node in the simulated-network scenario.
+    pub(super) net_one_way_ms: u64,
+    /// Acquire+release cycles per lock in the simulated-network scenario.
+    pub(super) net_ops: u64,
+}
+
+impl Plan {
+    pub(super) fn new(quick: bool) -> Plan {
+        if quick {
+            Plan {
+                cycle_ops: 2_000,
+                cycle_cap_ms: 4_000,
+                rounds: 4,
+                tasks: vec![1, 16, 64],
+                throughput_ms: 1_500,
+                handoff_ms: 2_000,
+                handoff_max: 20_000,
+                handoff_hold_us: 1_000,
+                fault_ops: 1_500,
+                fault_cap_ms: 4_000,
+                release_ops: 20,
+                alloc_cycles: 200,
+                slow_one_way_ms: 10,
+                net_one_way_ms: 1,
+                net_ops: 300,
+            }
+        } else {
+            Plan {
+                cycle_ops: 10_000,
+                cycle_cap_ms: 15_000,
+                rounds: 5,
+                tasks: vec![1, 16, 64],
+                throughput_ms: 5_000,
+                handoff_ms: 5_000,
+                handoff_max: 100_000,
+                handoff_hold_us: 1_000,
+                fault_ops: 6_000,
+                fault_cap_ms: 15_000,
+                release_ops: 60,
+                alloc_cycles: 1_000,
+                slow_one_way_ms: 10,
+                net_one_way_ms: 1,
+                net_ops: 1_000,
+            }
+        }
+    }
+}
+
+/// Cycles run untimed before a measurement, so connections exist and caches are warm.
+pub(super) const WARMUP: u64 = 50;
+/// The most background releases left outstanding in the acquire-only scenarios before the
+/// loop waits for them (untimed).
+pub(super) const SETTLE_EVERY: u64 = 32;
+/// The longest a wait for background releases may take.
+pub(super) const SETTLE_CAP: Duration = Duration::from_secs(5);
+/// Hard cap on the cycles of any throughput step, whatever its duration.
+pub(super) const THROUGHPUT_MAX_OPS: u64 = 5_000_000;
+/// The five-node cluster the targets refer to.
+pub(super) const TARGET_NODES: usize = 5;

@@ -1,0 +1,198 @@
+//! What `quorumlock bench` measures on the direct nodes, and how: sequential acquire+release
+//! (with the raw redis-rs floor), allocations per cycle, throughput and contended hand-off. Every
+//! scenario runs its locks interleaved in rounds, so that a drift in the machine's speed hits
+//! them alike.
+
+use std::time::Duration;
+
+use quorumlock::Lock;
+
+use super::loops::{self, Batch, allocs_per_cycle, cycles, timed_cycles, warm_up};
+use super::plan::Plan;
+use super::progress::Progress;
+use super::raw::Raw;
+use super::stats::{Row, Tally};
+
+/// A lock under test with its display name and row-id stem.
+pub(super) struct Subject {
+    pub(super) name: String,
+    pub(super) lock: Lock,
+}
+
+/// The scenario of the sequential rows.
+const CYCLE: &str = "acquire+release, 1 task";
+
+/// Sequential acquire+release on every subject, and on the raw floor over the first node and
+/// over the first `main_n` nodes, interleaved in rounds.
+pub(super) async fn sequential(
+    subjects: &[Subject],
+    urls: &[String],
+    main_n: usize,
+    plan: &Plan,
+    progress: &Progress,
+) -> Result<Vec<Row>, String> {
+    for subject in subjects {
+        warm_up(&subject.lock, "cycle").await;
+    }
+    let raws = [
+        Raw::connect("raw-1".to_owned(), urls.get(..1).unwrap_or(urls)).await?,
+        Raw::connect(format!("raw-{main_n}"), urls.get(..main_n).unwrap_or(urls)).await?,
+    ];
+    for raw in &raws {
+        raw.warm_up().await;
+    }
+    let mut tallies: Vec<Tally> = subjects.iter().map(|_| Tally::new()).collect();
+    let mut raw_tallies: Vec<Tally> = raws.iter().map(|_| Tally::new()).collect();
+    let per_round = (plan.cycle_ops / plan.rounds).max(1);
+    let cap = Duration::from_millis(plan.cycle_cap_ms / plan.rounds);
+    for round in 0..plan.rounds {
+        let batch = |key_base| Batch {
+            key_base,
+            first: round * per_round,
+            ops: per_round,
+            cap,
+        };
+        for (subject, tally) in subjects.iter().zip(&mut tallies) {
+            progress.round(CYCLE, &subject.name, round, plan.rounds);
+            cycles(&subject.lock, batch("cycle"), tally).await;
+        }
+        for (raw, tally) in raws.iter().zip(&mut raw_tallies) {
+            progress.round(CYCLE, &raw.name, round, plan.rounds);
+            timed_cycles(batch("raw"), tally, async |key| raw.cycle(key, key).await).await;
+        }
+    }
+    let mut rows = Vec::new();
+    for (subject, tally) in subjects.iter().zip(tallies) {
+        rows.push(cycle_row(&subject.name, tally).vs_single("cycle/single"));
+        progress.done(1);
+    }
+    for (raw, tally) in raws.iter().zip(raw_tallies) {
+        rows.push(cycle_row(&raw.name, tally).vs_single("cycle/raw-1"));
+    }
+    Ok(rows)
+}
+
+fn cycle_row(name: &str, tally: Tally) -> Row {
+    Row::new(
+        &format!("cycle/{name}"),
+        CYCLE,
+        name,
+        "acquire+release",
+        tally,
+    )
+}
+
+/// Allocations per acquire+release cycle of every subject, written into its `cycle/` row.
+pub(super) async fn allocations(
+    subjects: &[Subject],
+    rows: &mut [Row],
+    plan: &Plan,
+    progress: &Progress,
+) {
+    for subject in subjects {
+        progress.step(format!("allocations per cycle: {}", subject.name));
+        let allocs = allocs_per_cycle(&subject.lock, "alloc", plan.alloc_cycles).await;
+        if let Some(row) = rows
+            .iter_mut()
+            .find(|r| r.id == format!("cycle/{}", subject.name))
+        {
+            row.allocs_per_cycle = Some(allocs);
+        }
+        progress.done(1);
+    }
+}
+
+/// Throughput with each of `plan.tasks` tasks, cycling on distinct keys.
+pub(super) async fn throughput(
+    pair: &[(&str, &Lock)],
+    plan: &Plan,
+    progress: &Progress,
+) -> Vec<Row> {
+    for (_, lock) in pair {
+        warm_up(lock, "tp-warm").await;
+    }
+    let slice = Duration::from_millis(plan.throughput_ms / plan.rounds);
+    let mut rows = Vec::new();
+    for &tasks in &plan.tasks {
+        let scenario = format!("throughput, {}", plural_tasks(tasks));
+        let measured = alternate(
+            pair,
+            &format!("tp{tasks}"),
+            &scenario,
+            "acquire+release",
+            plan,
+            progress,
+            async |lock, round, tally| {
+                let tag = format!("tp{tasks}:{round}");
+                loops::throughput(lock, &tag, tasks, slice, tally).await;
+            },
+        )
+        .await;
+        progress.done(measured.len() as u64);
+        rows.extend(measured);
+    }
+    rows
+}
+
+/// `contenders` tasks wanting one key: the time from a release to the next holder's acquire.
+pub(super) async fn handoff(
+    pair: &[(&str, &Lock)],
+    contenders: usize,
+    plan: &Plan,
+    progress: &Progress,
+) -> Vec<Row> {
+    let slice = Duration::from_millis(plan.handoff_ms / plan.rounds);
+    let max = plan.handoff_max / plan.rounds;
+    let hold = Duration::from_micros(plan.handoff_hold_us);
+    let rows = alternate(
+        pair,
+        "handoff",
+        &format!("hand-off, {contenders} contenders"),
+        "hand-off",
+        plan,
+        progress,
+        async |lock, round, tally| {
+            let key = format!("handoff:{round}");
+            loops::handoff(lock, &key, contenders, slice, max, hold, tally).await;
+        },
+    )
+    .await;
+    progress.done(rows.len() as u64);
+    rows
+}
+
+/// Runs one scenario on a pair of locks (the single-node lock first), alternating between them
+/// in `plan.rounds` rounds; `measure(lock, round, tally)` measures one round of one lock. Returns
+/// one row per lock, `{stem}/{name}`, compared with `{stem}/single`.
+pub(super) async fn alternate(
+    pair: &[(&str, &Lock)],
+    stem: &str,
+    scenario: &str,
+    measured: &str,
+    plan: &Plan,
+    progress: &Progress,
+    mut measure: impl AsyncFnMut(&Lock, u64, &mut Tally),
+) -> Vec<Row> {
+    let mut tallies: Vec<Tally> = pair.iter().map(|_| Tally::new()).collect();
+    for round in 0..plan.rounds {
+        for ((name, lock), tally) in pair.iter().zip(&mut tallies) {
+            progress.round(scenario, name, round, plan.rounds);
+            measure(lock, round, tally).await;
+        }
+    }
+    pair.iter()
+        .zip(tallies)
+        .map(|((name, _), tally)| {
+            Row::new(&format!("{stem}/{name}"), scenario, name, measured, tally)
+                .vs_single(&format!("{stem}/single"))
+        })
+        .collect()
+}
+
+fn plural_tasks(tasks: usize) -> String {
+    if tasks == 1 {
+        "1 task".to_owned()
+    } else {
+        format!("{tasks} tasks")
+    }
+}

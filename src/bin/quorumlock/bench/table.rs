@@ -1,0 +1,233 @@
+//! The printed result: the table of every row with its ratios, and the targets evaluated on
+//! this run.
+
+use std::fmt::{self, Write as _};
+
+use serde::Serialize;
+
+use super::report::Report;
+use super::stats::Row;
+
+/// A target from the issue, evaluated on this run.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Target {
+    pub(super) name: String,
+    pub(super) limit: String,
+    pub(super) measured: Option<f64>,
+    pub(super) met: Option<bool>,
+}
+
+/// The bound a target sets on a ratio.
+#[derive(Debug, Clone, Copy)]
+enum Limit {
+    AtMost(f64),
+    AtLeast(f64),
+}
+
+impl Limit {
+    fn met(self, v: f64) -> bool {
+        match self {
+            Limit::AtMost(limit) => v <= limit,
+            Limit::AtLeast(limit) => v >= limit,
+        }
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Limit::AtMost(limit) => write!(f, "<= {limit:.1}"),
+            Limit::AtLeast(limit) => write!(f, ">= {limit:.1}"),
+        }
+    }
+}
+
+/// The targets on this run's rows; the fault targets only where the fault scenarios ran.
+pub(super) fn evaluate_targets(rows: &[Row], n: usize, local: bool) -> Vec<Target> {
+    let get = |id: &str| rows.iter().find(|r| r.id == id);
+    let quorum = format!("quorum-{n}");
+    let cycle = get(&format!("cycle/{quorum}")).and_then(|r| r.vs_single);
+    let tp64 = get(&format!("tp64/{quorum}")).and_then(|r| r.vs_single);
+    let slow = get("fault-acq/slow").and_then(|r| r.vs_healthy);
+    let hung = get("fault-acq/hung").and_then(|r| r.vs_healthy);
+    let mut targets = vec![
+        (
+            format!("{quorum} acquire+release p50 / single p50"),
+            cycle.map(|r| r.p50),
+            Limit::AtMost(1.3),
+        ),
+        (
+            format!("{quorum} acquire+release p99 / single p99"),
+            cycle.map(|r| r.p99),
+            Limit::AtMost(1.5),
+        ),
+        (
+            format!("{quorum} throughput with 64 tasks / single"),
+            tp64.map(|r| r.ops_per_s),
+            Limit::AtLeast(0.4),
+        ),
+    ];
+    if local {
+        targets.push((
+            "2 of 5 slow (+20 ms): acquire p50 / healthy p50".to_owned(),
+            slow.map(|r| r.p50),
+            Limit::AtMost(1.5),
+        ));
+        targets.push((
+            "1 of 5 hung: acquire p99 / healthy p99".to_owned(),
+            hung.map(|r| r.p99),
+            Limit::AtMost(2.0),
+        ));
+    }
+    targets
+        .into_iter()
+        .map(|(name, measured, limit)| {
+            let measured = measured.filter(|v| v.is_finite());
+            Target {
+                name,
+                limit: limit.to_string(),
+                measured,
+                met: measured.map(|v| limit.met(v)),
+            }
+        })
+        .collect()
+}
+
+pub(super) fn fmt_us(v: f64) -> String {
+    if v >= 10_000.0 {
+        format!("{:.1}ms", v / 1_000.0)
+    } else if v >= 1_000.0 {
+        format!("{:.2}ms", v / 1_000.0)
+    } else {
+        format!("{v:.0}µs")
+    }
+}
+
+fn fmt_ratio(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!("{v:.2}×"),
+        _ => "-".to_owned(),
+    }
+}
+
+pub(super) fn render(report: &Report) -> String {
+    let mut out = String::new();
+    let m = &report.machine;
+    let _ = writeln!(
+        out,
+        "\nquorumlock bench ({}{}) — {} CPUs ({}), redis {}; ttl {} ms, node timeout {} ms\n",
+        report.mode,
+        if report.quick { ", quick" } else { "" },
+        m.nproc,
+        m.cpu_model,
+        m.redis_version,
+        report.ttl_ms,
+        report.node_timeout_ms
+    );
+    let header = [
+        "scenario", "lock", "n", "err", "p50", "p90", "p99", "max", "ops/s", "allocs", "p50×1",
+        "p99×1", "ops×1", "p50×H", "p99×H",
+    ];
+    let mut table: Vec<Vec<String>> = vec![header.iter().map(|s| (*s).to_owned()).collect()];
+    for r in &report.rows {
+        table.push(vec![
+            r.scenario.clone(),
+            r.lock.clone(),
+            r.samples.to_string(),
+            r.errors.to_string(),
+            fmt_us(r.p50_us),
+            fmt_us(r.p90_us),
+            fmt_us(r.p99_us),
+            fmt_us(r.max_us),
+            format!("{:.0}", r.ops_per_s),
+            r.allocs_per_cycle
+                .map_or_else(|| "-".to_owned(), |a| format!("{a:.0}")),
+            fmt_ratio(r.vs_single.map(|x| x.p50)),
+            fmt_ratio(r.vs_single.map(|x| x.p99)),
+            fmt_ratio(r.vs_single.map(|x| x.ops_per_s)),
+            fmt_ratio(r.vs_healthy.map(|x| x.p50)),
+            fmt_ratio(r.vs_healthy.map(|x| x.p99)),
+        ]);
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| {
+            table
+                .iter()
+                .map(|row| row[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for (i, row) in table.iter().enumerate() {
+        let line: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(c, cell)| {
+                let pad = widths[c].saturating_sub(cell.chars().count());
+                if c < 2 {
+                    format!("{cell}{}", " ".repeat(pad))
+                } else {
+                    format!("{}{cell}", " ".repeat(pad))
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+        if i == 0 {
+            let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+            let _ = writeln!(out, "{}", "-".repeat(total));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n×1 = ratio to the single-node lock in the same scenario (ops: higher is better);\n\
+         ×H = ratio to the same 5 proxied nodes, all healthy. \"allocs\" = allocations per\n\
+         acquire+release cycle (whole process). Throughput rows: latency of one cycle under load;\n\
+         acquire/release-only rows: ops/s counts time inside the timed call only.\n\
+         raw-N = the lock's commands sent over redis-rs alone, no lock logic (the floor on this\n\
+         machine); its ×1 is relative to raw-1.\n"
+    );
+    let _ = writeln!(
+        out,
+        "targets (stated for 5 masters; ratios within this run):"
+    );
+    for t in &report.targets {
+        let verdict = match t.met {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "not measured",
+        };
+        let measured = t
+            .measured
+            .map_or_else(|| "-".to_owned(), |v| format!("{v:.2}"));
+        let _ = writeln!(
+            out,
+            "  {:<48} {:>6}  (target {})  {verdict}",
+            t.name, measured, t.limit
+        );
+    }
+    let floor = report
+        .rows
+        .iter()
+        .find(|r| r.id.starts_with("cycle/raw-") && r.id != "cycle/raw-1")
+        .and_then(|r| r.vs_single.map(|v| (r.lock.clone(), v)));
+    let net = report.rows.iter().find(|r| r.id == "net/quorum-5");
+    if let Some(v) = net.and_then(|r| r.vs_single) {
+        let _ = writeln!(
+            out,
+            "  (every node behind a proxy adding {} ms each way: quorum-5 / single p50 {:.2}, \
+             p99 {:.2})",
+            report.plan.net_one_way_ms, v.p50, v.p99
+        );
+    }
+    if let Some((name, v)) = floor {
+        let _ = writeln!(
+            out,
+            "  (floor: {name} / raw-1 over redis-rs alone: p50 {:.2}, p99 {:.2})",
+            v.p50, v.p99
+        );
+    }
+    for note in &report.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    out
+}
