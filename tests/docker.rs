@@ -6,30 +6,19 @@
 //! is unreachable or the image is missing, each test prints why and passes without running,
 //! unless `QUORUMLOCK_REQUIRE_DOCKER` is set (to anything but empty or `0`): then it fails.
 
-use std::future::Future;
+mod common;
+
+use common::{LONG, SHORT, bounded, connect, dbsize, get, ping, pttl, set};
+
 use std::io::ErrorKind;
 use std::time::Duration;
 
 use quorumlock::testing::{
     Backend, ClusterOptions, HarnessError, Persistence, TestCluster, docker,
 };
-use redis::AsyncConnectionConfig;
-use redis::aio::MultiplexedConnection;
 
-/// Generous bound on every test, so a hang fails the test instead of stalling CI.
-const TEST_BOUND: Duration = Duration::from_secs(120);
-/// Response timeout for commands that are expected to get no answer.
-const SHORT: Duration = Duration::from_millis(300);
-/// Response timeout for commands that are expected to be answered.
-const LONG: Duration = Duration::from_secs(10);
 /// Set (not empty, not `0`) to turn "docker unavailable" from a skip into a failure.
 const REQUIRE_DOCKER_ENV: &str = "QUORUMLOCK_REQUIRE_DOCKER";
-
-async fn bounded<F: Future>(test: F) -> F::Output {
-    tokio::time::timeout(TEST_BOUND, test)
-        .await
-        .expect("test did not finish within its bound")
-}
 
 fn docker_required() -> bool {
     std::env::var(REQUIRE_DOCKER_ENV).is_ok_and(|value| !value.is_empty() && value != "0")
@@ -59,43 +48,6 @@ async fn docker_cluster(options: ClusterOptions) -> Option<TestCluster> {
         .unwrap();
     assert_eq!(cluster.backend(), Backend::Docker);
     Some(cluster)
-}
-
-async fn connect(
-    url: &str,
-    response_timeout: Duration,
-) -> redis::RedisResult<MultiplexedConnection> {
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(response_timeout))
-        .set_response_timeout(Some(response_timeout));
-    redis::Client::open(url)?
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-}
-
-async fn ping(connection: &mut MultiplexedConnection) -> redis::RedisResult<String> {
-    redis::cmd("PING").query_async(connection).await
-}
-
-async fn dbsize(connection: &mut MultiplexedConnection) -> i64 {
-    redis::cmd("DBSIZE").query_async(connection).await.unwrap()
-}
-
-async fn set(connection: &mut MultiplexedConnection, key: &str, value: &str) {
-    let () = redis::cmd("SET")
-        .arg(key)
-        .arg(value)
-        .query_async(connection)
-        .await
-        .unwrap();
-}
-
-async fn get(connection: &mut MultiplexedConnection, key: &str) -> Option<String> {
-    redis::cmd("GET")
-        .arg(key)
-        .query_async(connection)
-        .await
-        .unwrap()
 }
 
 /// Whether nothing accepts connections on `127.0.0.1:port` any more. A published port can
@@ -408,15 +360,6 @@ async fn proxies_work_in_front_of_containers() {
         assert_eq!(ping(&mut fresh).await.unwrap(), "PONG");
     })
     .await;
-}
-
-/// Milliseconds to live of `key` on the server (-2: gone).
-async fn pttl(connection: &mut MultiplexedConnection, key: &str) -> i64 {
-    redis::cmd("PTTL")
-        .arg(key)
-        .query_async(connection)
-        .await
-        .unwrap()
 }
 
 #[tokio::test]

@@ -2,7 +2,10 @@
 //! `redis-server` processes: every fault the harness offers is shown to have
 //! the effect a test relying on it expects.
 
-use std::future::Future;
+mod common;
+
+use common::{LONG, SHORT, bounded, connect, dbsize, get, ping, pttl, set};
+
 use std::io::ErrorKind;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,58 +14,6 @@ use nix::errno::Errno;
 use nix::sys::signal;
 use nix::unistd::Pid;
 use quorumlock::testing::{Backend, ClusterOptions, HarnessError, Persistence, TestCluster};
-use redis::AsyncConnectionConfig;
-use redis::aio::MultiplexedConnection;
-
-/// Generous bound on every test, so a hang fails the test instead of stalling CI.
-const TEST_BOUND: Duration = Duration::from_secs(60);
-/// Response timeout for commands that are expected to get no answer.
-const SHORT: Duration = Duration::from_millis(300);
-/// Response timeout for commands that are expected to be answered.
-const LONG: Duration = Duration::from_secs(10);
-
-async fn bounded<F: Future>(test: F) -> F::Output {
-    tokio::time::timeout(TEST_BOUND, test)
-        .await
-        .expect("test did not finish within its bound")
-}
-
-async fn connect(
-    url: &str,
-    response_timeout: Duration,
-) -> redis::RedisResult<MultiplexedConnection> {
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(response_timeout))
-        .set_response_timeout(Some(response_timeout));
-    redis::Client::open(url)?
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-}
-
-async fn ping(connection: &mut MultiplexedConnection) -> redis::RedisResult<String> {
-    redis::cmd("PING").query_async(connection).await
-}
-
-async fn dbsize(connection: &mut MultiplexedConnection) -> i64 {
-    redis::cmd("DBSIZE").query_async(connection).await.unwrap()
-}
-
-async fn set(connection: &mut MultiplexedConnection, key: &str, value: &str) {
-    let () = redis::cmd("SET")
-        .arg(key)
-        .arg(value)
-        .query_async(connection)
-        .await
-        .unwrap();
-}
-
-async fn get(connection: &mut MultiplexedConnection, key: &str) -> Option<String> {
-    redis::cmd("GET")
-        .arg(key)
-        .query_async(connection)
-        .await
-        .unwrap()
-}
 
 /// Whether a process with this id still exists (a zombie counts as existing).
 fn process_exists(pid: u32) -> bool {
@@ -645,15 +596,6 @@ async fn without_persistence_a_restart_loses_the_data() {
         );
     })
     .await;
-}
-
-/// Milliseconds to live of `key` on the server (-2: gone).
-async fn pttl(connection: &mut MultiplexedConnection, key: &str) -> i64 {
-    redis::cmd("PTTL")
-        .arg(key)
-        .query_async(connection)
-        .await
-        .unwrap()
 }
 
 #[tokio::test]

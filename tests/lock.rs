@@ -4,7 +4,10 @@
 //! Each test starts its own cluster (stopped on drop, also when the test fails) and runs inside a
 //! generous hang guard, so a bug shows up as a failure, never as a stalled CI run.
 
-use std::future::Future;
+mod common;
+
+use common::bounded;
+
 use std::time::Duration;
 
 use quorumlock::testing::{ClusterOptions, TestCluster};
@@ -12,13 +15,6 @@ use quorumlock::{
     ConfigError, Error, Guard, Lock, LockOptions, NodeError, NodeReply, RetryPolicy, Topology,
 };
 use redis::AsyncCommands;
-
-/// Fails the test instead of hanging it.
-async fn bounded<T>(test: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(60), test)
-        .await
-        .expect("test hung for 60 s")
-}
 
 async fn cluster(nodes: usize) -> TestCluster {
     TestCluster::start(ClusterOptions::default().nodes(nodes))

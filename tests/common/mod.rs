@@ -1,0 +1,70 @@
+//! Helpers shared by the integration tests: a hang guard and direct Redis commands for
+//! inspecting nodes. Each test binary uses a subset of them.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use redis::AsyncConnectionConfig;
+use redis::aio::MultiplexedConnection;
+
+/// Generous bound on every test, so a hang fails the test instead of stalling CI.
+pub const TEST_BOUND: Duration = Duration::from_secs(120);
+/// Response timeout for commands that are expected to get no answer.
+pub const SHORT: Duration = Duration::from_millis(300);
+/// Response timeout for commands that are expected to be answered.
+pub const LONG: Duration = Duration::from_secs(10);
+
+/// Runs `test`, failing it if it has not finished within [`TEST_BOUND`].
+pub async fn bounded<F: Future>(test: F) -> F::Output {
+    tokio::time::timeout(TEST_BOUND, test)
+        .await
+        .expect("test did not finish within its bound")
+}
+
+/// A direct connection to `url` whose connect and commands time out after `response_timeout`.
+pub async fn connect(
+    url: &str,
+    response_timeout: Duration,
+) -> redis::RedisResult<MultiplexedConnection> {
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(response_timeout))
+        .set_response_timeout(Some(response_timeout));
+    redis::Client::open(url)?
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+}
+
+pub async fn ping(connection: &mut MultiplexedConnection) -> redis::RedisResult<String> {
+    redis::cmd("PING").query_async(connection).await
+}
+
+pub async fn dbsize(connection: &mut MultiplexedConnection) -> i64 {
+    redis::cmd("DBSIZE").query_async(connection).await.unwrap()
+}
+
+pub async fn set(connection: &mut MultiplexedConnection, key: &str, value: &str) {
+    let () = redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .query_async(connection)
+        .await
+        .unwrap();
+}
+
+pub async fn get(connection: &mut MultiplexedConnection, key: &str) -> Option<String> {
+    redis::cmd("GET")
+        .arg(key)
+        .query_async(connection)
+        .await
+        .unwrap()
+}
+
+/// Milliseconds to live of `key` on the server (-2: gone).
+pub async fn pttl(connection: &mut MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("PTTL")
+        .arg(key)
+        .query_async(connection)
+        .await
+        .unwrap()
+}
