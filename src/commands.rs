@@ -46,17 +46,7 @@ pub(crate) async fn acquire(
     renew_leftover: bool,
 ) -> Result<bool, NodeError> {
     if renew_leftover {
-        return node
-            .run(|mut connection| async move {
-                ACQUIRE_OR_RENEW
-                    .key(key)
-                    .arg(token)
-                    .arg(ttl_ms)
-                    .invoke_async(&mut connection)
-                    .await
-            })
-            .await
-            .and_then(flag);
+        return run_script(node, &ACQUIRE_OR_RENEW, key, token, Some(ttl_ms)).await;
     }
     let reply: Option<String> = node
         .run(|mut connection| async move {
@@ -75,15 +65,7 @@ pub(crate) async fn acquire(
 
 /// Deletes the key if it still holds `token`.
 pub(crate) async fn release(node: &Node, key: &[u8], token: &str) -> Result<bool, NodeError> {
-    node.run(|mut connection| async move {
-        RELEASE
-            .key(key)
-            .arg(token)
-            .invoke_async(&mut connection)
-            .await
-    })
-    .await
-    .and_then(flag)
+    run_script(node, &RELEASE, key, token, None).await
 }
 
 /// Sets the key's expiry to `ttl_ms` if it still holds `token`.
@@ -93,13 +75,24 @@ pub(crate) async fn extend(
     token: &str,
     ttl_ms: u64,
 ) -> Result<bool, NodeError> {
+    run_script(node, &EXTEND, key, token, Some(ttl_ms)).await
+}
+
+/// Runs one of our scripts with the key, the token and (for those that set an expiry) the TTL.
+async fn run_script(
+    node: &Node,
+    script: &Script,
+    key: &[u8],
+    token: &str,
+    ttl_ms: Option<u64>,
+) -> Result<bool, NodeError> {
     node.run(|mut connection| async move {
-        EXTEND
-            .key(key)
-            .arg(token)
-            .arg(ttl_ms)
-            .invoke_async(&mut connection)
-            .await
+        let mut invocation = script.key(key);
+        invocation.arg(token);
+        if let Some(ttl_ms) = ttl_ms {
+            invocation.arg(ttl_ms);
+        }
+        invocation.invoke_async(&mut connection).await
     })
     .await
     .and_then(flag)
