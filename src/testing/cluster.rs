@@ -47,12 +47,12 @@ const CONSOLE_FILE: &str = "redis.console";
 const OUTPUT_TAIL_BYTES: u64 = 4096;
 
 /// Connect and response timeout of one readiness probe.
-const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+pub(super) const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 /// First and longest pause between readiness probes.
-const PROBE_BACKOFF_MIN: Duration = Duration::from_millis(10);
-const PROBE_BACKOFF_MAX: Duration = Duration::from_millis(200);
+pub(super) const PROBE_BACKOFF_MIN: Duration = Duration::from_millis(10);
+pub(super) const PROBE_BACKOFF_MAX: Duration = Duration::from_millis(200);
 /// Upper bound on probes per start, on top of the time bound.
-const MAX_PROBES: u32 = 10_000;
+pub(super) const MAX_PROBES: u32 = 10_000;
 
 /// Fresh ports tried when a new node's port is taken before redis binds it.
 const FRESH_PORT_ATTEMPTS: u32 = 10;

@@ -57,7 +57,7 @@ use std::time::Duration;
 
 use bollard::Docker;
 use bollard::container::LogOutput;
-use bollard::models::{ContainerCreateBody, HostConfig, PortBinding};
+use bollard::models::{ContainerCreateBody, ContainerState, HostConfig, PortBinding};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, KillContainerOptionsBuilder,
     LogsOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
@@ -67,6 +67,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::HarnessError;
+use super::cluster::{MAX_PROBES, PROBE_BACKOFF_MAX, PROBE_BACKOFF_MIN, PROBE_TIMEOUT};
 
 /// Environment variable naming the image the docker backend runs.
 pub const IMAGE_ENV: &str = "QUORUMLOCK_REDIS_IMAGE";
@@ -93,12 +94,6 @@ const STATE_POLL: Duration = Duration::from_millis(20);
 const MAX_STATE_POLLS: u32 = 1000;
 /// How many log lines an error message quotes.
 const LOG_TAIL_LINES: &str = "50";
-
-/// Connect and response timeout of one readiness probe.
-const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
-const PROBE_BACKOFF_MIN: Duration = Duration::from_millis(10);
-const PROBE_BACKOFF_MAX: Duration = Duration::from_millis(200);
-const MAX_PROBES: u32 = 10_000;
 
 /// Distinguishes the containers of one process.
 static CONTAINER_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -256,6 +251,19 @@ impl DockerServer {
         }
     }
 
+    /// The container's current state, as the engine reports it.
+    async fn state(&self, index: usize, id: &str) -> Result<ContainerState, HarnessError> {
+        Ok(api(
+            index,
+            "inspect container",
+            self.docker
+                .inspect_container(id, None::<InspectContainerOptions>),
+        )
+        .await?
+        .state
+        .unwrap_or_default())
+    }
+
     fn id(&self, index: usize) -> Result<&str, HarnessError> {
         self.id.as_deref().ok_or(HarnessError::NotRunning(index))
     }
@@ -307,15 +315,7 @@ impl DockerServer {
         let deadline = started + ready_timeout;
         let mut backoff = PROBE_BACKOFF_MIN;
         for _ in 0..MAX_PROBES {
-            let state = api(
-                index,
-                "inspect container",
-                self.docker
-                    .inspect_container(&id, None::<InspectContainerOptions>),
-            )
-            .await?
-            .state
-            .unwrap_or_default();
+            let state = self.state(index, &id).await?;
             if state.running != Some(true) {
                 self.running = false;
                 return Err(HarnessError::Exited {
@@ -404,15 +404,7 @@ impl DockerServer {
         let id = self.id(index)?.to_owned();
         let started = Instant::now();
         for _ in 0..MAX_STATE_POLLS {
-            let state = api(
-                index,
-                "inspect container",
-                self.docker
-                    .inspect_container(&id, None::<InspectContainerOptions>),
-            )
-            .await?
-            .state
-            .unwrap_or_default();
+            let state = self.state(index, &id).await?;
             if state.running != Some(true) {
                 self.running = false;
                 self.paused = false;
