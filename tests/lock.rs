@@ -637,6 +637,29 @@ async fn a_paused_node_costs_its_timeout_only_when_it_is_needed() {
     .await;
 }
 
+#[tokio::test]
+async fn extreme_ttls_are_handled_not_panics() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        // The largest TTL Redis can store: accepted, valid, and released.
+        let lock = Lock::quorum(cluster.urls(), once().ttl(quorumlock::MAX_TTL)).unwrap();
+        let mut guard = lock.try_acquire("forever").await.unwrap();
+        assert!(guard.remaining() > Duration::from_secs(86_400 * 365 * 1000));
+        guard.extend(quorumlock::MAX_TTL).await.unwrap();
+        assert!(guard.release().await.held >= 2);
+
+        // 1 ms cannot cover the 2 ms drift allowance: refused as used up, and cleaned up.
+        let lock = Lock::quorum(cluster.urls(), once().ttl(Duration::from_millis(1))).unwrap();
+        let error = lock.try_acquire("instant").await.unwrap_err();
+        assert!(matches!(error, Error::ValidityExpired { .. }), "{error}");
+        lock.settle().await;
+        for node in 0..3 {
+            assert_eq!(key_count(&cluster, node).await, 0, "node {node}");
+        }
+    })
+    .await;
+}
+
 #[test]
 fn bad_configurations_are_errors_not_panics() {
     let config_error = |result: Result<Lock, Error>| match result {
