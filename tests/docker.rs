@@ -1,6 +1,7 @@
 //! The test harness's docker backend (`Backend::Docker`, cargo feature `docker`) against a real
 //! Docker engine: every node operation, persistence across restarts, per-node clock rates and
-//! cleanup.
+//! cleanup. The checks that hold on every backend live in `common::backend_checks` and run
+//! against processes in `tests/harness.rs` too; this file adds what only containers show.
 //!
 //! Needs the image from `scripts/redis-image.sh` (or `QUORUMLOCK_REDIS_IMAGE`). When the engine
 //! is unreachable or the image is missing, each test prints why and passes without running,
@@ -8,14 +9,12 @@
 
 mod common;
 
-use common::{LONG, SHORT, bounded, connect, dbsize, get, ping, pttl, set};
+use common::{backend_checks, bounded, ping};
 
 use std::io::ErrorKind;
 use std::time::Duration;
 
-use quorumlock::testing::{
-    Backend, ClusterOptions, HarnessError, Persistence, TestCluster, docker,
-};
+use quorumlock::testing::{Backend, ClusterOptions, HarnessError, TestCluster, docker};
 
 /// Set (not empty, not `0`) to turn "docker unavailable" from a skip into a failure.
 const REQUIRE_DOCKER_ENV: &str = "QUORUMLOCK_REQUIRE_DOCKER";
@@ -86,6 +85,22 @@ fn containers_named(fragment: &str) -> Option<usize> {
     Some(String::from_utf8_lossy(&output.stdout).lines().count())
 }
 
+fn node_ports(cluster: &mut TestCluster) -> Vec<u16> {
+    (0..cluster.len())
+        .map(|index| cluster.port(index).unwrap())
+        .collect()
+}
+
+/// Nothing answers on the nodes' `ports` any more and their containers are gone.
+async fn assert_containers_gone(ports: Vec<u16>, what: &str) {
+    for (index, port) in ports.into_iter().enumerate() {
+        assert!(refuses(port).await, "port {port} {what}");
+        if let Some(count) = containers_named(&format!("-node{index}-{port}")) {
+            assert_eq!(count, 0, "container of node {index} {what}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn containers_answer_on_loopback_ports_as_independent_masters() {
     bounded(async {
@@ -93,45 +108,20 @@ async fn containers_answer_on_loopback_ports_as_independent_masters() {
             return;
         };
         assert_eq!(cluster.len(), 3);
-        let urls = cluster.urls();
-        for (index, url) in urls.iter().enumerate() {
-            let port = cluster.port(index).unwrap();
-            assert_eq!(*url, format!("redis://127.0.0.1:{port}"));
-            assert_eq!(*url, cluster.direct_url(index).unwrap());
-            if let Some(ports) = published_ports(&format!("-node{index}-{port}")) {
-                assert_eq!(
-                    ports,
-                    format!("127.0.0.1:{port}->6379/tcp"),
-                    "published on loopback only"
-                );
-            }
-            assert!(cluster.is_running(index).unwrap());
-            assert!(cluster.pid(index).unwrap().is_some());
-            let mut connection = connect(url, LONG).await.unwrap();
-            assert_eq!(ping(&mut connection).await.unwrap(), "PONG");
-            let role: Vec<redis::Value> = redis::cmd("ROLE")
-                .query_async(&mut connection)
-                .await
-                .unwrap();
-            assert_eq!(
-                role.first(),
-                Some(&redis::Value::BulkString(b"master".to_vec()))
-            );
-        }
-        set(
-            &mut cluster.connection(0).await.unwrap(),
-            "key",
-            "on-node-0",
+        backend_checks::every_node_answers_on_its_own_loopback_port(
+            &mut cluster,
+            async |_, index, port| {
+                if let Some(ports) = published_ports(&format!("-node{index}-{port}")) {
+                    assert_eq!(
+                        ports,
+                        format!("127.0.0.1:{port}->6379/tcp"),
+                        "published on loopback only"
+                    );
+                }
+            },
         )
         .await;
-        assert_eq!(
-            get(&mut cluster.connection(1).await.unwrap(), "key").await,
-            None
-        );
-        let mut ports: Vec<u16> = (0..3).map(|index| cluster.port(index).unwrap()).collect();
-        ports.sort_unstable();
-        ports.dedup();
-        assert_eq!(ports.len(), 3, "every node has its own port");
+        backend_checks::nodes_are_independent_masters(&cluster).await;
     })
     .await;
 }
@@ -142,49 +132,38 @@ async fn killed_container_refuses_and_comes_back_empty_on_the_same_port() {
         let Some(mut cluster) = docker_cluster(ClusterOptions::default().nodes(2)).await else {
             return;
         };
-        let port = cluster.port(1).unwrap();
-        set(&mut cluster.connection(1).await.unwrap(), "key", "value").await;
-
-        cluster.kill(1).await.unwrap();
-        assert!(!cluster.is_running(1).unwrap());
-        assert_eq!(cluster.pid(1).unwrap(), None);
-        assert!(refuses(port).await, "a killed node's port refuses");
-        // Killing a dead node is a no-op; the other node is untouched.
-        cluster.kill(1).await.unwrap();
-        assert!(cluster.is_running(0).unwrap());
-
-        cluster.start_node(1).await.unwrap();
-        assert!(cluster.is_running(1).unwrap());
-        assert_eq!(cluster.port(1).unwrap(), port);
-        let mut connection = cluster.connection(1).await.unwrap();
-        assert_eq!(
-            dbsize(&mut connection).await,
-            0,
-            "no persistence: back empty"
-        );
-        let err = cluster.start_node(1).await.unwrap_err();
-        assert!(matches!(err, HarnessError::AlreadyRunning(1)), "{err}");
+        backend_checks::killed_node_comes_back_empty_on_the_same_port(
+            &mut cluster,
+            1,
+            async |cluster| {
+                let port = cluster.port(1).unwrap();
+                assert!(refuses(port).await, "a killed node's port refuses");
+            },
+        )
+        .await;
     })
     .await;
 }
 
 #[tokio::test]
-async fn plain_restart_loses_the_data() {
+async fn plain_restart_loses_the_data_and_stop_shuts_the_container_down() {
     bounded(async {
         let Some(mut cluster) = docker_cluster(ClusterOptions::default().nodes(1)).await else {
             return;
         };
-        let mut connection = cluster.connection(0).await.unwrap();
-        set(&mut connection, "key", "value").await;
+        backend_checks::restart_empties_the_node_and_stop_shuts_it_down(&mut cluster, async |_| {})
+            .await;
+    })
+    .await;
+}
 
-        cluster.restart(0).await.unwrap();
-        let mut connection = cluster.connection(0).await.unwrap();
-        assert_eq!(get(&mut connection, "key").await, None);
-
-        cluster.stop(0).await.unwrap();
-        assert!(!cluster.is_running(0).unwrap());
-        let err = ping(&mut connection).await.unwrap_err();
-        assert!(!err.is_timeout(), "a stopped node fails fast: {err}");
+#[tokio::test]
+async fn without_persistence_a_restart_loses_the_data() {
+    bounded(async {
+        let Some(mut cluster) = docker_cluster(backend_checks::without_persistence()).await else {
+            return;
+        };
+        backend_checks::without_persistence_restart_and_kill_lose_the_data(&mut cluster).await;
     })
     .await;
 }
@@ -192,36 +171,10 @@ async fn plain_restart_loses_the_data() {
 #[tokio::test]
 async fn aof_always_keeps_the_data_across_restart_and_kill() {
     bounded(async {
-        let options = ClusterOptions::default()
-            .nodes(1)
-            .persistence(Persistence::AofAlways);
-        let Some(mut cluster) = docker_cluster(options).await else {
+        let Some(mut cluster) = docker_cluster(backend_checks::aof_always(1)).await else {
             return;
         };
-        let mut connection = cluster.connection(0).await.unwrap();
-        let appendfsync: Vec<String> = redis::cmd("CONFIG")
-            .arg("GET")
-            .arg("appendfsync")
-            .query_async(&mut connection)
-            .await
-            .unwrap();
-        assert_eq!(appendfsync[1], "always");
-        set(&mut connection, "key", "kept").await;
-
-        cluster.restart(0).await.unwrap();
-        let mut connection = cluster.connection(0).await.unwrap();
-        assert_eq!(get(&mut connection, "key").await.as_deref(), Some("kept"));
-
-        // Acknowledged writes survive SIGKILL too.
-        set(&mut connection, "after-restart", "also kept").await;
-        cluster.kill(0).await.unwrap();
-        cluster.start_node(0).await.unwrap();
-        let mut connection = cluster.connection(0).await.unwrap();
-        assert_eq!(get(&mut connection, "key").await.as_deref(), Some("kept"));
-        assert_eq!(
-            get(&mut connection, "after-restart").await.as_deref(),
-            Some("also kept")
-        );
+        backend_checks::aof_always_keeps_the_data_across_restart_and_kill(&mut cluster).await;
     })
     .await;
 }
@@ -232,36 +185,10 @@ async fn pause_makes_commands_time_out_and_resume_completes_queued_ones() {
         let Some(mut cluster) = docker_cluster(ClusterOptions::default().nodes(2)).await else {
             return;
         };
-        let mut impatient = cluster.connection(0).await.unwrap();
-        impatient.set_response_timeout(SHORT);
-        let mut patient = cluster.connection(0).await.unwrap();
-        patient.set_response_timeout(LONG);
-
-        cluster.pause(0).unwrap();
-        assert!(
-            cluster.is_running(0).unwrap(),
-            "a paused node is still running"
-        );
-        let err = ping(&mut impatient).await.unwrap_err();
-        assert!(err.is_timeout(), "{err}");
-        assert_eq!(
-            ping(&mut cluster.connection(1).await.unwrap())
-                .await
-                .unwrap(),
-            "PONG"
-        );
-
-        let increment = redis::cmd("INCR").arg("counter").clone();
-        let mut queued = std::pin::pin!(increment.query_async::<i64>(&mut patient));
-        assert!(
-            tokio::time::timeout(SHORT, &mut queued).await.is_err(),
-            "a paused node answers nothing"
-        );
-        cluster.resume(0).unwrap();
-        assert_eq!(queued.await.unwrap(), 1);
-        assert_eq!(ping(&mut impatient).await.unwrap(), "PONG");
-        // Resuming a node that is not paused is harmless.
-        cluster.resume(0).unwrap();
+        backend_checks::pause_makes_commands_time_out_and_resume_completes_queued_ones(
+            &mut cluster,
+        )
+        .await;
     })
     .await;
 }
@@ -273,22 +200,10 @@ async fn paused_container_can_be_stopped_and_killed() {
             return;
         };
         let port = cluster.port(0).unwrap();
-        cluster.pause(0).unwrap();
-        cluster.stop(0).await.unwrap();
-        assert!(!cluster.is_running(0).unwrap());
-        assert!(refuses(port).await);
-        cluster.start_node(0).await.unwrap();
-
-        cluster.pause(0).unwrap();
-        cluster.kill(0).await.unwrap();
-        assert!(!cluster.is_running(0).unwrap());
-        cluster.start_node(0).await.unwrap();
-        assert_eq!(
-            ping(&mut cluster.connection(0).await.unwrap())
-                .await
-                .unwrap(),
-            "PONG"
-        );
+        backend_checks::paused_node_can_be_stopped_and_killed(&mut cluster, async |_| {
+            assert!(refuses(port).await);
+        })
+        .await;
     })
     .await;
 }
@@ -299,20 +214,7 @@ async fn node_faults_on_a_killed_container_are_errors() {
         let Some(mut cluster) = docker_cluster(ClusterOptions::default().nodes(1)).await else {
             return;
         };
-        cluster.kill(0).await.unwrap();
-        assert!(matches!(cluster.pause(0), Err(HarnessError::NotRunning(0))));
-        assert!(matches!(
-            cluster.resume(0),
-            Err(HarnessError::NotRunning(0))
-        ));
-        assert!(matches!(
-            cluster.flush(0).await,
-            Err(HarnessError::NotRunning(0))
-        ));
-        assert!(matches!(
-            cluster.kill(1).await,
-            Err(HarnessError::NoSuchNode(1))
-        ));
+        backend_checks::faults_on_a_killed_node_are_errors(&mut cluster).await;
     })
     .await;
 }
@@ -323,41 +225,31 @@ async fn flush_empties_only_that_container() {
         let Some(mut cluster) = docker_cluster(ClusterOptions::default().nodes(2)).await else {
             return;
         };
-        for index in 0..2 {
-            let mut connection = cluster.connection(index).await.unwrap();
-            set(&mut connection, "a", "1").await;
-            set(&mut connection, "b", "2").await;
-        }
-        cluster.flush(0).await.unwrap();
-        assert_eq!(dbsize(&mut cluster.connection(0).await.unwrap()).await, 0);
-        assert_eq!(dbsize(&mut cluster.connection(1).await.unwrap()).await, 2);
+        backend_checks::flush_empties_only_that_node(&mut cluster).await;
     })
     .await;
 }
 
 #[tokio::test]
-async fn proxies_work_in_front_of_containers() {
+async fn proxy_forwards_to_its_container() {
+    bounded(async {
+        let options = ClusterOptions::default().nodes(2).proxies(true);
+        let Some(cluster) = docker_cluster(options).await else {
+            return;
+        };
+        backend_checks::proxy_forwards_to_its_node(&cluster).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn proxy_follows_a_restarted_container() {
     bounded(async {
         let options = ClusterOptions::default().nodes(1).proxies(true);
         let Some(mut cluster) = docker_cluster(options).await else {
             return;
         };
-        let url = cluster.urls().remove(0);
-        let proxy = cluster.proxy(0).unwrap();
-        assert_eq!(url, proxy.url());
-        assert_eq!(proxy.upstream().port(), cluster.port(0).unwrap());
-        let mut through_proxy = connect(&url, LONG).await.unwrap();
-        set(&mut through_proxy, "via", "proxy").await;
-        assert_eq!(
-            get(&mut cluster.connection(0).await.unwrap(), "via")
-                .await
-                .as_deref(),
-            Some("proxy")
-        );
-        cluster.kill(0).await.unwrap();
-        cluster.start_node(0).await.unwrap();
-        let mut fresh = connect(&url, LONG).await.unwrap();
-        assert_eq!(ping(&mut fresh).await.unwrap(), "PONG");
+        backend_checks::proxy_follows_a_restarted_node(&mut cluster).await;
     })
     .await;
 }
@@ -365,38 +257,10 @@ async fn proxies_work_in_front_of_containers() {
 #[tokio::test]
 async fn a_fast_clock_expires_keys_before_a_normal_one() {
     bounded(async {
-        let options = ClusterOptions::default().nodes(2).clock_rate(0, 10.0);
-        let Some(cluster) = docker_cluster(options).await else {
+        let Some(cluster) = docker_cluster(backend_checks::fast_clock_on_node_0()).await else {
             return;
         };
-        let mut fast = cluster.connection(0).await.unwrap();
-        let mut normal = cluster.connection(1).await.unwrap();
-        for connection in [&mut fast, &mut normal] {
-            let () = redis::cmd("SET")
-                .arg("k")
-                .arg("v")
-                .arg("PX")
-                .arg(2000)
-                .query_async(connection)
-                .await
-                .unwrap();
-        }
-        // Poll (bounded) until the fast node has expired the key; the normal node, which was
-        // given the key later, must still report most of its 2 s.
-        let mut fast_ttl = pttl(&mut fast, "k").await;
-        for _ in 0..500 {
-            if fast_ttl == -2 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            fast_ttl = pttl(&mut fast, "k").await;
-        }
-        let normal_ttl = pttl(&mut normal, "k").await;
-        assert_eq!(fast_ttl, -2, "the fast node expired the key");
-        assert!(
-            normal_ttl > 1000,
-            "the normal node still holds the key with most of its TTL: {normal_ttl} ms"
-        );
+        backend_checks::a_fast_clock_expires_keys_before_a_normal_one(&cluster).await;
     })
     .await;
 }
@@ -405,20 +269,15 @@ async fn a_fast_clock_expires_keys_before_a_normal_one() {
 async fn dropping_the_cluster_removes_its_containers() {
     bounded(async {
         let options = ClusterOptions::default().nodes(2).proxies(true);
-        let Some(mut cluster) = docker_cluster(options).await else {
+        let Some(cluster) = docker_cluster(options).await else {
             return;
         };
-        let ports: Vec<u16> = (0..2).map(|index| cluster.port(index).unwrap()).collect();
-        // Leave it messy: one container paused, one killed.
-        cluster.pause(0).unwrap();
-        cluster.kill(1).await.unwrap();
-        drop(cluster);
-        for (index, port) in ports.into_iter().enumerate() {
-            assert!(refuses(port).await, "port {port} still answers");
-            if let Some(count) = containers_named(&format!("-node{index}-{port}")) {
-                assert_eq!(count, 0, "container of node {index} left behind");
-            }
-        }
+        backend_checks::dropping_the_cluster_cleans_up_even_when_messy(
+            cluster,
+            async |cluster| node_ports(cluster),
+            async |ports| assert_containers_gone(ports, "left behind").await,
+        )
+        .await;
     })
     .await;
 }
@@ -430,24 +289,12 @@ async fn a_panicking_test_leaves_no_container_behind() {
             return;
         };
         drop(probe);
-        let (ports_tx, ports_rx) = tokio::sync::oneshot::channel();
-        let failing_test = tokio::spawn(async move {
-            let mut cluster =
-                TestCluster::start(ClusterOptions::default().nodes(2).backend(Backend::Docker))
-                    .await
-                    .unwrap();
-            cluster.pause(1).unwrap();
-            let ports: Vec<u16> = (0..2).map(|index| cluster.port(index).unwrap()).collect();
-            ports_tx.send(ports).unwrap();
-            panic!("simulated test failure");
-        });
-        assert!(failing_test.await.unwrap_err().is_panic());
-        for (index, port) in ports_rx.await.unwrap().into_iter().enumerate() {
-            assert!(refuses(port).await, "port {port} survived the panic");
-            if let Some(count) = containers_named(&format!("-node{index}-{port}")) {
-                assert_eq!(count, 0, "container of node {index} survived the panic");
-            }
-        }
+        backend_checks::a_panicking_test_leaves_nothing_behind(
+            ClusterOptions::default().nodes(2).backend(Backend::Docker),
+            node_ports,
+            async |ports| assert_containers_gone(ports, "survived the panic").await,
+        )
+        .await;
     })
     .await;
 }
@@ -459,18 +306,10 @@ async fn a_bad_server_argument_reports_the_exit_and_the_container_logs() {
             return;
         };
         drop(probe);
-        let options = ClusterOptions::default()
-            .nodes(1)
-            .backend(Backend::Docker)
-            .extra_args(vec!["--no-such-directive".into(), "yes".into()]);
-        let err = TestCluster::start(options).await.unwrap_err();
-        match err {
-            HarnessError::Exited { node, output, .. } => {
-                assert_eq!(node, 0);
-                assert!(output.contains("no-such-directive"), "{output}");
-            }
-            other => panic!("expected Exited, got {other}"),
-        }
+        backend_checks::a_bad_server_argument_reports_the_exit_and_its_output(
+            ClusterOptions::default().backend(Backend::Docker),
+        )
+        .await;
     })
     .await;
 }

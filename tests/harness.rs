@@ -1,10 +1,11 @@
 //! Self-tests of the test harness (`quorumlock::testing`) against real
 //! `redis-server` processes: every fault the harness offers is shown to have
-//! the effect a test relying on it expects.
+//! the effect a test relying on it expects. The checks that hold on every backend live in
+//! `common::backend_checks`; `tests/docker.rs` runs them against containers.
 
 mod common;
 
-use common::{LONG, SHORT, bounded, connect, dbsize, get, ping, pttl, set};
+use common::{LONG, SHORT, backend_checks, bounded, connect, get, ping, pttl, set, set_px};
 
 use std::io::ErrorKind;
 use std::path::PathBuf;
@@ -33,25 +34,13 @@ fn pids(cluster: &mut TestCluster) -> Vec<u32> {
 #[tokio::test]
 async fn started_cluster_answers_ping_on_every_node() {
     bounded(async {
-        let cluster = TestCluster::with_nodes(5).await.unwrap();
+        let mut cluster = TestCluster::with_nodes(5).await.unwrap();
         assert_eq!(cluster.len(), 5);
-        let urls = cluster.urls();
-        assert_eq!(urls.len(), 5);
-        for (index, url) in urls.iter().enumerate() {
-            // Without proxies the URLs are the servers themselves.
-            assert_eq!(*url, cluster.direct_url(index).unwrap());
-            assert_eq!(
-                *url,
-                format!("redis://127.0.0.1:{}", cluster.port(index).unwrap())
-            );
-            assert!(cluster.proxy(index).is_none());
-            let mut connection = connect(url, LONG).await.unwrap();
-            assert_eq!(ping(&mut connection).await.unwrap(), "PONG");
-        }
-        let mut ports: Vec<u16> = (0..5).map(|index| cluster.port(index).unwrap()).collect();
-        ports.sort_unstable();
-        ports.dedup();
-        assert_eq!(ports.len(), 5, "every node has its own port");
+        backend_checks::every_node_answers_on_its_own_loopback_port(
+            &mut cluster,
+            async |_, _, _| {},
+        )
+        .await;
     })
     .await;
 }
@@ -60,50 +49,29 @@ async fn started_cluster_answers_ping_on_every_node() {
 async fn nodes_are_independent_masters() {
     bounded(async {
         let cluster = TestCluster::with_nodes(2).await.unwrap();
-        let mut first = cluster.connection(0).await.unwrap();
-        let mut second = cluster.connection(1).await.unwrap();
-        set(&mut first, "key", "on-node-0").await;
-        assert_eq!(get(&mut second, "key").await, None);
-        let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut second).await.unwrap();
-        assert_eq!(
-            role.first(),
-            Some(&redis::Value::BulkString(b"master".to_vec()))
-        );
+        backend_checks::nodes_are_independent_masters(&cluster).await;
     })
     .await;
 }
 
 #[tokio::test]
-async fn killed_node_comes_back_empty_on_the_same_port() {
+async fn killed_node_is_reaped_and_comes_back_empty_on_the_same_port() {
     bounded(async {
         let mut cluster = TestCluster::with_nodes(3).await.unwrap();
-        let port = cluster.port(1).unwrap();
         let old_pid = cluster.pid(1).unwrap().unwrap();
-        set(&mut cluster.connection(1).await.unwrap(), "key", "value").await;
-
-        cluster.kill(1).await.unwrap();
-        assert!(!cluster.is_running(1).unwrap());
-        assert_eq!(cluster.pid(1).unwrap(), None);
-        assert!(!process_exists(old_pid), "killed process is reaped");
-        let refused = connect(&cluster.direct_url(1).unwrap(), LONG)
-            .await
-            .unwrap_err();
-        assert!(refused.is_connection_refusal(), "{refused}");
-        // Killing a dead node is a no-op; the other nodes are untouched.
-        cluster.kill(1).await.unwrap();
-        assert!(cluster.is_running(0).unwrap());
-        assert!(cluster.is_running(2).unwrap());
-
-        cluster.start_node(1).await.unwrap();
-        assert!(cluster.is_running(1).unwrap());
-        assert_eq!(cluster.port(1).unwrap(), port);
+        backend_checks::killed_node_comes_back_empty_on_the_same_port(
+            &mut cluster,
+            1,
+            async |cluster| {
+                assert!(!process_exists(old_pid), "killed process is reaped");
+                let refused = connect(&cluster.direct_url(1).unwrap(), LONG)
+                    .await
+                    .unwrap_err();
+                assert!(refused.is_connection_refusal(), "{refused}");
+            },
+        )
+        .await;
         assert_ne!(cluster.pid(1).unwrap(), Some(old_pid));
-        let mut connection = cluster.connection(1).await.unwrap();
-        assert_eq!(
-            dbsize(&mut connection).await,
-            0,
-            "no persistence: restarted empty"
-        );
     })
     .await;
 }
@@ -122,17 +90,12 @@ async fn starting_a_running_node_is_an_error() {
 async fn stop_shuts_down_and_restart_brings_the_node_back_empty() {
     bounded(async {
         let mut cluster = TestCluster::with_nodes(2).await.unwrap();
-        set(&mut cluster.connection(0).await.unwrap(), "key", "value").await;
         let old_pid = cluster.pid(0).unwrap().unwrap();
-
-        cluster.restart(0).await.unwrap();
-        assert!(!process_exists(old_pid));
-        let mut connection = cluster.connection(0).await.unwrap();
-        assert_eq!(dbsize(&mut connection).await, 0);
-
-        cluster.stop(0).await.unwrap();
-        assert!(!cluster.is_running(0).unwrap());
-        let err = ping(&mut connection).await.unwrap_err();
+        let err = backend_checks::restart_empties_the_node_and_stop_shuts_it_down(
+            &mut cluster,
+            async |_| assert!(!process_exists(old_pid)),
+        )
+        .await;
         assert!(err.is_connection_dropped() || err.is_io_error(), "{err}");
     })
     .await;
@@ -142,55 +105,23 @@ async fn stop_shuts_down_and_restart_brings_the_node_back_empty() {
 async fn pause_makes_commands_time_out_and_resume_completes_queued_ones() {
     bounded(async {
         let mut cluster = TestCluster::with_nodes(2).await.unwrap();
-        // Connections are opened first: a paused server cannot complete a handshake.
-        let mut impatient = cluster.connection(0).await.unwrap();
-        impatient.set_response_timeout(SHORT);
-        let mut patient = cluster.connection(0).await.unwrap();
-        patient.set_response_timeout(LONG);
-
-        cluster.pause(0).unwrap();
-        assert!(
-            cluster.is_running(0).unwrap(),
-            "a paused node is still running"
-        );
-        let err = ping(&mut impatient).await.unwrap_err();
-        assert!(err.is_timeout(), "{err}");
-        // Other nodes are unaffected.
-        assert_eq!(
-            ping(&mut cluster.connection(1).await.unwrap())
-                .await
-                .unwrap(),
-            "PONG"
-        );
-
-        let increment = redis::cmd("INCR").arg("counter").clone();
-        let mut queued = std::pin::pin!(increment.query_async::<i64>(&mut patient));
-        assert!(
-            tokio::time::timeout(SHORT, &mut queued).await.is_err(),
-            "a paused node answers nothing"
-        );
-        cluster.resume(0).unwrap();
-        assert_eq!(queued.await.unwrap(), 1);
-        assert_eq!(ping(&mut impatient).await.unwrap(), "PONG");
+        backend_checks::pause_makes_commands_time_out_and_resume_completes_queued_ones(
+            &mut cluster,
+        )
+        .await;
     })
     .await;
 }
 
 #[tokio::test]
-async fn paused_node_can_be_stopped() {
+async fn paused_node_can_be_stopped_and_killed() {
     bounded(async {
         let mut cluster = TestCluster::with_nodes(1).await.unwrap();
         let pid = cluster.pid(0).unwrap().unwrap();
-        cluster.pause(0).unwrap();
-        cluster.stop(0).await.unwrap();
-        assert!(!process_exists(pid));
-        cluster.start_node(0).await.unwrap();
-        assert_eq!(
-            ping(&mut cluster.connection(0).await.unwrap())
-                .await
-                .unwrap(),
-            "PONG"
-        );
+        backend_checks::paused_node_can_be_stopped_and_killed(&mut cluster, async |_| {
+            assert!(!process_exists(pid));
+        })
+        .await;
     })
     .await;
 }
@@ -199,16 +130,7 @@ async fn paused_node_can_be_stopped() {
 async fn process_faults_on_a_killed_node_are_errors() {
     bounded(async {
         let mut cluster = TestCluster::with_nodes(1).await.unwrap();
-        cluster.kill(0).await.unwrap();
-        assert!(matches!(cluster.pause(0), Err(HarnessError::NotRunning(0))));
-        assert!(matches!(
-            cluster.resume(0),
-            Err(HarnessError::NotRunning(0))
-        ));
-        assert!(matches!(
-            cluster.flush(0).await,
-            Err(HarnessError::NotRunning(0))
-        ));
+        backend_checks::faults_on_a_killed_node_are_errors(&mut cluster).await;
     })
     .await;
 }
@@ -244,14 +166,7 @@ async fn out_of_range_nodes_are_errors() {
 async fn flush_empties_only_that_node() {
     bounded(async {
         let mut cluster = TestCluster::with_nodes(2).await.unwrap();
-        for index in 0..2 {
-            let mut connection = cluster.connection(index).await.unwrap();
-            set(&mut connection, "a", "1").await;
-            set(&mut connection, "b", "2").await;
-        }
-        cluster.flush(0).await.unwrap();
-        assert_eq!(dbsize(&mut cluster.connection(0).await.unwrap()).await, 0);
-        assert_eq!(dbsize(&mut cluster.connection(1).await.unwrap()).await, 2);
+        backend_checks::flush_empties_only_that_node(&mut cluster).await;
     })
     .await;
 }
@@ -262,21 +177,7 @@ async fn proxy_forwards_to_its_node() {
         let cluster = TestCluster::start(ClusterOptions::default().nodes(3).proxies(true))
             .await
             .unwrap();
-        let urls = cluster.urls();
-        for (index, url) in urls.iter().enumerate() {
-            let proxy = cluster.proxy(index).expect("proxies are on");
-            assert_eq!(*url, proxy.url());
-            assert_ne!(*url, cluster.direct_url(index).unwrap());
-            assert_eq!(proxy.upstream().port(), cluster.port(index).unwrap());
-
-            let mut through_proxy = connect(url, LONG).await.unwrap();
-            set(&mut through_proxy, "written-via", url).await;
-            let mut direct = cluster.connection(index).await.unwrap();
-            assert_eq!(
-                get(&mut direct, "written-via").await.as_deref(),
-                Some(url.as_str())
-            );
-        }
+        backend_checks::proxy_forwards_to_its_node(&cluster).await;
     })
     .await;
 }
@@ -287,15 +188,7 @@ async fn proxy_follows_a_restarted_node() {
         let mut cluster = TestCluster::start(ClusterOptions::default().nodes(1).proxies(true))
             .await
             .unwrap();
-        let url = cluster.urls().remove(0);
-        cluster.kill(0).await.unwrap();
-        assert!(
-            connect(&url, SHORT).await.is_err(),
-            "nothing behind the proxy"
-        );
-        cluster.start_node(0).await.unwrap();
-        let mut connection = connect(&url, LONG).await.unwrap();
-        assert_eq!(ping(&mut connection).await.unwrap(), "PONG");
+        backend_checks::proxy_follows_a_restarted_node(&mut cluster).await;
     })
     .await;
 }
@@ -424,38 +317,34 @@ async fn latency_delays_but_delivers_pipelined_and_large_replies_intact() {
 #[tokio::test]
 async fn dropping_the_cluster_kills_every_process_and_deletes_its_directories() {
     bounded(async {
-        let mut cluster = TestCluster::start(ClusterOptions::default().nodes(3).proxies(true))
+        let cluster = TestCluster::start(ClusterOptions::default().nodes(3).proxies(true))
             .await
             .unwrap();
-        let pids = pids(&mut cluster);
-        let mut dirs = Vec::new();
-        for index in 0..cluster.len() {
-            let dir: Vec<String> = redis::cmd("CONFIG")
-                .arg("GET")
-                .arg("dir")
-                .query_async(&mut cluster.connection(index).await.unwrap())
-                .await
-                .unwrap();
-            dirs.push(PathBuf::from(&dir[1]));
-        }
-        let proxy_addr = cluster.proxy(0).unwrap().addr();
-        // Leave the cluster in a messy state: one node paused, one killed.
-        cluster.pause(0).unwrap();
-        cluster.kill(2).await.unwrap();
-
-        drop(cluster);
-        for pid in pids {
-            assert!(!process_exists(pid), "pid {pid} still exists");
-        }
-        for dir in dirs {
-            assert!(!dir.exists(), "{} still exists", dir.display());
-        }
-        // Let the aborted proxy tasks be dropped, then nothing listens.
-        tokio::task::yield_now().await;
-        let err = tokio::net::TcpStream::connect(proxy_addr)
-            .await
-            .unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::ConnectionRefused);
+        backend_checks::dropping_the_cluster_cleans_up_even_when_messy(
+            cluster,
+            async |cluster| {
+                let mut dirs = Vec::new();
+                for index in 0..cluster.len() {
+                    let dir: Vec<String> = redis::cmd("CONFIG")
+                        .arg("GET")
+                        .arg("dir")
+                        .query_async(&mut cluster.connection(index).await.unwrap())
+                        .await
+                        .unwrap();
+                    dirs.push(PathBuf::from(&dir[1]));
+                }
+                (pids(cluster), dirs)
+            },
+            async |(pids, dirs)| {
+                for pid in pids {
+                    assert!(!process_exists(pid), "pid {pid} still exists");
+                }
+                for dir in dirs {
+                    assert!(!dir.exists(), "{} still exists", dir.display());
+                }
+            },
+        )
+        .await;
     })
     .await;
 }
@@ -463,18 +352,16 @@ async fn dropping_the_cluster_kills_every_process_and_deletes_its_directories() 
 #[tokio::test]
 async fn a_panicking_test_leaves_no_process_behind() {
     bounded(async {
-        let (pids_tx, pids_rx) = tokio::sync::oneshot::channel();
-        let failing_test = tokio::spawn(async move {
-            let mut cluster = TestCluster::with_nodes(2).await.unwrap();
-            cluster.pause(1).unwrap();
-            pids_tx.send(pids(&mut cluster)).unwrap();
-            panic!("simulated test failure");
-        });
-        let outcome = failing_test.await;
-        assert!(outcome.unwrap_err().is_panic());
-        for pid in pids_rx.await.unwrap() {
-            assert!(!process_exists(pid), "pid {pid} survived the panic");
-        }
+        backend_checks::a_panicking_test_leaves_nothing_behind(
+            ClusterOptions::default().nodes(2),
+            pids,
+            async |pids| {
+                for pid in pids {
+                    assert!(!process_exists(pid), "pid {pid} survived the panic");
+                }
+            },
+        )
+        .await;
     })
     .await;
 }
@@ -482,17 +369,10 @@ async fn a_panicking_test_leaves_no_process_behind() {
 #[tokio::test]
 async fn a_bad_server_argument_reports_the_exit_and_its_output() {
     bounded(async {
-        let options = ClusterOptions::default()
-            .nodes(1)
-            .extra_args(vec!["--no-such-directive".into(), "yes".into()]);
-        let err = TestCluster::start(options).await.unwrap_err();
-        match err {
-            HarnessError::Exited { node, output, .. } => {
-                assert_eq!(node, 0);
-                assert!(output.contains("no-such-directive"), "{output}");
-            }
-            other => panic!("expected Exited, got {other}"),
-        }
+        backend_checks::a_bad_server_argument_reports_the_exit_and_its_output(
+            ClusterOptions::default(),
+        )
+        .await;
     })
     .await;
 }
@@ -540,36 +420,10 @@ async fn a_server_that_never_answers_is_not_ready() {
 #[tokio::test]
 async fn aof_always_keeps_the_data_across_restart_and_kill() {
     bounded(async {
-        let options = ClusterOptions::default()
-            .nodes(2)
-            .persistence(Persistence::AofAlways);
-        let mut cluster = TestCluster::start(options).await.unwrap();
-        let mut connection = cluster.connection(0).await.unwrap();
-        let appendfsync: Vec<String> = redis::cmd("CONFIG")
-            .arg("GET")
-            .arg("appendfsync")
-            .query_async(&mut connection)
+        let mut cluster = TestCluster::start(backend_checks::aof_always(2))
             .await
             .unwrap();
-        assert_eq!(appendfsync[1], "always");
-        set(&mut connection, "key", "kept").await;
-
-        cluster.restart(0).await.unwrap();
-        let mut connection = cluster.connection(0).await.unwrap();
-        assert_eq!(get(&mut connection, "key").await.as_deref(), Some("kept"));
-
-        // Acknowledged writes survive SIGKILL too.
-        set(&mut connection, "after-restart", "also kept").await;
-        cluster.kill(0).await.unwrap();
-        cluster.start_node(0).await.unwrap();
-        let mut connection = cluster.connection(0).await.unwrap();
-        assert_eq!(get(&mut connection, "key").await.as_deref(), Some("kept"));
-        assert_eq!(
-            get(&mut connection, "after-restart").await.as_deref(),
-            Some("also kept")
-        );
-        // The other node has its own data.
-        assert_eq!(dbsize(&mut cluster.connection(1).await.unwrap()).await, 0);
+        backend_checks::aof_always_keeps_the_data_across_restart_and_kill(&mut cluster).await;
     })
     .await;
 }
@@ -577,23 +431,10 @@ async fn aof_always_keeps_the_data_across_restart_and_kill() {
 #[tokio::test]
 async fn without_persistence_a_restart_loses_the_data() {
     bounded(async {
-        let options = ClusterOptions::default()
-            .nodes(1)
-            .persistence(Persistence::None);
-        let mut cluster = TestCluster::start(options).await.unwrap();
-        set(&mut cluster.connection(0).await.unwrap(), "key", "value").await;
-        cluster.restart(0).await.unwrap();
-        assert_eq!(
-            get(&mut cluster.connection(0).await.unwrap(), "key").await,
-            None
-        );
-        set(&mut cluster.connection(0).await.unwrap(), "key", "value").await;
-        cluster.kill(0).await.unwrap();
-        cluster.start_node(0).await.unwrap();
-        assert_eq!(
-            get(&mut cluster.connection(0).await.unwrap(), "key").await,
-            None
-        );
+        let mut cluster = TestCluster::start(backend_checks::without_persistence())
+            .await
+            .unwrap();
+        backend_checks::without_persistence_restart_and_kill_lose_the_data(&mut cluster).await;
     })
     .await;
 }
@@ -601,36 +442,10 @@ async fn without_persistence_a_restart_loses_the_data() {
 #[tokio::test]
 async fn a_fast_clock_expires_keys_before_a_normal_one() {
     bounded(async {
-        let options = ClusterOptions::default().nodes(2).clock_rate(0, 10.0);
-        let cluster = TestCluster::start(options).await.unwrap();
-        let mut fast = cluster.connection(0).await.unwrap();
-        let mut normal = cluster.connection(1).await.unwrap();
-        for connection in [&mut fast, &mut normal] {
-            let () = redis::cmd("SET")
-                .arg("k")
-                .arg("v")
-                .arg("PX")
-                .arg(2000)
-                .query_async(connection)
-                .await
-                .unwrap();
-        }
-        // Poll (bounded) until the fast node has expired the key; the normal node, which was
-        // given the key later, must still report most of its 2 s.
-        let mut fast_ttl = pttl(&mut fast, "k").await;
-        for _ in 0..500 {
-            if fast_ttl == -2 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            fast_ttl = pttl(&mut fast, "k").await;
-        }
-        let normal_ttl = pttl(&mut normal, "k").await;
-        assert_eq!(fast_ttl, -2, "the fast node expired the key");
-        assert!(
-            normal_ttl > 1000,
-            "the normal node still holds the key with most of its TTL: {normal_ttl} ms"
-        );
+        let cluster = TestCluster::start(backend_checks::fast_clock_on_node_0())
+            .await
+            .unwrap();
+        backend_checks::a_fast_clock_expires_keys_before_a_normal_one(&cluster).await;
     })
     .await;
 }
@@ -643,24 +458,9 @@ async fn a_slow_clock_keeps_keys_longer_than_a_normal_one() {
         let mut normal = cluster.connection(0).await.unwrap();
         let mut slow = cluster.connection(1).await.unwrap();
         // The slow node gets the key first, so on equal clocks it would expire first.
-        for connection in [&mut slow, &mut normal] {
-            let () = redis::cmd("SET")
-                .arg("k")
-                .arg("v")
-                .arg("PX")
-                .arg(400)
-                .query_async(connection)
-                .await
-                .unwrap();
-        }
-        let mut normal_ttl = pttl(&mut normal, "k").await;
-        for _ in 0..500 {
-            if normal_ttl == -2 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            normal_ttl = pttl(&mut normal, "k").await;
-        }
+        set_px(&mut slow, "k", "v", 400).await;
+        set_px(&mut normal, "k", "v", 400).await;
+        let normal_ttl = backend_checks::pttl_once_expired(&mut normal, "k").await;
         let slow_ttl = pttl(&mut slow, "k").await;
         assert_eq!(normal_ttl, -2, "the normal node expired the key");
         assert!(

@@ -1,6 +1,9 @@
 //! Helpers shared by the integration tests: a hang guard and direct Redis commands for
-//! inspecting nodes. Each test binary uses a subset of them.
+//! inspecting nodes, and (in [`backend_checks`]) the harness checks that both backends pass.
+//! Each test binary uses a subset of them.
 #![allow(dead_code)]
+
+pub mod backend_checks;
 
 use std::future::Future;
 use std::time::Duration;
@@ -47,6 +50,18 @@ pub async fn set(connection: &mut MultiplexedConnection, key: &str, value: &str)
     let () = redis::cmd("SET")
         .arg(key)
         .arg(value)
+        .query_async(connection)
+        .await
+        .unwrap();
+}
+
+/// `SET key value PX ttl_ms`.
+pub async fn set_px(connection: &mut MultiplexedConnection, key: &str, value: &str, ttl_ms: u64) {
+    let () = redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .arg("PX")
+        .arg(ttl_ms)
         .query_async(connection)
         .await
         .unwrap();
