@@ -59,6 +59,13 @@ async fn key_count(cluster: &TestCluster, node: usize) -> usize {
         .unwrap()
 }
 
+/// Fails unless every node in `nodes` is empty: nothing was left locked.
+async fn assert_no_keys(cluster: &TestCluster, nodes: std::ops::Range<usize>) {
+    for node in nodes {
+        assert_eq!(key_count(cluster, node).await, 0, "node {node} kept a key");
+    }
+}
+
 /// The nodes that said they hold the key. After an early decision these are certain; nodes
 /// that had not answered may or may not have the key.
 fn holders(outcomes: &[quorumlock::NodeOutcome]) -> Vec<usize> {
@@ -212,9 +219,7 @@ async fn three_dead_nodes_of_five_fail_as_unavailable_and_leave_no_key() {
             .filter(|o| o.reply == NodeReply::Failed(NodeError::ConnectionRefused))
             .count();
         assert_eq!(refused, 3, "{error}");
-        for node in 0..2 {
-            assert_eq!(key_count(&cluster, node).await, 0, "node {node} kept a key");
-        }
+        assert_no_keys(&cluster, 0..2).await;
     })
     .await;
 }
@@ -320,9 +325,7 @@ async fn a_dropped_acquire_leaves_no_key_behind_once_it_settles() {
             cluster.resume(node).unwrap();
         }
         lock.settle().await;
-        for node in 0..5 {
-            assert_eq!(key_count(&cluster, node).await, 0, "node {node} kept a key");
-        }
+        assert_no_keys(&cluster, 0..5).await;
     })
     .await;
 }
@@ -361,9 +364,7 @@ async fn a_cancelled_acquire_releases_and_reports_cancelled() {
         };
         assert_eq!(outcomes[0].reply, NodeReply::Ours);
         lock.settle().await;
-        for node in 0..3 {
-            assert_eq!(key_count(&cluster, node).await, 0, "node {node} kept a key");
-        }
+        assert_no_keys(&cluster, 0..3).await;
     })
     .await;
 }
@@ -632,7 +633,7 @@ async fn a_paused_node_costs_its_timeout_only_when_it_is_needed() {
         cluster.resume(0).unwrap();
         lock.settle().await;
         all_three.settle().await;
-        assert_eq!(key_count(&cluster, 0).await, 0);
+        assert_no_keys(&cluster, 0..1).await;
     })
     .await;
 }
@@ -653,9 +654,7 @@ async fn extreme_ttls_are_handled_not_panics() {
         let error = lock.try_acquire("instant").await.unwrap_err();
         assert!(matches!(error, Error::ValidityExpired { .. }), "{error}");
         lock.settle().await;
-        for node in 0..3 {
-            assert_eq!(key_count(&cluster, node).await, 0, "node {node}");
-        }
+        assert_no_keys(&cluster, 0..3).await;
     })
     .await;
 }

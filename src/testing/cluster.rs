@@ -49,10 +49,10 @@ const OUTPUT_TAIL_BYTES: u64 = 4096;
 /// Connect and response timeout of one readiness probe.
 pub(super) const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 /// First and longest pause between readiness probes.
-pub(super) const PROBE_BACKOFF_MIN: Duration = Duration::from_millis(10);
-pub(super) const PROBE_BACKOFF_MAX: Duration = Duration::from_millis(200);
+const PROBE_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const PROBE_BACKOFF_MAX: Duration = Duration::from_millis(200);
 /// Upper bound on probes per start, on top of the time bound.
-pub(super) const MAX_PROBES: u32 = 10_000;
+const MAX_PROBES: u32 = 10_000;
 
 /// Fresh ports tried when a new node's port is taken before redis binds it.
 const FRESH_PORT_ATTEMPTS: u32 = 10;
@@ -864,6 +864,37 @@ enum Launch {
     PortTaken,
 }
 
+/// Paces readiness probes, on either backend: pauses doubling from [`PROBE_BACKOFF_MIN`] to
+/// [`PROBE_BACKOFF_MAX`], never past the deadline, for at most [`MAX_PROBES`] probes.
+pub(super) struct ProbeBackoff {
+    deadline: Instant,
+    pause: Duration,
+    pauses_left: u32,
+}
+
+impl ProbeBackoff {
+    pub(super) fn until(deadline: Instant) -> Self {
+        ProbeBackoff {
+            deadline,
+            pause: PROBE_BACKOFF_MIN,
+            pauses_left: MAX_PROBES - 1,
+        }
+    }
+
+    /// Waits before the next probe; false (without waiting) once the deadline has passed or
+    /// the probes are used up.
+    pub(super) async fn wait(&mut self) -> bool {
+        let now = Instant::now();
+        if now >= self.deadline || self.pauses_left == 0 {
+            return false;
+        }
+        self.pauses_left -= 1;
+        tokio::time::sleep(self.pause.min(self.deadline - now)).await;
+        self.pause = (self.pause * 2).min(PROBE_BACKOFF_MAX);
+        true
+    }
+}
+
 /// Starts one `redis-server` on `port` in `dir` and waits until it answers.
 async fn launch(
     options: &ClusterOptions,
@@ -877,9 +908,8 @@ async fn launch(
     let output_start = OutputStart::of(dir);
     let mut process = spawn_server(options, index, port, dir, env)?;
     let started = Instant::now();
-    let deadline = started + options.ready_timeout;
-    let mut backoff = PROBE_BACKOFF_MIN;
-    for _ in 0..MAX_PROBES {
+    let mut backoff = ProbeBackoff::until(started + options.ready_timeout);
+    loop {
         if let Some(status) = process.child.try_wait()? {
             let output = output_start.read_since(dir);
             if output.contains("Address already in use") {
@@ -907,12 +937,9 @@ async fn launch(
             Ok(Err(err)) => debug!(node = index, port, %err, "not ready yet"),
             Err(_) => debug!(node = index, port, "readiness probe timed out"),
         }
-        let now = Instant::now();
-        if now >= deadline {
+        if !backoff.wait().await {
             break;
         }
-        tokio::time::sleep(backoff.min(deadline - now)).await;
-        backoff = (backoff * 2).min(PROBE_BACKOFF_MAX);
     }
     Err(HarnessError::NotReady {
         node: index,

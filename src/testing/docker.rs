@@ -67,7 +67,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::HarnessError;
-use super::cluster::{MAX_PROBES, PROBE_BACKOFF_MAX, PROBE_BACKOFF_MIN, PROBE_TIMEOUT};
+use super::cluster::{PROBE_TIMEOUT, ProbeBackoff};
 
 /// Environment variable naming the image the docker backend runs.
 pub const IMAGE_ENV: &str = "QUORUMLOCK_REDIS_IMAGE";
@@ -312,9 +312,8 @@ impl DockerServer {
         self.paused = false;
         self.pid = None;
         let started = Instant::now();
-        let deadline = started + ready_timeout;
-        let mut backoff = PROBE_BACKOFF_MIN;
-        for _ in 0..MAX_PROBES {
+        let mut backoff = ProbeBackoff::until(started + ready_timeout);
+        loop {
             let state = self.state(index, &id).await?;
             if state.running != Some(true) {
                 self.running = false;
@@ -341,12 +340,9 @@ impl DockerServer {
                 Ok(Err(err)) => debug!(node = index, port = self.port, %err, "not ready yet"),
                 Err(_) => debug!(node = index, port = self.port, "readiness probe timed out"),
             }
-            let now = Instant::now();
-            if now >= deadline {
+            if !backoff.wait().await {
                 break;
             }
-            tokio::time::sleep(backoff.min(deadline - now)).await;
-            backoff = (backoff * 2).min(PROBE_BACKOFF_MAX);
         }
         Err(HarnessError::NotReady {
             node: index,
