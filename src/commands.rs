@@ -3,6 +3,7 @@
 //! one atomic step. Each answers `true` when the node holds the key for our token.
 
 use std::sync::LazyLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis::Script;
 
@@ -11,13 +12,13 @@ use crate::node::Node;
 
 /// Sets the key to our token, or, when it already holds our token (a leftover of an earlier
 /// attempt of the same acquisition), renews its expiry: our own leftovers count for us.
-static ACQUIRE_OR_RENEW: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+///
+/// Sent with `EVAL`, not `EVALSHA`: one command, never a NOSCRIPT round trip, so the request goes
+/// out in the same step that checks the acquisition is still undecided (see [`acquire`]).
+/// Retries are rare enough that the script's bytes cost nothing.
+const ACQUIRE_OR_RENEW: &str = r"if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
-return 0",
-    )
-});
+return 0";
 
 /// Deletes the key only while it holds our token.
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
@@ -38,29 +39,48 @@ return 0",
 /// Takes the key for `token`. The first attempt of an acquisition uses a plain `SET NX PX`
 /// (its token is new, so no key of ours can exist yet); later attempts use the script that also
 /// accepts and renews a leftover of an earlier attempt.
+///
+/// `undecided` is cleared when the acquisition's round is decided. The request is sent only
+/// while it is set, checked in the same step that hands the request to the connection: a
+/// request still waiting for its connection at the decision is never sent (and answers `false`),
+/// so it cannot land after a release that overtook it. One already sent runs, and a release
+/// sent later on the same connection comes after it.
 pub(crate) async fn acquire(
     node: &Node,
     key: &[u8],
     token: &str,
     ttl_ms: u64,
     renew_leftover: bool,
+    undecided: &AtomicBool,
 ) -> Result<bool, NodeError> {
-    if renew_leftover {
-        return run_script(node, &ACQUIRE_OR_RENEW, key, token, Some(ttl_ms)).await;
-    }
-    let reply: Option<String> = node
+    let reply: Option<i64> = node
         .run(|mut connection| async move {
-            redis::cmd("SET")
+            if !undecided.load(Ordering::Acquire) {
+                return Ok(None);
+            }
+            if renew_leftover {
+                return redis::cmd("EVAL")
+                    .arg(ACQUIRE_OR_RENEW)
+                    .arg(1)
+                    .arg(key)
+                    .arg(token)
+                    .arg(ttl_ms)
+                    .query_async(&mut connection)
+                    .await
+                    .map(Some);
+            }
+            let set: Option<String> = redis::cmd("SET")
                 .arg(key)
                 .arg(token)
                 .arg("NX")
                 .arg("PX")
                 .arg(ttl_ms)
                 .query_async(&mut connection)
-                .await
+                .await?;
+            Ok(Some(i64::from(set.is_some())))
         })
         .await?;
-    Ok(reply.is_some())
+    reply.map_or(Ok(false), flag)
 }
 
 /// Deletes the key if it still holds `token`.
@@ -122,10 +142,11 @@ mod tests {
         let settings = LockOptions::new().node_timeout(std::time::Duration::from_secs(5));
         let node = Node::new(0, &cluster.urls()[0], &settings.validate(1).unwrap()).unwrap();
         let mut direct = cluster.connection(0).await.unwrap();
+        let open = AtomicBool::new(true);
 
         let _: () = direct.set_ex("ours", "token-a", 1).await.unwrap();
         assert!(
-            acquire(&node, b"ours", "token-a", 60_000, true)
+            acquire(&node, b"ours", "token-a", 60_000, true, &open)
                 .await
                 .unwrap()
         );
@@ -133,14 +154,14 @@ mod tests {
         assert!(ttl_ms > 1_000, "the leftover got the new TTL: {ttl_ms}");
         // A plain first attempt never renews: its token cannot have been stored before.
         assert!(
-            !acquire(&node, b"ours", "token-a", 60_000, false)
+            !acquire(&node, b"ours", "token-a", 60_000, false, &open)
                 .await
                 .unwrap()
         );
 
         let _: () = direct.set("theirs", "token-b").await.unwrap();
         assert!(
-            !acquire(&node, b"theirs", "token-a", 60_000, true)
+            !acquire(&node, b"theirs", "token-a", 60_000, true, &open)
                 .await
                 .unwrap()
         );
@@ -148,11 +169,21 @@ mod tests {
         assert_eq!(value, "token-b");
 
         assert!(
-            acquire(&node, b"free", "token-a", 60_000, true)
+            acquire(&node, b"free", "token-a", 60_000, true, &open)
                 .await
                 .unwrap()
         );
         let value: String = direct.get("free").await.unwrap();
         assert_eq!(value, "token-a");
+
+        // Once the round is decided, a request not yet sent is never sent.
+        open.store(false, Ordering::Release);
+        assert!(
+            !acquire(&node, b"late", "token-a", 60_000, false, &open)
+                .await
+                .unwrap()
+        );
+        let exists: bool = direct.exists("late").await.unwrap();
+        assert!(!exists);
     }
 }

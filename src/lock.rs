@@ -6,6 +6,7 @@ use std::fmt;
 use std::future::{Future, pending};
 use std::pin::{Pin, pin};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
@@ -225,6 +226,7 @@ impl Lock {
         let settings = &shared.settings;
         let ttl_ms = ttl_millis(settings.ttl);
         let mut cleanup = ReleaseOnDrop::new(shared, key, token);
+        let undecided = Arc::new(AtomicBool::new(true));
         let started = Instant::now();
         let round = fan_out(
             &shared.nodes,
@@ -233,12 +235,24 @@ impl Lock {
             cancel,
             |node| {
                 let (key, token) = (Arc::clone(key), token.clone());
+                let undecided = Arc::clone(&undecided);
                 async move {
-                    commands::acquire(&node, &key, token.as_str(), ttl_ms, renew_leftover).await
+                    commands::acquire(
+                        &node,
+                        &key,
+                        token.as_str(),
+                        ttl_ms,
+                        renew_leftover,
+                        &undecided,
+                    )
+                    .await
                 }
             },
         )
         .await;
+        // In the same step as the decision: the requests handed back unfinished were last
+        // polled inside `fan_out`, so none of them can be sent from now on unless it already was.
+        undecided.store(false, Ordering::Release);
         let decided = Instant::now();
         let elapsed = decided.saturating_duration_since(started);
         let Round {
@@ -256,10 +270,9 @@ impl Lock {
                     Some(left) => {
                         cleanup.disarm();
                         if let Some(unanswered) = unanswered {
-                            // The key also reaches the slower nodes, so more of them hold it if
-                            // one of the quorum crashes. A release sent meanwhile comes after it
-                            // (a connection keeps its requests in order), except on a node still
-                            // connecting, whose key then expires by its TTL.
+                            // Requests already sent reach the slower nodes, so more of them hold
+                            // the key if one of the quorum crashes; a release sent later on the
+                            // same connection comes after them.
                             shared.background.spawn(None, unanswered);
                         }
                         // An Instant that far out does not exist: treat the lock as expiring now.

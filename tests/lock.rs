@@ -229,6 +229,10 @@ async fn the_key_reaches_every_live_node_not_only_the_first_quorum() {
     bounded(async {
         let cluster = cluster(5).await;
         let lock = Lock::quorum(cluster.urls(), once()).unwrap();
+        // Connect to every node first: a request still waiting for its connection when the
+        // round is decided is never sent.
+        lock.try_acquire("warm-up").await.unwrap().release().await;
+        lock.settle().await;
         for round in 0..5 {
             let guard = lock
                 .try_acquire(format!("everywhere-{round}"))
@@ -608,6 +612,7 @@ async fn a_paused_node_costs_its_timeout_only_when_it_is_needed() {
         let lock = Lock::quorum(cluster.urls(), options.clone()).unwrap();
         let all_three = Lock::quorum(cluster.urls(), options.quorum(3)).unwrap();
         lock.try_acquire("warm-up").await.unwrap().release().await;
+        lock.settle().await;
         all_three
             .try_acquire("warm-up")
             .await
