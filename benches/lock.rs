@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use quorumlock::testing::{ClusterOptions, CountingAllocator, TestCluster};
 use quorumlock::{Lock, LockOptions, RetryPolicy};
+use quorumlock_harness::{ClusterOptions, CountingAllocator, TestCluster};
 use redis::aio::MultiplexedConnection;
 use tokio::runtime::Runtime;
 

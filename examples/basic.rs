@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use quorumlock::testing::TestCluster;
 use quorumlock::{Error, Lock, LockOptions, RetryPolicy};
+use quorumlock_harness::TestCluster;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -127,11 +127,11 @@ fn flag(reply: i64) -> Result<bool, NodeError> {
     }
 }
 
-#[cfg(all(test, feature = "test-cluster"))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::LockOptions;
-    use crate::testing::TestCluster;
+    use quorumlock_harness::TestCluster;
     use redis::AsyncCommands;
 
     /// Against a real server: a key of ours left by an earlier attempt counts for us (and gets

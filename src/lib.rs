@@ -43,8 +43,11 @@
 //!   scripts on one node), `fanout` (all nodes at once, early decision), `background` (releases
 //!   started from `Drop`).
 //! - The API: [`Lock`], [`Guard`], [`LockOptions`], [`Topology`], [`Error`].
-//! - [`testing`] (feature `test-cluster`): real `redis-server` processes and a fault-injecting
-//!   proxy, for our tests and yours.
+//!
+//! The test harness (real `redis-server` processes and a fault-injecting proxy), the chaos
+//! tooling and the `quorumlock` command live in their own crates in this workspace
+//! (`quorumlock-harness`, `quorumlock-chaos`, `quorumlock-cli`), so this one depends only on what
+//! the lock needs at run time.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
@@ -60,14 +63,6 @@ mod quorum;
 mod retry;
 mod token;
 mod validity;
-
-#[cfg(feature = "test-cluster")]
-#[cfg_attr(docsrs, doc(cfg(feature = "test-cluster")))]
-pub mod testing;
-
-#[cfg(feature = "chaos")]
-#[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
-pub mod chaos;
 
 pub use error::{ConfigError, Error, NodeError, NodeOutcome, NodeReply};
 pub use guard::{Guard, ReleaseReport};

@@ -21,7 +21,7 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::{FaultProxy, HarnessError};
+use crate::{FaultProxy, HarnessError};
 
 /// Environment variable naming the `redis-server` binary to run.
 pub const REDIS_SERVER_ENV: &str = "QUORUMLOCK_REDIS_SERVER";
@@ -47,7 +47,7 @@ const CONSOLE_FILE: &str = "redis.console";
 const OUTPUT_TAIL_BYTES: u64 = 4096;
 
 /// Connect and response timeout of one readiness probe.
-pub(super) const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 /// First and longest pause between readiness probes.
 const PROBE_BACKOFF_MIN: Duration = Duration::from_millis(10);
 const PROBE_BACKOFF_MAX: Duration = Duration::from_millis(200);
@@ -529,7 +529,7 @@ impl TestCluster {
                 }
                 for attempt in 1..=SAME_PORT_ATTEMPTS {
                     match server.start(index, options.ready_timeout).await {
-                        Err(err) if super::docker::is_port_conflict_error(&err) => {
+                        Err(err) if crate::docker::is_port_conflict_error(&err) => {
                             debug!(node = index, port, attempt, %err, "port busy, retrying");
                             tokio::time::sleep(SAME_PORT_RETRY_DELAY).await;
                         }
@@ -620,7 +620,7 @@ impl Drop for TestCluster {
         // Containers are removed all at once rather than one after another as the
         // nodes drop; processes are killed by their own `Drop`.
         #[cfg(feature = "docker")]
-        super::docker::remove_all_blocking(
+        crate::docker::remove_all_blocking(
             self.nodes
                 .iter_mut()
                 .filter_map(|node| match &mut node.server {
@@ -655,9 +655,9 @@ impl BackendContext {
             }),
             #[cfg(feature = "docker")]
             Backend::Docker => {
-                let image = super::docker::image();
-                let docker = super::docker::connect().await?;
-                super::docker::check_available(&image).await?;
+                let image = crate::docker::image();
+                let docker = crate::docker::connect().await?;
+                crate::docker::check_available(&image).await?;
                 Ok(BackendContext::Docker { docker, image })
             }
             #[cfg(not(feature = "docker"))]
@@ -680,7 +680,7 @@ struct Node {
 enum Server {
     Process(ProcessServer),
     #[cfg(feature = "docker")]
-    Docker(super::docker::DockerServer),
+    Docker(crate::docker::DockerServer),
 }
 
 /// A `redis-server` process node: its directory and environment, and its process while
@@ -784,7 +784,7 @@ async fn start_new_container(
     image: &str,
     index: usize,
 ) -> Result<(Server, u16), HarnessError> {
-    use super::docker::{ContainerSpec, Created, DockerServer, LIBFAKETIME_IN_IMAGE};
+    use crate::docker::{ContainerSpec, Created, DockerServer, LIBFAKETIME_IN_IMAGE};
 
     let mut args: Vec<String> = vec![
         "--port".into(),
@@ -844,7 +844,7 @@ fn redis_url(port: u16) -> String {
 
 /// Opens a connection to the server on `port` with the given connect and
 /// response timeout.
-pub(super) async fn connect(
+pub(crate) async fn connect(
     port: u16,
     timeout: Duration,
 ) -> redis::RedisResult<MultiplexedConnection> {
@@ -866,14 +866,14 @@ enum Launch {
 
 /// Paces readiness probes, on either backend: pauses doubling from [`PROBE_BACKOFF_MIN`] to
 /// [`PROBE_BACKOFF_MAX`], never past the deadline, for at most [`MAX_PROBES`] probes.
-pub(super) struct ProbeBackoff {
+pub(crate) struct ProbeBackoff {
     deadline: Instant,
     pause: Duration,
     pauses_left: u32,
 }
 
 impl ProbeBackoff {
-    pub(super) fn until(deadline: Instant) -> Self {
+    pub(crate) fn until(deadline: Instant) -> Self {
         ProbeBackoff {
             deadline,
             pause: PROBE_BACKOFF_MIN,
@@ -883,7 +883,7 @@ impl ProbeBackoff {
 
     /// Waits before the next probe; false (without waiting) once the deadline has passed or
     /// the probes are used up.
-    pub(super) async fn wait(&mut self) -> bool {
+    pub(crate) async fn wait(&mut self) -> bool {
         let now = Instant::now();
         if now >= self.deadline || self.pauses_left == 0 {
             return false;

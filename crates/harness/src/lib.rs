@@ -39,7 +39,7 @@
 //! ```no_run
 //! use std::time::Duration;
 //!
-//! use quorumlock::testing::{ClusterOptions, HarnessError, TestCluster};
+//! use quorumlock_harness::{ClusterOptions, HarnessError, TestCluster};
 //!
 //! # async fn demo() -> Result<(), HarnessError> {
 //! // Five masters, each behind its own fault proxy; `urls()` points at the proxies.

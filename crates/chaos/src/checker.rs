@@ -337,7 +337,7 @@ fn availability(history: &History) -> Availability {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chaos::history::Attempt;
+    use crate::history::Attempt;
     use proptest::prelude::*;
 
     fn history(holds: Vec<Hold>, writes: Vec<Write>) -> History {

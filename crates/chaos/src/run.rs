@@ -11,8 +11,8 @@ use tokio::task::JoinSet;
 use super::checker::{CheckReport, check};
 use super::history::{Clock, History, Outcome, Recorder};
 use super::scenario::Scenario;
-use crate::testing::{ClusterOptions, HarnessError, Persistence, TestCluster};
-use crate::{Lock, LockOptions, RetryPolicy};
+use quorumlock::{Lock, LockOptions, RetryPolicy};
+use quorumlock_harness::{ClusterOptions, HarnessError, Persistence, TestCluster};
 
 /// Nodes of a cluster the runner starts itself (the scenarios name nodes 0–4).
 pub const LOCAL_NODES: usize = 5;
@@ -50,7 +50,7 @@ pub enum ChaosError {
     Harness(#[from] HarnessError),
     /// The lock rejected its configuration.
     #[error("lock: {0}")]
-    Lock(#[from] crate::Error),
+    Lock(#[from] quorumlock::Error),
     /// A command the runner itself sent to a node failed.
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
@@ -726,7 +726,10 @@ end
 return value
 ";
 
-fn proxy(cluster: &TestCluster, node: usize) -> Result<&crate::testing::FaultProxy, ChaosError> {
+fn proxy(
+    cluster: &TestCluster,
+    node: usize,
+) -> Result<&quorumlock_harness::FaultProxy, ChaosError> {
     cluster.proxy(node).ok_or(ChaosError::NoProxy(node))
 }
 

@@ -5,14 +5,14 @@
 //! - [`checker`]: pure functions from a history to a [`CheckReport`]: overlapping holds
 //!   (violations), stale writes, availability, latency.
 //! - [`Scenario`]: the named scenarios, each declaring whether Redlock should stay safe.
-//! - [`run`]: runs a scenario on a local [`TestCluster`](crate::testing::TestCluster) (or, for
+//! - [`run`]: runs a scenario on a local [`TestCluster`](quorumlock_harness::TestCluster) (or, for
 //!   client-side scenarios, on the user's nodes) and checks the history.
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use quorumlock::chaos::{RunOptions, Scenario, run};
+//! use quorumlock_chaos::{RunOptions, Scenario, run};
 //!
-//! # async fn demo() -> Result<(), quorumlock::chaos::ChaosError> {
+//! # async fn demo() -> Result<(), quorumlock_chaos::ChaosError> {
 //! let report = run(
 //!     Scenario::MinorityCrash,
 //!     &RunOptions::new().duration(Duration::from_secs(3)),

@@ -65,7 +65,7 @@ pub struct Hold {
     /// When the acquire call returned the guard: the holder believes it holds from here on. It is
     /// read just after the decision, so it is never earlier than the decision.
     pub acquired_us: u64,
-    /// [`Guard::valid_until`](crate::Guard::valid_until).
+    /// [`Guard::valid_until`](quorumlock::Guard::valid_until).
     pub valid_until_us: u64,
     /// When the holder started to release (`None`: it never did; the lock expired).
     pub released_us: Option<u64>,
@@ -132,7 +132,7 @@ pub struct Write {
     /// The token of the hold the writer believed it had.
     pub token: String,
     /// When the write happened. A careful writer passes the instant at which it checked
-    /// [`Guard::is_valid`](crate::Guard::is_valid) (it then writes without awaiting anything);
+    /// [`Guard::is_valid`](quorumlock::Guard::is_valid) (it then writes without awaiting anything);
     /// a write after a pause carries the instant after the pause.
     pub at_us: u64,
 }
@@ -161,11 +161,11 @@ impl Write {
 pub enum Outcome {
     /// A guard was returned.
     Acquired,
-    /// [`Error::Held`](crate::Error::Held): someone else holds it.
+    /// [`Error::Held`](quorumlock::Error::Held): someone else holds it.
     Held,
-    /// [`Error::Unavailable`](crate::Error::Unavailable): too few nodes answered.
+    /// [`Error::Unavailable`](quorumlock::Error::Unavailable): too few nodes answered.
     Unavailable,
-    /// [`Error::ValidityExpired`](crate::Error::ValidityExpired): the round took the whole TTL.
+    /// [`Error::ValidityExpired`](quorumlock::Error::ValidityExpired): the round took the whole TTL.
     ValidityExpired,
     /// Any other error.
     Other,
@@ -173,12 +173,12 @@ pub enum Outcome {
 
 impl Outcome {
     /// The outcome of an acquire call's result.
-    pub fn of<T>(result: &Result<T, crate::Error>) -> Outcome {
+    pub fn of<T>(result: &Result<T, quorumlock::Error>) -> Outcome {
         match result {
             Ok(_) => Outcome::Acquired,
-            Err(crate::Error::Held { .. }) => Outcome::Held,
-            Err(crate::Error::Unavailable { .. }) => Outcome::Unavailable,
-            Err(crate::Error::ValidityExpired { .. }) => Outcome::ValidityExpired,
+            Err(quorumlock::Error::Held { .. }) => Outcome::Held,
+            Err(quorumlock::Error::Unavailable { .. }) => Outcome::Unavailable,
+            Err(quorumlock::Error::ValidityExpired { .. }) => Outcome::ValidityExpired,
             Err(_) => Outcome::Other,
         }
     }

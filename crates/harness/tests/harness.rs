@@ -1,4 +1,4 @@
-//! Self-tests of the test harness (`quorumlock::testing`) against real
+//! Self-tests of the test harness (`quorumlock_harness`) against real
 //! `redis-server` processes: every fault the harness offers is shown to have
 //! the effect a test relying on it expects. The checks that hold on every backend live in
 //! `common::backend_checks`; `tests/docker.rs` runs them against containers.
@@ -14,7 +14,7 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::sys::signal;
 use nix::unistd::Pid;
-use quorumlock::testing::{Backend, ClusterOptions, HarnessError, Persistence, TestCluster};
+use quorumlock_harness::{Backend, ClusterOptions, HarnessError, Persistence, TestCluster};
 
 /// Whether a process with this id still exists (a zombie counts as existing).
 fn process_exists(pid: u32) -> bool {

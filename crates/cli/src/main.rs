@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use quorumlock::testing::{ClusterOptions, TestCluster};
 use quorumlock::{Error, Lock, LockOptions, NodeOutcome, RetryPolicy};
+use quorumlock_harness::{ClusterOptions, TestCluster};
 
 #[derive(Parser)]
 #[command(

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
-use quorumlock::chaos::history::Hold;
-use quorumlock::chaos::{RunOptions, Scenario, ScenarioReport, Verdict, run};
-use quorumlock::testing::{Backend, ClusterOptions};
+use quorumlock_chaos::history::Hold;
+use quorumlock_chaos::{RunOptions, Scenario, ScenarioReport, Verdict, run};
+use quorumlock_harness::{Backend, ClusterOptions};
 
 /// Arguments of `quorumlock chaos`.
 #[derive(Args, Debug)]

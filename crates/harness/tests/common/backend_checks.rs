@@ -6,7 +6,7 @@
 use std::io::ErrorKind;
 use std::time::Duration;
 
-use quorumlock::testing::{ClusterOptions, HarnessError, Persistence, TestCluster};
+use quorumlock_harness::{ClusterOptions, HarnessError, Persistence, TestCluster};
 
 use super::{LONG, SHORT, connect, dbsize, get, ping, pttl, set, set_px};
 

@@ -10,10 +10,10 @@ use common::bounded;
 
 use std::time::Duration;
 
-use quorumlock::testing::{ClusterOptions, TestCluster};
 use quorumlock::{
     ConfigError, Error, Guard, Lock, LockOptions, NodeError, NodeReply, RetryPolicy, Topology,
 };
+use quorumlock_harness::{ClusterOptions, TestCluster};
 use redis::AsyncCommands;
 
 async fn cluster(nodes: usize) -> TestCluster {

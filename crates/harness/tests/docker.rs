@@ -14,7 +14,7 @@ use common::{backend_checks, bounded, ping};
 use std::io::ErrorKind;
 use std::time::Duration;
 
-use quorumlock::testing::{Backend, ClusterOptions, HarnessError, TestCluster, docker};
+use quorumlock_harness::{Backend, ClusterOptions, HarnessError, TestCluster, docker};
 
 /// Set (not empty, not `0`) to turn "docker unavailable" from a skip into a failure.
 const REQUIRE_DOCKER_ENV: &str = "QUORUMLOCK_REQUIRE_DOCKER";

@@ -22,8 +22,8 @@ mod table;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use quorumlock::testing::{ClusterOptions, CountingAllocator, TestCluster};
 use quorumlock::{Lock, LockOptions, RetryPolicy};
+use quorumlock_harness::{ClusterOptions, CountingAllocator, TestCluster};
 
 use faults::fault_scenarios;
 use plan::{Plan, TARGET_NODES};

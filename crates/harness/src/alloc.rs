@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// # Example
 ///
 /// ```
-/// use quorumlock::testing::CountingAllocator;
+/// use quorumlock_harness::CountingAllocator;
 ///
 /// #[global_allocator]
 /// static ALLOC: CountingAllocator = CountingAllocator::new();

@@ -1,11 +1,11 @@
-//! The container backend of [`TestCluster`](super::TestCluster): each node is a Docker
+//! The container backend of [`TestCluster`](crate::TestCluster): each node is a Docker
 //! container running `redis-server`, published on `127.0.0.1` only.
 //!
-//! Select it with [`ClusterOptions::backend`](super::ClusterOptions::backend)`(`[`Backend::Docker`](super::Backend::Docker)`)`
-//! (or `QUORUMLOCK_BACKEND=docker` and [`Backend::from_env`](super::Backend::from_env)); it needs the `docker` cargo feature
+//! Select it with [`ClusterOptions::backend`](crate::ClusterOptions::backend)`(`[`Backend::Docker`](crate::Backend::Docker)`)`
+//! (or `QUORUMLOCK_BACKEND=docker` and [`Backend::from_env`](crate::Backend::from_env)); it needs the `docker` cargo feature
 //! and a reachable Docker engine. Everything else about the cluster stays the same: the same
-//! [`TestCluster`](super::TestCluster) methods, the same URLs (`redis://127.0.0.1:<port>`), the
-//! same [`FaultProxy`](super::FaultProxy)s when proxies are on.
+//! [`TestCluster`](crate::TestCluster) methods, the same URLs (`redis://127.0.0.1:<port>`), the
+//! same [`FaultProxy`](crate::FaultProxy)s when proxies are on.
 //!
 //! # The image
 //!
@@ -14,7 +14,7 @@
 //! from the installed `redis-server` with `scripts/redis-image.sh` (a `FROM scratch` image of
 //! the binary, its shared libraries and libfaketime, about 18 MB, built in about a second). Any
 //! image with `redis-server` on its `PATH` works (the official `redis:7` images do), except
-//! that [`ClusterOptions::clock_rate`](super::ClusterOptions::clock_rate) needs libfaketime at
+//! that [`ClusterOptions::clock_rate`](crate::ClusterOptions::clock_rate) needs libfaketime at
 //! [`LIBFAKETIME_IN_IMAGE`]. [`check_available`] tells whether the engine answers and the
 //! image is there, so a test can skip with a reason instead of failing.
 //!
@@ -22,15 +22,15 @@
 //!
 //! | harness | Docker |
 //! | --- | --- |
-//! | [`kill`](super::TestCluster::kill) | `docker kill` (SIGKILL), then waits until the container has stopped |
-//! | [`stop`](super::TestCluster::stop) | `docker stop -t 5` (SIGTERM, SIGKILL after 5 s) |
-//! | [`start_node`](super::TestCluster::start_node) | `docker start` of the same container, same published port |
-//! | [`pause`](super::TestCluster::pause) / [`resume`](super::TestCluster::resume) | `docker pause` / `docker unpause` (cgroup freezer) |
-//! | [`pid`](super::TestCluster::pid) | the server's host process id, as the engine reports it |
+//! | [`kill`](crate::TestCluster::kill) | `docker kill` (SIGKILL), then waits until the container has stopped |
+//! | [`stop`](crate::TestCluster::stop) | `docker stop -t 5` (SIGTERM, SIGKILL after 5 s) |
+//! | [`start_node`](crate::TestCluster::start_node) | `docker start` of the same container, same published port |
+//! | [`pause`](crate::TestCluster::pause) / [`resume`](crate::TestCluster::resume) | `docker pause` / `docker unpause` (cgroup freezer) |
+//! | [`pid`](crate::TestCluster::pid) | the server's host process id, as the engine reports it |
 //!
 //! A node's container lives as long as the cluster: a restart stops and starts the same
-//! container, so with [`Persistence::AofAlways`](super::Persistence::AofAlways) its data (kept in
-//! the container's `/data`) survives, and with [`Persistence::None`](super::Persistence::None) it
+//! container, so with [`Persistence::AofAlways`](crate::Persistence::AofAlways) its data (kept in
+//! the container's `/data`) survives, and with [`Persistence::None`](crate::Persistence::None) it
 //! does not. Each node's host port is chosen by the harness (a free loopback port) and mapped
 //! explicitly, `127.0.0.1:<port> -> 6379/tcp`, so it stays the same across restarts; the
 //! container's bridge address is never used.
@@ -66,8 +66,8 @@ use futures::StreamExt as _;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::HarnessError;
-use super::cluster::{PROBE_TIMEOUT, ProbeBackoff};
+use crate::HarnessError;
+use crate::cluster::{PROBE_TIMEOUT, ProbeBackoff};
 
 /// Environment variable naming the image the docker backend runs.
 pub const IMAGE_ENV: &str = "QUORUMLOCK_REDIS_IMAGE";
@@ -659,7 +659,7 @@ fn is_port_conflict(error: &(dyn std::error::Error + Send + Sync + 'static)) -> 
 
 /// PING on `127.0.0.1:port`.
 async fn probe(port: u16) -> redis::RedisResult<()> {
-    let mut connection = super::cluster::connect(port, PROBE_TIMEOUT).await?;
+    let mut connection = crate::cluster::connect(port, PROBE_TIMEOUT).await?;
     let _: String = redis::cmd("PING").query_async(&mut connection).await?;
     Ok(())
 }

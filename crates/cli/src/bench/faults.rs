@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use quorumlock::testing::{FaultProxy, TestCluster};
 use quorumlock::{Lock, LockOptions};
+use quorumlock_harness::{FaultProxy, TestCluster};
 
 use super::loops::{Batch, acquires, cycles, releases, settle, warm_up};
 use super::plan::Plan;

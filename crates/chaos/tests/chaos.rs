@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use quorumlock::chaos::checker::StaleReason;
-use quorumlock::chaos::history::{Hold, Write};
-use quorumlock::chaos::{History, RunOptions, Scenario, ScenarioReport, check, run};
-use quorumlock::testing::{ClusterOptions, TestCluster};
+use quorumlock_chaos::checker::StaleReason;
+use quorumlock_chaos::history::{Hold, Write};
+use quorumlock_chaos::{History, RunOptions, Scenario, ScenarioReport, check, run};
+use quorumlock_harness::{ClusterOptions, TestCluster};
 
 fn options() -> RunOptions {
     RunOptions::new().duration(Duration::from_secs(3))
