@@ -109,7 +109,7 @@ pub enum ConfigError {
         nodes: usize,
     },
     /// The TTL is zero, below Redis' 1 ms resolution, or too large for Redis to store.
-    #[error("ttl {0:?} must be between 1 ms and {max:?}", max = crate::options::MAX_TTL)]
+    #[error("ttl {0:?} must be between 1 ms and {max:?}", max = crate::validity::MAX_TTL)]
     InvalidTtl(Duration),
     /// The drift factor is negative, NaN, infinite, or so large that no lock could be valid.
     #[error("drift factor {0} must be a finite number in [0, 1)")]

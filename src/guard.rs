@@ -12,10 +12,10 @@ use crate::commands;
 use crate::error::{Error, NodeOutcome};
 use crate::fanout::{Until, fan_out};
 use crate::lock::{Shared, release_all, release_in_background};
-use crate::options::{ttl_millis, validate_ttl};
+use crate::options::validate_ttl;
 use crate::quorum::Verdict;
 use crate::token::Token;
-use crate::validity::{drift, validity};
+use crate::validity::{drift, ttl_millis, validity};
 
 /// A held lock. Owned, `Send + Sync + 'static`: it can move between tasks and outlive the
 /// [`Lock`](crate::Lock) that made it.

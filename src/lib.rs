@@ -67,9 +67,10 @@ mod validity;
 pub use error::{ConfigError, Error, NodeError, NodeOutcome, NodeReply};
 pub use guard::{Guard, ReleaseReport};
 pub use lock::Lock;
-pub use options::{LockOptions, MAX_TTL, Topology};
+pub use options::{LockOptions, Topology};
 pub use retry::RetryPolicy;
 pub use token::Token;
+pub use validity::MAX_TTL;
 
 /// Compiles the README's examples as doctests, so they cannot drift from the API.
 #[cfg(doctest)]

@@ -17,11 +17,11 @@ use crate::error::{ConfigError, Error, NodeOutcome};
 use crate::fanout::{Round, Until, fan_out};
 use crate::guard::Guard;
 use crate::node::Node;
-use crate::options::{LockOptions, Settings, Topology, ttl_millis};
+use crate::options::{LockOptions, Settings, Topology};
 use crate::quorum::Verdict;
 use crate::retry::RetryPolicy;
 use crate::token::{Token, lock_key};
-use crate::validity::{drift, validity};
+use crate::validity::{drift, ttl_millis, validity};
 
 /// A distributed lock client over one Redis server or a quorum of independent masters.
 ///

@@ -6,10 +6,7 @@ use std::time::Duration;
 use crate::error::ConfigError;
 use crate::quorum::majority;
 use crate::retry::RetryPolicy;
-
-/// The largest TTL accepted: half of what Redis can store as a millisecond expiry, which leaves
-/// room for the server's own clock in `now + ttl` (≈ 146 million years).
-pub const MAX_TTL: Duration = Duration::from_millis(i64::MAX as u64 / 2);
+use crate::validity::MAX_TTL;
 
 /// Which Redis servers the lock runs on.
 ///
@@ -46,7 +43,9 @@ impl Topology {
 ///     .ttl(Duration::from_secs(30))
 ///     .node_timeout(Duration::from_millis(20))
 ///     .retry(RetryPolicy::once());
-/// assert_eq!(options.get_ttl(), Duration::from_secs(30));
+/// let lock = quorumlock::Lock::single("redis://127.0.0.1:6379", options)?;
+/// assert_eq!(lock.ttl(), Duration::from_secs(30));
+/// # Ok::<(), quorumlock::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct LockOptions {
@@ -135,46 +134,6 @@ impl LockOptions {
         self
     }
 
-    /// The TTL.
-    pub fn get_ttl(&self) -> Duration {
-        self.ttl
-    }
-
-    /// The drift factor.
-    pub fn get_drift_factor(&self) -> f64 {
-        self.drift_factor
-    }
-
-    /// The quorum, if one was set.
-    pub fn get_quorum(&self) -> Option<usize> {
-        self.quorum
-    }
-
-    /// The per-node command timeout, if one was set.
-    pub fn get_node_timeout(&self) -> Option<Duration> {
-        self.node_timeout
-    }
-
-    /// The connect timeout.
-    pub fn get_connect_timeout(&self) -> Duration {
-        self.connect_timeout
-    }
-
-    /// The retry policy.
-    pub fn get_retry(&self) -> &RetryPolicy {
-        &self.retry
-    }
-
-    /// The key prefix.
-    pub fn get_key_prefix(&self) -> &[u8] {
-        &self.key_prefix
-    }
-
-    /// Whether `TCP_NODELAY` is set.
-    pub fn get_tcp_nodelay(&self) -> bool {
-        self.tcp_nodelay
-    }
-
     /// Checks every setting against a node count and resolves the defaults that depend on others.
     pub(crate) fn validate(&self, nodes: usize) -> Result<Settings, ConfigError> {
         if nodes == 0 {
@@ -221,11 +180,6 @@ pub(crate) fn validate_ttl(ttl: Duration) -> Result<(), ConfigError> {
         return Err(ConfigError::InvalidTtl(ttl));
     }
     Ok(())
-}
-
-/// A TTL as the whole milliseconds Redis takes (validated TTLs always fit).
-pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
-    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Validated options with every default resolved.
@@ -316,6 +270,6 @@ mod tests {
     #[test]
     fn the_largest_ttl_fits_in_redis_milliseconds() {
         validate_ttl(MAX_TTL).unwrap();
-        assert!(ttl_millis(MAX_TTL) <= i64::MAX as u64 / 2);
+        assert!(crate::validity::ttl_millis(MAX_TTL) <= i64::MAX as u64 / 2);
     }
 }

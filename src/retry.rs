@@ -24,7 +24,6 @@ use crate::error::ConfigError;
 ///     .delay(Duration::from_millis(50))
 ///     .jitter(Duration::from_millis(50))
 ///     .max_wait(Duration::from_secs(5));
-/// assert_eq!(policy.get_attempts(), u32::MAX);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -85,26 +84,6 @@ impl RetryPolicy {
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.max_wait = Some(max_wait);
         self
-    }
-
-    /// The most attempts to make.
-    pub fn get_attempts(&self) -> u32 {
-        self.attempts
-    }
-
-    /// The fixed part of the pause between attempts.
-    pub fn get_delay(&self) -> Duration {
-        self.delay
-    }
-
-    /// The most random time added to each pause.
-    pub fn get_jitter(&self) -> Duration {
-        self.jitter
-    }
-
-    /// The overall wait deadline, if any.
-    pub fn get_max_wait(&self) -> Option<Duration> {
-        self.max_wait
     }
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
@@ -206,9 +185,9 @@ mod tests {
             let elapsed = Duration::from_millis(elapsed_ms);
             if let Some(pause) = p.next_delay(made, elapsed, random) {
                 prop_assert!(made < attempts);
-                prop_assert!(pause >= p.get_delay());
-                prop_assert!(pause <= p.get_delay().saturating_add(p.get_jitter()));
-                if let Some(max_wait) = p.get_max_wait() {
+                prop_assert!(pause >= p.delay);
+                prop_assert!(pause <= p.delay.saturating_add(p.jitter));
+                if let Some(max_wait) = p.max_wait {
                     prop_assert!(elapsed.saturating_add(pause) <= max_wait);
                 }
             }

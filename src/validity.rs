@@ -6,6 +6,15 @@
 
 use std::time::Duration;
 
+/// The largest TTL accepted: half of what Redis can store as a millisecond expiry, which leaves
+/// room for the server's own clock in `now + ttl` (≈ 146 million years).
+pub const MAX_TTL: Duration = Duration::from_millis(i64::MAX as u64 / 2);
+
+/// A TTL as the whole milliseconds Redis takes (validated TTLs always fit).
+pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Added to every drift for Redis' millisecond expiry resolution.
 pub(crate) const EXPIRY_RESOLUTION_MARGIN: Duration = Duration::from_millis(2);
 
