@@ -3,6 +3,10 @@
 use std::future::Future;
 use std::time::Duration;
 
+use quorumlock::{Lock, LockOptions, NodeOutcome, NodeReply, RetryPolicy, Topology};
+use quorumlock_harness::{ClusterOptions, TestCluster};
+use redis::AsyncCommands;
+
 /// Generous bound on every test, so a hang fails the test instead of stalling CI.
 const TEST_BOUND: Duration = Duration::from_secs(120);
 
@@ -11,4 +15,94 @@ pub async fn bounded<F: Future>(test: F) -> F::Output {
     tokio::time::timeout(TEST_BOUND, test)
         .await
         .expect("test did not finish within its bound")
+}
+
+pub async fn cluster(nodes: usize) -> TestCluster {
+    TestCluster::start(ClusterOptions::default().nodes(nodes))
+        .await
+        .expect("start redis-server processes")
+}
+
+pub async fn proxied_cluster(nodes: usize) -> TestCluster {
+    TestCluster::start(ClusterOptions::default().nodes(nodes).proxies(true))
+        .await
+        .expect("start redis-server processes behind proxies")
+}
+
+/// Both kinds of lock over the same cluster: the single-node lock on node 0, the quorum lock
+/// on all of them.
+pub fn both_kinds(cluster: &TestCluster, options: LockOptions) -> Vec<(&'static str, Lock)> {
+    let urls = cluster.urls();
+    vec![
+        (
+            "single",
+            Lock::new(Topology::Single(urls[0].clone()), options.clone()).unwrap(),
+        ),
+        (
+            "quorum",
+            Lock::new(Topology::Quorum(urls), options).unwrap(),
+        ),
+    ]
+}
+
+/// The value of the lock key on one node, read directly.
+pub async fn stored(cluster: &TestCluster, node: usize, key: &[u8]) -> Option<String> {
+    let mut connection = cluster.connection(node).await.unwrap();
+    connection.get(key).await.unwrap()
+}
+
+/// Number of keys on one node.
+pub async fn key_count(cluster: &TestCluster, node: usize) -> usize {
+    let mut connection = cluster.connection(node).await.unwrap();
+    redis::cmd("DBSIZE")
+        .query_async(&mut connection)
+        .await
+        .unwrap()
+}
+
+/// Fails unless every node in `nodes` is empty: nothing was left locked.
+pub async fn assert_no_keys(cluster: &TestCluster, nodes: std::ops::Range<usize>) {
+    for node in nodes {
+        assert_eq!(key_count(cluster, node).await, 0, "node {node} kept a key");
+    }
+}
+
+/// The nodes that said they hold the key. After an early decision these are certain; nodes
+/// that had not answered may or may not have the key.
+pub fn holders(outcomes: &[NodeOutcome]) -> Vec<usize> {
+    outcomes
+        .iter()
+        .filter(|o| o.reply == NodeReply::Ours)
+        .map(|o| o.node)
+        .collect()
+}
+
+pub fn replies(error_or_guard: &[NodeOutcome]) -> Vec<NodeReply> {
+    error_or_guard.iter().map(|o| o.reply.clone()).collect()
+}
+
+/// One attempt per acquisition, with timeouts that a loaded CI machine running many clusters at
+/// once cannot trip by accident (tests of timeouts set their own).
+pub fn once() -> LockOptions {
+    LockOptions::new()
+        .retry(RetryPolicy::once())
+        .node_timeout(Duration::from_secs(5))
+        .connect_timeout(Duration::from_secs(5))
+}
+
+/// Timeouts far longer than the hang guard: if acquire waited for the hung node, the test would
+/// fail by hanging, not pass slowly.
+pub fn patient() -> LockOptions {
+    LockOptions::new()
+        .ttl(Duration::from_secs(7200))
+        .node_timeout(Duration::from_secs(3600))
+        .connect_timeout(Duration::from_secs(3600))
+        .retry(RetryPolicy::once())
+}
+
+/// The usual setup: `nodes` local masters and a quorum lock over all of them.
+pub async fn quorum_lock(nodes: usize, options: LockOptions) -> (TestCluster, Lock) {
+    let cluster = cluster(nodes).await;
+    let lock = Lock::quorum(cluster.urls(), options).expect("a valid lock configuration");
+    (cluster, lock)
 }

@@ -1,0 +1,87 @@
+//! Configuration and calls: bad values are typed errors, extreme TTLs are handled.
+
+use std::time::Duration;
+
+use quorumlock::{ConfigError, Error, Lock, LockOptions, RetryPolicy};
+
+use crate::common::*;
+
+#[tokio::test]
+async fn extreme_ttls_are_handled_not_panics() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        // The largest TTL Redis can store: accepted, valid, and released.
+        let lock = Lock::quorum(cluster.urls(), once().ttl(quorumlock::MAX_TTL)).unwrap();
+        let mut guard = lock.try_acquire("forever").await.unwrap();
+        assert!(guard.remaining() > Duration::from_secs(86_400 * 365 * 1000));
+        guard.extend(quorumlock::MAX_TTL).await.unwrap();
+        assert!(guard.release().await.held >= 2);
+
+        // 1 ms cannot cover the 2 ms drift allowance: refused as used up, and cleaned up.
+        let lock = Lock::quorum(cluster.urls(), once().ttl(Duration::from_millis(1))).unwrap();
+        let error = lock.try_acquire("instant").await.unwrap_err();
+        assert!(matches!(error, Error::ValidityExpired { .. }), "{error}");
+        lock.settle().await;
+        assert_no_keys(&cluster, 0..3).await;
+    })
+    .await;
+}
+
+#[test]
+fn bad_configurations_are_errors_not_panics() {
+    let config_error = |result: Result<Lock, Error>| match result {
+        Err(Error::Config(error)) => error,
+        Err(other) => panic!("not a configuration error: {other}"),
+        Ok(lock) => panic!("accepted: {lock:?}"),
+    };
+    let no_urls: [&str; 0] = [];
+    assert_eq!(
+        config_error(Lock::quorum(no_urls, LockOptions::new())),
+        ConfigError::NoNodes
+    );
+    assert!(matches!(
+        config_error(Lock::quorum(
+            ["redis://127.0.0.1:1", "nonsense"],
+            LockOptions::new()
+        )),
+        ConfigError::InvalidUrl { index: 1, .. }
+    ));
+    assert!(matches!(
+        config_error(Lock::single(
+            "redis://u:hunter2@127.0.0.1:1",
+            LockOptions::new().quorum(2)
+        )),
+        ConfigError::InvalidQuorum {
+            quorum: 2,
+            nodes: 1
+        }
+    ));
+    assert!(matches!(
+        config_error(Lock::single(
+            "redis://127.0.0.1:1",
+            LockOptions::new().drift_factor(f64::NAN)
+        )),
+        ConfigError::InvalidDriftFactor(_)
+    ));
+    assert!(matches!(
+        config_error(Lock::single(
+            "redis://127.0.0.1:1",
+            LockOptions::new().ttl(Duration::ZERO)
+        )),
+        ConfigError::InvalidTtl(_)
+    ));
+}
+
+#[tokio::test]
+async fn bad_calls_are_errors_not_panics() {
+    let lock = Lock::single("redis://127.0.0.1:1", once()).unwrap();
+    assert!(matches!(
+        lock.try_acquire("").await,
+        Err(Error::Config(ConfigError::EmptyResource))
+    ));
+    assert!(matches!(
+        lock.acquire_with("r", &RetryPolicy::new().attempts(0), std::future::pending())
+            .await,
+        Err(Error::Config(ConfigError::ZeroAttempts))
+    ));
+}

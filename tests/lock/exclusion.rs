@@ -1,0 +1,89 @@
+//! Mutual exclusion and ownership: one winner among many callers, and a stale holder never frees the next holder's lock.
+
+use std::time::Duration;
+
+use quorumlock::{Error, Guard, RetryPolicy};
+
+use crate::common::*;
+
+/// Twenty callers at once. A single simultaneous round over five nodes may split the votes so
+/// that nobody wins (Redlock trades liveness for safety there); the jittered retries of
+/// `acquire` break the tie, and the losers' `Held` comes from the winner's key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_concurrent_try_locks_on_one_key_exactly_one_wins() {
+    bounded(async {
+        let cluster = cluster(5).await;
+        let retry = RetryPolicy::new()
+            .attempts(20)
+            .delay(Duration::ZERO)
+            .jitter(Duration::from_millis(50));
+        for (kind, lock) in both_kinds(&cluster, once().retry(retry)) {
+            let resource = format!("contended-{kind}");
+            let attempts: Vec<_> = (0..20)
+                .map(|_| {
+                    let (lock, resource) = (lock.clone(), resource.clone());
+                    tokio::spawn(async move { lock.acquire(resource).await })
+                })
+                .collect();
+            let mut winners: Vec<Guard> = Vec::new();
+            for attempt in attempts {
+                match attempt.await.unwrap() {
+                    Ok(guard) => winners.push(guard),
+                    Err(Error::Held { .. }) => {}
+                    Err(other) => panic!("{kind}: unexpected error {other}"),
+                }
+            }
+            assert_eq!(winners.len(), 1, "{kind}: exactly one of 20 wins");
+            let report = winners.pop().unwrap().release().await;
+            assert!(report.held >= 1, "{kind}: {report:?}");
+            lock.settle().await;
+            let next = lock.try_acquire(&resource).await;
+            assert!(next.is_ok(), "{kind}: the released lock is free: {next:?}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_stale_holder_cannot_release_the_next_holders_lock() {
+    bounded(async {
+        let mut cluster = cluster(3).await;
+        for (kind, lock) in both_kinds(&cluster, once()) {
+            let stale = lock.try_acquire("ledger").await.unwrap();
+            // The stale holder's lease ends (as if by TTL) and someone else takes the lock.
+            for node in 0..cluster.len() {
+                cluster.flush(node).await.unwrap();
+            }
+            let current = lock.try_acquire("ledger").await.unwrap();
+            assert_ne!(stale.token(), current.token());
+
+            let wrong = stale.release().await;
+            assert_eq!(wrong.held, 0, "{kind}: a wrong token deletes nothing");
+            for node in holders(current.outcomes()) {
+                assert_eq!(
+                    stored(&cluster, node, current.key()).await.as_deref(),
+                    Some(current.token().as_str()),
+                    "{kind}: the current holder keeps the lock on node {node}"
+                );
+            }
+            assert!(matches!(
+                lock.try_acquire("ledger").await,
+                Err(Error::Held { .. })
+            ));
+
+            let (key, held_on) = (current.key().to_vec(), holders(current.outcomes()));
+            let right = current.release().await;
+            assert!(right.held >= 1, "{kind}: {right:?}");
+            lock.settle().await;
+            for node in held_on {
+                assert_eq!(
+                    stored(&cluster, node, &key).await,
+                    None,
+                    "{kind}: freed on {node}"
+                );
+            }
+            lock.try_acquire("ledger").await.unwrap().release().await;
+        }
+    })
+    .await;
+}

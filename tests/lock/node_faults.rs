@@ -1,0 +1,193 @@
+//! Node faults: dead, hung, paused and restarted masters, and what each costs an acquisition.
+
+use std::time::Duration;
+
+use quorumlock::{Error, Lock, NodeError, NodeReply};
+
+use crate::common::*;
+
+#[tokio::test]
+async fn two_dead_nodes_of_five_still_grant_the_lock() {
+    bounded(async {
+        let (mut cluster, lock) = quorum_lock(5, once()).await;
+        cluster.kill(3).await.unwrap();
+        cluster.kill(4).await.unwrap();
+
+        let guard = lock.try_acquire("two-dead").await.unwrap();
+        let replies = replies(guard.outcomes());
+        assert_eq!(
+            replies[..3],
+            [NodeReply::Ours, NodeReply::Ours, NodeReply::Ours]
+        );
+        for reply in &replies[3..] {
+            assert!(
+                matches!(
+                    reply,
+                    NodeReply::Failed(NodeError::ConnectionRefused) | NodeReply::NoReply
+                ),
+                "{reply}"
+            );
+        }
+        assert!(guard.is_valid());
+        assert_eq!(guard.release().await.held, 3);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn three_dead_nodes_of_five_fail_as_unavailable_and_leave_no_key() {
+    bounded(async {
+        let (mut cluster, lock) = quorum_lock(5, once()).await;
+        for node in 2..5 {
+            cluster.kill(node).await.unwrap();
+        }
+
+        let error = lock.try_acquire("three-dead").await.unwrap_err();
+        let Error::Unavailable { quorum, outcomes } = &error else {
+            panic!("expected Unavailable, got {error}");
+        };
+        assert_eq!(*quorum, 3);
+        let refused = outcomes
+            .iter()
+            .filter(|o| o.reply == NodeReply::Failed(NodeError::ConnectionRefused))
+            .count();
+        assert_eq!(refused, 3, "{error}");
+        assert_no_keys(&cluster, 0..2).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_key_reaches_every_live_node_not_only_the_first_quorum() {
+    bounded(async {
+        let (cluster, lock) = quorum_lock(5, once()).await;
+        // Connect to every node first: a request still waiting for its connection when the
+        // round is decided is never sent.
+        lock.try_acquire("warm-up").await.unwrap().release().await;
+        lock.settle().await;
+        for round in 0..5 {
+            let guard = lock
+                .try_acquire(format!("everywhere-{round}"))
+                .await
+                .unwrap();
+            // The acquisition returned at the quorum; the slower nodes' requests finish in the
+            // background, which settle() waits for.
+            lock.settle().await;
+            for node in 0..5 {
+                assert_eq!(
+                    stored(&cluster, node, guard.key()).await.as_deref(),
+                    Some(guard.token().as_str()),
+                    "round {round}: node {node}"
+                );
+            }
+            assert!(guard.release().await.held >= 3);
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_node_is_not_waited_for_by_any_of_eight_concurrent_callers() {
+    bounded(async {
+        let cluster = proxied_cluster(5).await;
+        cluster.proxy(0).unwrap().blackhole();
+        let lock = Lock::quorum(cluster.urls(), patient()).unwrap();
+
+        let callers: Vec<_> = (0..8)
+            .map(|caller| {
+                let lock = lock.clone();
+                tokio::spawn(async move { lock.try_acquire(format!("hung-{caller}")).await })
+            })
+            .collect();
+        for caller in callers {
+            let guard = caller.await.unwrap().unwrap();
+            let replies = replies(guard.outcomes());
+            assert_eq!(
+                replies[0],
+                NodeReply::NoReply,
+                "the hung node never answered"
+            );
+            let ours = replies.iter().filter(|r| **r == NodeReply::Ours).count();
+            assert!(ours >= lock.quorum_size(), "{replies:?}");
+            // Releasing would wait for the hung node for an hour: hand the key to the
+            // background instead, where the runtime's shutdown ends the wait.
+            drop(guard);
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_node_killed_and_restarted_while_held_is_used_again() {
+    bounded(async {
+        // A quorum of all five: every node holds the key, and a later success proves that the
+        // restarted node took part.
+        let (mut cluster, lock) = quorum_lock(5, once().quorum(5)).await;
+        let mut guard = lock.try_acquire("restart").await.unwrap();
+
+        cluster.kill(0).await.unwrap();
+        cluster.start_node(0).await.unwrap();
+        // The restarted node lost the key (no persistence); the other four still hold it and
+        // keep it through the failed extension.
+        let error = guard.extend(Duration::from_secs(10)).await.unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::ExtendFailed {
+                    still_valid: true,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert_ne!(error.outcomes()[0].reply, NodeReply::Ours);
+        let report = guard.release().await;
+        assert_eq!(report.held, 4, "{:?}", report.outcomes);
+
+        // The client reconnected on its own.
+        let guard = lock.try_acquire("restart").await.unwrap();
+        assert_eq!(guard.outcomes()[0].reply, NodeReply::Ours);
+        assert_eq!(guard.release().await.held, 5);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_paused_node_costs_its_timeout_only_when_it_is_needed() {
+    bounded(async {
+        let mut cluster = cluster(3).await;
+        let timeout = Duration::from_millis(200);
+        let options = once().node_timeout(timeout);
+        let lock = Lock::quorum(cluster.urls(), options.clone()).unwrap();
+        let all_three = Lock::quorum(cluster.urls(), options.quorum(3)).unwrap();
+        lock.try_acquire("warm-up").await.unwrap().release().await;
+        lock.settle().await;
+        all_three
+            .try_acquire("warm-up")
+            .await
+            .unwrap()
+            .release()
+            .await;
+        cluster.pause(0).unwrap();
+
+        // Two of three suffice: the paused node is neither waited for on acquire nor on
+        // release (its release finishes in the background once it wakes up).
+        let guard = lock.try_acquire("paused").await.unwrap();
+        let report = guard.release().await;
+        assert_eq!(report.held, 2);
+        assert_eq!(report.outcomes[0].reply, NodeReply::NoReply);
+
+        // When every node is needed, the paused one fails with its timeout.
+        let error = all_three.try_acquire("paused-all").await.unwrap_err();
+        assert!(matches!(error, Error::Unavailable { .. }), "{error}");
+        assert_eq!(
+            error.outcomes()[0].reply,
+            NodeReply::Failed(NodeError::Timeout(timeout))
+        );
+        cluster.resume(0).unwrap();
+        lock.settle().await;
+        all_three.settle().await;
+        assert_no_keys(&cluster, 0..1).await;
+    })
+    .await;
+}
