@@ -1,7 +1,7 @@
 //! Criterion benchmarks: the quorum lock against the single-node lock, on local `redis-server`
 //! processes started by [`TestCluster`] (127.0.0.1 only).
 //!
-//! Run with `cargo bench --features test-cluster` (about three minutes on 2 cores). Groups:
+//! Run with `cargo bench --bench lock` (about three minutes on 2 cores). Groups:
 //!
 //! - `cycle`: one task, acquire + release (a fresh key each cycle); `single` vs `quorum-3/5/7`.
 //! - `raw-floor`: the same commands over redis-rs alone, no lock logic, on 1 and 5 nodes: the

@@ -1,7 +1,7 @@
 //! Acquire, extend and release a quorum lock over three local Redis masters that the example
 //! starts itself, and show the typed error a second client gets.
 //!
-//! Run with `cargo run --example basic --features test-cluster` (needs `redis-server` on PATH).
+//! Run with `cargo run --example basic` (needs `redis-server` on PATH).
 
 use std::time::Duration;
 
