@@ -78,8 +78,8 @@ pub enum Backend {
     /// `redis-server` processes started by the harness (the default).
     #[default]
     Process,
-    /// Docker containers, one per node, published on `127.0.0.1`; see
-    /// [`testing::docker`](crate::testing) (cargo feature `docker`).
+    /// Docker containers, one per node, published on `127.0.0.1`; see the `docker` module
+    /// (cargo feature `docker`).
     Docker,
 }
 

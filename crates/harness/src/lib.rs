@@ -1,9 +1,10 @@
-//! Test harness: real `redis-server` processes and a fault-injecting TCP proxy.
+//! Test harness for Redis clients and locks: real `redis-server` processes (or Docker
+//! containers) you can kill, pause, restart and flush, and a fault-injecting TCP proxy.
 //!
 //! Lock code is only as good as its behaviour when Redis misbehaves: a master
 //! dies mid-acquire, a master hangs without closing its sockets, the network
 //! refuses or drops connections, replies arrive late. Mocks rarely get those
-//! cases right, so this module runs the real thing:
+//! cases right, so this crate runs the real thing:
 //!
 //! * [`TestCluster`] starts N independent `redis-server` masters on free
 //!   127.0.0.1 ports, each in its own temporary directory, and lets a test
@@ -27,12 +28,36 @@
 //! * a clock rate per node ([`ClusterOptions::clock_rate`], libfaketime): that
 //!   node's clocks, and so its key expiry, run faster or slower than real time.
 //!
-//! The harness is public (behind the `test-cluster` cargo feature) so that
-//! code built on `quorumlock`, or any other Redis lock implementation, can be
-//! tested against the same faults. It needs a `redis-server` binary (7.0 or
-//! newer): set `QUORUMLOCK_REDIS_SERVER` to its path, or have it on `PATH`.
-//! It runs on, and must be used from, a Tokio runtime with I/O and time enabled
-//! (for example `#[tokio::test]`).
+//! # Adding it
+//!
+//! The harness is the crate `quorumlock-harness` in `crates/harness` of the `quorumlock`
+//! workspace (it used to be `quorumlock::testing`, behind the `test-cluster` feature of the
+//! library). It is for tests, so add it as a dev-dependency, by path:
+//!
+//! ```toml
+//! [dev-dependencies]
+//! quorumlock-harness = { path = "path/to/quorumlock/crates/harness" }
+//! # or, for the docker backend too:
+//! # quorumlock-harness = { path = "path/to/quorumlock/crates/harness", features = ["docker"] }
+//! ```
+//!
+//! or `cargo add --dev quorumlock-harness --path path/to/quorumlock/crates/harness`. Crates of
+//! the workspace itself write `quorumlock-harness.workspace = true`. The code under test can be
+//! `quorumlock` or any other Redis client or lock implementation: the harness only hands out
+//! `redis://` URLs and faults.
+//!
+//! # What it needs
+//!
+//! A `redis-server` binary, 7.0 or newer, and a Tokio runtime with I/O and time enabled (for
+//! example `#[tokio::test]`), on which the harness must be used. These environment variables
+//! are read:
+//!
+//! | variable | meaning |
+//! | --- | --- |
+//! | `QUORUMLOCK_REDIS_SERVER` ([`REDIS_SERVER_ENV`]) | the `redis-server` to run (default: found on `PATH`) |
+//! | `QUORUMLOCK_BACKEND` ([`BACKEND_ENV`]) | `process` or `docker`, for [`Backend::from_env`] |
+//! | `QUORUMLOCK_LIBFAKETIME` ([`LIBFAKETIME_ENV`]) | `libfaketime.so.1`, for clock rates on processes (default: the usual install locations) |
+//! | `QUORUMLOCK_REDIS_IMAGE` | the image the docker backend runs (default `quorumlock-redis:local`, built by `scripts/redis-image.sh`) |
 //!
 //! # Example
 //!
@@ -65,6 +90,8 @@
 //! # Ok(())
 //! # }
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_docs)]
 
 mod alloc;
 mod cluster;
