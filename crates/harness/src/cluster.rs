@@ -21,15 +21,10 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::{FaultProxy, HarnessError};
-
-/// Environment variable naming the `redis-server` binary to run.
-pub const REDIS_SERVER_ENV: &str = "QUORUMLOCK_REDIS_SERVER";
-/// Environment variable choosing the backend for [`Backend::from_env`]: `process` or `docker`.
-pub const BACKEND_ENV: &str = "QUORUMLOCK_BACKEND";
-/// Environment variable naming `libfaketime.so.1`, for [`ClusterOptions::clock_rate`] on the
-/// process backend (default: searched in the usual install locations).
-pub const LIBFAKETIME_ENV: &str = "QUORUMLOCK_LIBFAKETIME";
+use crate::backend::Backend;
+use crate::env::{BACKEND_ENV, LIBFAKETIME_ENV, REDIS_SERVER_ENV};
+use crate::error::HarnessError;
+use crate::proxy::FaultProxy;
 
 /// Where distributions install libfaketime.
 const LIBFAKETIME_CANDIDATES: &[&str] = &[
@@ -70,18 +65,6 @@ const REAP_POLLS: u32 = 1000;
 
 /// Connect and response timeout of [`TestCluster::connection`].
 const INSPECTION_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// Where a [`TestCluster`]'s nodes run.
-#[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Backend {
-    /// `redis-server` processes started by the harness (the default).
-    #[default]
-    Process,
-    /// Docker containers, one per node, published on `127.0.0.1`; see the `docker` module
-    /// (cargo feature `docker`).
-    Docker,
-}
 
 impl Backend {
     /// The backend named by `QUORUMLOCK_BACKEND` ([`BACKEND_ENV`]): `process` or `docker`

@@ -66,8 +66,8 @@ use futures::StreamExt as _;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::HarnessError;
 use crate::cluster::{PROBE_TIMEOUT, ProbeBackoff};
+use crate::error::HarnessError;
 
 /// Environment variable naming the image the docker backend runs.
 pub const IMAGE_ENV: &str = "QUORUMLOCK_REDIS_IMAGE";
