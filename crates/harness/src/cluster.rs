@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -14,7 +14,6 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
-use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 use tempfile::TempDir;
 use tokio::process::{Child, Command};
@@ -24,6 +23,10 @@ use tracing::{debug, info, warn};
 use crate::backend::Backend;
 use crate::env::{BACKEND_ENV, LIBFAKETIME_ENV, REDIS_SERVER_ENV};
 use crate::error::HarnessError;
+use crate::port::{
+    FRESH_PORT_ATTEMPTS, SAME_PORT_ATTEMPTS, SAME_PORT_RETRY_DELAY, free_port, redis_url,
+};
+use crate::probe::{PROBE_TIMEOUT, ProbeBackoff, connect};
 use crate::proxy::FaultProxy;
 
 /// Where distributions install libfaketime.
@@ -40,20 +43,6 @@ const LOG_FILE: &str = "redis.log";
 const CONSOLE_FILE: &str = "redis.console";
 /// How much of the log and console output an error message carries.
 const OUTPUT_TAIL_BYTES: u64 = 4096;
-
-/// Connect and response timeout of one readiness probe.
-pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
-/// First and longest pause between readiness probes.
-const PROBE_BACKOFF_MIN: Duration = Duration::from_millis(10);
-const PROBE_BACKOFF_MAX: Duration = Duration::from_millis(200);
-/// Upper bound on probes per start, on top of the time bound.
-const MAX_PROBES: u32 = 10_000;
-
-/// Fresh ports tried when a new node's port is taken before redis binds it.
-const FRESH_PORT_ATTEMPTS: u32 = 10;
-/// Attempts to restart a node on its own port, and the pause between them.
-const SAME_PORT_ATTEMPTS: u32 = 20;
-const SAME_PORT_RETRY_DELAY: Duration = Duration::from_millis(100);
 
 /// How long `stop` lets redis shut down after SIGTERM before using SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -814,68 +803,11 @@ async fn start_new_container(
     })
 }
 
-/// A port that was free a moment ago: the kernel picks one for a throwaway
-/// listener, which is closed again so redis can bind it.
-fn free_port() -> Result<u16, HarnessError> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-    Ok(listener.local_addr()?.port())
-}
-
-fn redis_url(port: u16) -> String {
-    format!("redis://127.0.0.1:{port}")
-}
-
-/// Opens a connection to the server on `port` with the given connect and
-/// response timeout.
-pub(crate) async fn connect(
-    port: u16,
-    timeout: Duration,
-) -> redis::RedisResult<MultiplexedConnection> {
-    let client = redis::Client::open(redis_url(port))?;
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout));
-    client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-}
-
 /// How one attempt to start a server ended, short of an error.
 enum Launch {
     Ready(RedisProcess),
     /// Something else holds the port; the attempt's process is gone.
     PortTaken,
-}
-
-/// Paces readiness probes, on either backend: pauses doubling from [`PROBE_BACKOFF_MIN`] to
-/// [`PROBE_BACKOFF_MAX`], never past the deadline, for at most [`MAX_PROBES`] probes.
-pub(crate) struct ProbeBackoff {
-    deadline: Instant,
-    pause: Duration,
-    pauses_left: u32,
-}
-
-impl ProbeBackoff {
-    pub(crate) fn until(deadline: Instant) -> Self {
-        ProbeBackoff {
-            deadline,
-            pause: PROBE_BACKOFF_MIN,
-            pauses_left: MAX_PROBES - 1,
-        }
-    }
-
-    /// Waits before the next probe; false (without waiting) once the deadline has passed or
-    /// the probes are used up.
-    pub(crate) async fn wait(&mut self) -> bool {
-        let now = Instant::now();
-        if now >= self.deadline || self.pauses_left == 0 {
-            return false;
-        }
-        self.pauses_left -= 1;
-        tokio::time::sleep(self.pause.min(self.deadline - now)).await;
-        self.pause = (self.pause * 2).min(PROBE_BACKOFF_MAX);
-        true
-    }
 }
 
 /// Starts one `redis-server` on `port` in `dir` and waits until it answers.

@@ -66,8 +66,8 @@ use futures::StreamExt as _;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::cluster::{PROBE_TIMEOUT, ProbeBackoff};
 use crate::error::HarnessError;
+use crate::probe::{PROBE_TIMEOUT, ProbeBackoff};
 
 /// Environment variable naming the image the docker backend runs.
 pub const IMAGE_ENV: &str = "QUORUMLOCK_REDIS_IMAGE";
@@ -659,7 +659,7 @@ fn is_port_conflict(error: &(dyn std::error::Error + Send + Sync + 'static)) -> 
 
 /// PING on `127.0.0.1:port`.
 async fn probe(port: u16) -> redis::RedisResult<()> {
-    let mut connection = crate::cluster::connect(port, PROBE_TIMEOUT).await?;
+    let mut connection = crate::probe::connect(port, PROBE_TIMEOUT).await?;
     let _: String = redis::cmd("PING").query_async(&mut connection).await?;
     Ok(())
 }

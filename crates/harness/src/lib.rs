@@ -101,6 +101,8 @@ mod cluster;
 pub mod docker;
 mod env;
 mod error;
+mod port;
+mod probe;
 mod proxy;
 
 pub use alloc::CountingAllocator;
