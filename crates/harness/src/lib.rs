@@ -101,13 +101,16 @@ mod cluster;
 pub mod docker;
 mod env;
 mod error;
+mod faketime;
+mod options;
 mod port;
 mod probe;
 mod proxy;
 
 pub use alloc::CountingAllocator;
 pub use backend::Backend;
-pub use cluster::{ClusterOptions, Persistence, TestCluster};
+pub use cluster::TestCluster;
 pub use env::{BACKEND_ENV, LIBFAKETIME_ENV, REDIS_SERVER_ENV};
 pub use error::HarnessError;
+pub use options::{ClusterOptions, Persistence};
 pub use proxy::FaultProxy;
