@@ -2,47 +2,27 @@
 //! containers, with node-level fault injection (kill, stop, restart, pause, resume, flush) and
 //! per-node persistence and clock rate.
 
-use std::fmt::Write as _;
-use std::fs::OpenOptions;
-use std::io::{Read, Seek, SeekFrom};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+#[cfg(feature = "docker")]
+use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use nix::errno::Errno;
-use nix::sys::signal::{self, Signal};
-use nix::unistd::Pid;
 use redis::aio::MultiplexedConnection;
-use tempfile::TempDir;
-use tokio::process::{Child, Command};
-use tokio::time::Instant;
-use tracing::{debug, info, warn};
+#[cfg(feature = "docker")]
+use tracing::debug;
+use tracing::info;
 
 use crate::backend::Backend;
 use crate::error::HarnessError;
 use crate::faketime::find_libfaketime;
 use crate::options::ClusterOptions;
-use crate::port::{
-    FRESH_PORT_ATTEMPTS, SAME_PORT_ATTEMPTS, SAME_PORT_RETRY_DELAY, free_port, redis_url,
-};
-use crate::probe::{PROBE_TIMEOUT, ProbeBackoff, connect};
+use crate::port::redis_url;
+#[cfg(feature = "docker")]
+use crate::port::{FRESH_PORT_ATTEMPTS, SAME_PORT_ATTEMPTS, SAME_PORT_RETRY_DELAY, free_port};
+use crate::probe::connect;
+use crate::process::ProcessServer;
 use crate::proxy::FaultProxy;
-
-/// Server log, inside the node's directory.
-const LOG_FILE: &str = "redis.log";
-/// Server stdout and stderr (config errors are printed there, not logged).
-const CONSOLE_FILE: &str = "redis.console";
-/// How much of the log and console output an error message carries.
-const OUTPUT_TAIL_BYTES: u64 = 4096;
-
-/// How long `stop` lets redis shut down after SIGTERM before using SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(5);
-/// How long to wait for a process killed with SIGKILL to be reaped.
-const REAP_TIMEOUT: Duration = Duration::from_secs(2);
-/// Poll interval, and poll count bound, for reaping in `Drop` (which cannot await).
-const REAP_POLL_INTERVAL: Duration = Duration::from_millis(2);
-const REAP_POLLS: u32 = 1000;
 
 /// Connect and response timeout of [`TestCluster::connection`].
 const INSPECTION_TIMEOUT: Duration = Duration::from_secs(1);
@@ -162,10 +142,7 @@ impl TestCluster {
     /// the server's host process id as the engine reports it.
     pub fn pid(&mut self, index: usize) -> Result<Option<u32>, HarnessError> {
         match &mut self.node_mut(index)?.server {
-            Server::Process(server) => {
-                server.reap_if_exited()?;
-                Ok(server.process.as_ref().map(|process| process.pid))
-            }
+            Server::Process(server) => server.pid(),
             #[cfg(feature = "docker")]
             Server::Docker(server) => Ok(server.pid()),
         }
@@ -174,10 +151,7 @@ impl TestCluster {
     /// Whether node `index`'s server is alive; a paused node counts as running.
     pub fn is_running(&mut self, index: usize) -> Result<bool, HarnessError> {
         match &mut self.node_mut(index)?.server {
-            Server::Process(server) => {
-                server.reap_if_exited()?;
-                Ok(server.process.is_some())
-            }
+            Server::Process(server) => server.is_running(),
             #[cfg(feature = "docker")]
             Server::Docker(server) => Ok(server.is_running()),
         }
@@ -189,13 +163,7 @@ impl TestCluster {
     /// not running.
     pub async fn kill(&mut self, index: usize) -> Result<(), HarnessError> {
         match &mut self.node_mut(index)?.server {
-            Server::Process(server) => {
-                if let Some(mut process) = server.process.take() {
-                    info!(node = index, pid = process.pid, "killing node");
-                    process.kill(index).await?;
-                }
-                Ok(())
-            }
+            Server::Process(server) => server.kill(index).await,
             #[cfg(feature = "docker")]
             Server::Docker(server) => server.kill(index).await,
         }
@@ -206,13 +174,7 @@ impl TestCluster {
     /// (docker: `docker stop`). Does nothing if the node is not running.
     pub async fn stop(&mut self, index: usize) -> Result<(), HarnessError> {
         match &mut self.node_mut(index)?.server {
-            Server::Process(server) => {
-                if let Some(mut process) = server.process.take() {
-                    info!(node = index, pid = process.pid, "stopping node");
-                    process.terminate(index).await?;
-                }
-                Ok(())
-            }
+            Server::Process(server) => server.stop(index).await,
             #[cfg(feature = "docker")]
             Server::Docker(server) => server.stop(index).await,
         }
@@ -236,30 +198,7 @@ impl TestCluster {
             .ok_or(HarnessError::NoSuchNode(index))?;
         let port = node.port;
         match &mut node.server {
-            Server::Process(server) => {
-                server.reap_if_exited()?;
-                if server.process.is_some() {
-                    return Err(HarnessError::AlreadyRunning(index));
-                }
-                for attempt in 1..=SAME_PORT_ATTEMPTS {
-                    match launch(options, index, port, server.dir.path(), &server.env).await? {
-                        Launch::Ready(process) => {
-                            info!(node = index, pid = process.pid, port, "node started");
-                            server.process = Some(process);
-                            return Ok(());
-                        }
-                        Launch::PortTaken => {
-                            debug!(node = index, port, attempt, "port busy, retrying");
-                            tokio::time::sleep(SAME_PORT_RETRY_DELAY).await;
-                        }
-                    }
-                }
-                Err(HarnessError::PortUnavailable {
-                    node: index,
-                    port,
-                    attempts: SAME_PORT_ATTEMPTS,
-                })
-            }
+            Server::Process(server) => server.start_again(options, index, port).await,
             #[cfg(feature = "docker")]
             Server::Docker(server) => {
                 if server.is_running() {
@@ -295,13 +234,7 @@ impl TestCluster {
     /// backend this waits for the engine's answer (milliseconds; at most 30 s).
     pub fn pause(&mut self, index: usize) -> Result<(), HarnessError> {
         match &mut self.node_mut(index)?.server {
-            Server::Process(server) => {
-                let process = server.running_mut(index)?;
-                process.signal(index, Signal::SIGSTOP)?;
-                process.paused = true;
-                info!(node = index, pid = process.pid, "node paused");
-                Ok(())
-            }
+            Server::Process(server) => server.pause(index),
             #[cfg(feature = "docker")]
             Server::Docker(server) => server.pause(index),
         }
@@ -311,13 +244,7 @@ impl TestCluster {
     /// unpause`); it then answers the requests queued meanwhile.
     pub fn resume(&mut self, index: usize) -> Result<(), HarnessError> {
         match &mut self.node_mut(index)?.server {
-            Server::Process(server) => {
-                let process = server.running_mut(index)?;
-                process.signal(index, Signal::SIGCONT)?;
-                process.paused = false;
-                info!(node = index, pid = process.pid, "node resumed");
-                Ok(())
-            }
+            Server::Process(server) => server.resume(index),
             #[cfg(feature = "docker")]
             Server::Docker(server) => server.resume(index),
         }
@@ -421,36 +348,6 @@ enum Server {
     Docker(crate::docker::DockerServer),
 }
 
-/// A `redis-server` process node: its directory and environment, and its process while
-/// running.
-#[derive(Debug)]
-struct ProcessServer {
-    // Field order matters for drop: the process is killed and reaped before
-    // its working directory is deleted.
-    process: Option<RedisProcess>,
-    /// Extra environment (libfaketime), the same at every start.
-    env: Vec<(String, String)>,
-    dir: TempDir,
-}
-
-impl ProcessServer {
-    /// Forgets the process if it exited on its own (after reaping it).
-    fn reap_if_exited(&mut self) -> Result<(), HarnessError> {
-        if let Some(process) = &mut self.process
-            && let Some(status) = process.child.try_wait()?
-        {
-            warn!(pid = process.pid, %status, "redis-server exited by itself");
-            self.process = None;
-        }
-        Ok(())
-    }
-
-    fn running_mut(&mut self, index: usize) -> Result<&mut RedisProcess, HarnessError> {
-        self.reap_if_exited()?;
-        self.process.as_mut().ok_or(HarnessError::NotRunning(index))
-    }
-}
-
 /// Starts node `index` for a new cluster: a free port (a few tries, as the port can be taken
 /// between finding it and the server binding it), the server, and the proxy if asked for.
 async fn start_new_node(
@@ -460,7 +357,9 @@ async fn start_new_node(
 ) -> Result<Node, HarnessError> {
     let (server, port) = match backend {
         BackendContext::Process { libfaketime } => {
-            start_new_process(options, libfaketime.as_deref(), index).await?
+            let (server, port) =
+                ProcessServer::start_new(options, libfaketime.as_deref(), index).await?;
+            (Server::Process(server), port)
         }
         #[cfg(feature = "docker")]
         BackendContext::Docker { docker, image } => {
@@ -477,41 +376,6 @@ async fn start_new_node(
         port,
         server,
         proxy,
-    })
-}
-
-async fn start_new_process(
-    options: &ClusterOptions,
-    libfaketime: Option<&Path>,
-    index: usize,
-) -> Result<(Server, u16), HarnessError> {
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("quorumlock-node{index}-"))
-        .tempdir()?;
-    let env: Vec<(String, String)> = libfaketime
-        .and_then(|path| options.clock_env(index, path))
-        .map(Vec::from)
-        .unwrap_or_default();
-    let mut port = 0;
-    for attempt in 1..=FRESH_PORT_ATTEMPTS {
-        port = free_port()?;
-        match launch(options, index, port, dir.path(), &env).await? {
-            Launch::Ready(process) => {
-                debug!(node = index, pid = process.pid, port, "node started");
-                let server = ProcessServer {
-                    process: Some(process),
-                    env,
-                    dir,
-                };
-                return Ok((Server::Process(server), port));
-            }
-            Launch::PortTaken => debug!(node = index, port, attempt, "port taken, trying another"),
-        }
-    }
-    Err(HarnessError::PortUnavailable {
-        node: index,
-        port,
-        attempts: FRESH_PORT_ATTEMPTS,
     })
 }
 
@@ -567,274 +431,4 @@ async fn start_new_container(
         port,
         attempts: FRESH_PORT_ATTEMPTS,
     })
-}
-
-/// How one attempt to start a server ended, short of an error.
-enum Launch {
-    Ready(RedisProcess),
-    /// Something else holds the port; the attempt's process is gone.
-    PortTaken,
-}
-
-/// Starts one `redis-server` on `port` in `dir` and waits until it answers.
-async fn launch(
-    options: &ClusterOptions,
-    index: usize,
-    port: u16,
-    dir: &Path,
-    env: &[(String, String)],
-) -> Result<Launch, HarnessError> {
-    // The log files are appended to across restarts; only this attempt's part
-    // is relevant to its errors.
-    let output_start = OutputStart::of(dir);
-    let mut process = spawn_server(options, index, port, dir, env)?;
-    let started = Instant::now();
-    let mut backoff = ProbeBackoff::until(started + options.ready_timeout);
-    loop {
-        if let Some(status) = process.child.try_wait()? {
-            let output = output_start.read_since(dir);
-            if output.contains("Address already in use") {
-                return Ok(Launch::PortTaken);
-            }
-            return Err(HarnessError::Exited {
-                node: index,
-                status: status.to_string(),
-                output,
-            });
-        }
-        match tokio::time::timeout(2 * PROBE_TIMEOUT, probe_server_pid(port)).await {
-            Ok(Ok(Some(pid))) if pid == process.pid => return Ok(Launch::Ready(process)),
-            Ok(Ok(other)) => {
-                // Another server answered on the port: ours cannot have bound
-                // it. Dropping `process` kills it.
-                debug!(
-                    node = index,
-                    port,
-                    ?other,
-                    "port answered by another server"
-                );
-                return Ok(Launch::PortTaken);
-            }
-            Ok(Err(err)) => debug!(node = index, port, %err, "not ready yet"),
-            Err(_) => debug!(node = index, port, "readiness probe timed out"),
-        }
-        if !backoff.wait().await {
-            break;
-        }
-    }
-    Err(HarnessError::NotReady {
-        node: index,
-        waited: started.elapsed(),
-        output: output_start.read_since(dir),
-    })
-}
-
-/// Asks the server on `port` for its process id (`INFO server`), which tells
-/// our server apart from anything else that might answer on the port.
-async fn probe_server_pid(port: u16) -> redis::RedisResult<Option<u32>> {
-    let mut connection = connect(port, PROBE_TIMEOUT).await?;
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut connection)
-        .await?;
-    Ok(info.lines().find_map(|line| {
-        line.strip_prefix("process_id:")
-            .and_then(|pid| pid.trim().parse().ok())
-    }))
-}
-
-fn spawn_server(
-    options: &ClusterOptions,
-    index: usize,
-    port: u16,
-    dir: &Path,
-    env: &[(String, String)],
-) -> Result<RedisProcess, HarnessError> {
-    let spawn_error = |source| HarnessError::Spawn {
-        node: index,
-        program: options.redis_server.clone(),
-        source,
-    };
-    let console = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join(CONSOLE_FILE))?;
-    let console_err = console.try_clone()?;
-    let mut command = Command::new(&options.redis_server);
-    command
-        .arg("--port")
-        .arg(port.to_string())
-        .args(["--bind", "127.0.0.1"])
-        .args(options.persistence_args())
-        .args(["--protected-mode", "no"])
-        .args(["--daemonize", "no"])
-        .args(["--enable-debug-command", "local"])
-        .arg("--dir")
-        .arg(dir)
-        .arg("--logfile")
-        .arg(dir.join(LOG_FILE))
-        .args(&options.extra_args)
-        .envs(env.iter().map(|(name, value)| (name, value)))
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(console)
-        .stderr(console_err)
-        // A backstop only: the harness kills and reaps explicitly.
-        .kill_on_drop(true);
-    let child = command.spawn().map_err(spawn_error)?;
-    let pid = child.id().ok_or_else(|| {
-        spawn_error(std::io::Error::other(
-            "process exited before its id was read",
-        ))
-    })?;
-    debug!(node = index, pid, port, dir = %dir.display(), "spawned redis-server");
-    Ok(RedisProcess {
-        child,
-        pid,
-        paused: false,
-    })
-}
-
-/// Where a node's log and console files ended before an attempt started.
-struct OutputStart {
-    log: u64,
-    console: u64,
-}
-
-impl OutputStart {
-    fn of(dir: &Path) -> OutputStart {
-        let len = |name| std::fs::metadata(dir.join(name)).map_or(0, |meta| meta.len());
-        OutputStart {
-            log: len(LOG_FILE),
-            console: len(CONSOLE_FILE),
-        }
-    }
-
-    /// The end of what was written to the log and console since, for errors.
-    fn read_since(&self, dir: &Path) -> String {
-        let mut output = String::new();
-        for (name, start) in [(CONSOLE_FILE, self.console), (LOG_FILE, self.log)] {
-            match read_tail(&dir.join(name), start) {
-                Ok(text) if !text.trim().is_empty() => {
-                    let _ = write!(output, "--- {name} ---\n{text}");
-                    if !text.ends_with('\n') {
-                        output.push('\n');
-                    }
-                }
-                Ok(_) => {}
-                Err(err) => {
-                    let _ = writeln!(output, "--- {name}: unreadable: {err}");
-                }
-            }
-        }
-        output
-    }
-}
-
-/// At most the last [`OUTPUT_TAIL_BYTES`] of `path` after offset `start`.
-fn read_tail(path: &Path, start: u64) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    let from = start.max(len.saturating_sub(OUTPUT_TAIL_BYTES)).min(len);
-    file.seek(SeekFrom::Start(from))?;
-    let mut bytes = Vec::new();
-    file.take(OUTPUT_TAIL_BYTES).read_to_end(&mut bytes)?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-/// A running (possibly paused) `redis-server`. Dropping it kills and reaps it.
-#[derive(Debug)]
-struct RedisProcess {
-    child: Child,
-    pid: u32,
-    paused: bool,
-}
-
-impl RedisProcess {
-    fn send(&self, signal: Signal) -> nix::Result<()> {
-        // A pid that does not fit in pid_t cannot name a process.
-        let pid = i32::try_from(self.pid).map_err(|_| Errno::ESRCH)?;
-        signal::kill(Pid::from_raw(pid), signal)
-    }
-
-    fn signal(&self, index: usize, signal: Signal) -> Result<(), HarnessError> {
-        self.send(signal).map_err(|source| HarnessError::Signal {
-            node: index,
-            signal: signal.as_str(),
-            source,
-        })
-    }
-
-    /// SIGKILL, then wait (bounded) for the exit so no zombie is left.
-    async fn kill(&mut self, index: usize) -> Result<(), HarnessError> {
-        self.child.start_kill()?;
-        match tokio::time::timeout(REAP_TIMEOUT, self.child.wait()).await {
-            Ok(status) => {
-                debug!(node = index, pid = self.pid, status = %status?, "node killed");
-                self.paused = false;
-                Ok(())
-            }
-            Err(_) => Err(HarnessError::NotExited {
-                node: index,
-                waited: REAP_TIMEOUT,
-            }),
-        }
-    }
-
-    /// SIGTERM and wait for a clean exit; SIGKILL if that takes too long.
-    async fn terminate(&mut self, index: usize) -> Result<(), HarnessError> {
-        self.signal(index, Signal::SIGTERM)?;
-        if self.paused {
-            // A stopped process only acts on the pending SIGTERM once continued.
-            self.signal(index, Signal::SIGCONT)?;
-            self.paused = false;
-        }
-        if let Ok(status) = tokio::time::timeout(STOP_GRACE, self.child.wait()).await {
-            debug!(node = index, pid = self.pid, status = %status?, "node stopped");
-            Ok(())
-        } else {
-            warn!(
-                node = index,
-                pid = self.pid,
-                "no exit after SIGTERM, sending SIGKILL"
-            );
-            self.kill(index).await
-        }
-    }
-}
-
-impl Drop for RedisProcess {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        if self.paused {
-            // Not needed for SIGKILL itself, but leaves no stopped process
-            // behind should the kill fail.
-            if let Err(err) = self.send(Signal::SIGCONT) {
-                debug!(pid = self.pid, %err, "SIGCONT on drop failed");
-            }
-        }
-        if let Err(err) = self.child.start_kill() {
-            warn!(pid = self.pid, %err, "SIGKILL on drop failed");
-            return;
-        }
-        // Drop cannot await the exit, so poll for it, briefly: SIGKILL takes
-        // effect within milliseconds.
-        let deadline = std::time::Instant::now() + REAP_TIMEOUT;
-        for _ in 0..REAP_POLLS {
-            match self.child.try_wait() {
-                Ok(Some(_)) => return,
-                Ok(None) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(REAP_POLL_INTERVAL);
-                }
-                Ok(None) => break,
-                Err(err) => {
-                    warn!(pid = self.pid, %err, "reaping redis-server failed");
-                    return;
-                }
-            }
-        }
-        warn!(pid = self.pid, "redis-server not reaped after SIGKILL");
-    }
 }

@@ -105,6 +105,7 @@ mod faketime;
 mod options;
 mod port;
 mod probe;
+mod process;
 mod proxy;
 
 pub use alloc::CountingAllocator;
