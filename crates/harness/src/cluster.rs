@@ -3,23 +3,19 @@
 //! per-node persistence and clock rate.
 
 use std::net::{Ipv4Addr, SocketAddr};
-#[cfg(feature = "docker")]
-use std::path::Path;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-#[cfg(feature = "docker")]
-use tracing::debug;
 use tracing::info;
 
 use crate::backend::Backend;
+#[cfg(feature = "docker")]
+use crate::docker::DockerServer;
 use crate::error::HarnessError;
 use crate::faketime::find_libfaketime;
 use crate::options::ClusterOptions;
 use crate::port::redis_url;
-#[cfg(feature = "docker")]
-use crate::port::{FRESH_PORT_ATTEMPTS, SAME_PORT_ATTEMPTS, SAME_PORT_RETRY_DELAY, free_port};
 use crate::probe::connect;
 use crate::process::ProcessServer;
 use crate::proxy::FaultProxy;
@@ -200,25 +196,7 @@ impl TestCluster {
         match &mut node.server {
             Server::Process(server) => server.start_again(options, index, port).await,
             #[cfg(feature = "docker")]
-            Server::Docker(server) => {
-                if server.is_running() {
-                    return Err(HarnessError::AlreadyRunning(index));
-                }
-                for attempt in 1..=SAME_PORT_ATTEMPTS {
-                    match server.start(index, options.ready_timeout).await {
-                        Err(err) if crate::docker::is_port_conflict_error(&err) => {
-                            debug!(node = index, port, attempt, %err, "port busy, retrying");
-                            tokio::time::sleep(SAME_PORT_RETRY_DELAY).await;
-                        }
-                        other => return other,
-                    }
-                }
-                Err(HarnessError::PortUnavailable {
-                    node: index,
-                    port,
-                    attempts: SAME_PORT_ATTEMPTS,
-                })
-            }
+            Server::Docker(server) => server.start_again(options, index, port).await,
         }
     }
 
@@ -345,7 +323,7 @@ struct Node {
 enum Server {
     Process(ProcessServer),
     #[cfg(feature = "docker")]
-    Docker(crate::docker::DockerServer),
+    Docker(DockerServer),
 }
 
 /// Starts node `index` for a new cluster: a free port (a few tries, as the port can be taken
@@ -363,7 +341,8 @@ async fn start_new_node(
         }
         #[cfg(feature = "docker")]
         BackendContext::Docker { docker, image } => {
-            start_new_container(options, docker, image, index).await?
+            let (server, port) = DockerServer::start_new(options, docker, image, index).await?;
+            (Server::Docker(server), port)
         }
     };
     let proxy = if options.proxies {
@@ -376,59 +355,5 @@ async fn start_new_node(
         port,
         server,
         proxy,
-    })
-}
-
-#[cfg(feature = "docker")]
-async fn start_new_container(
-    options: &ClusterOptions,
-    docker: &bollard::Docker,
-    image: &str,
-    index: usize,
-) -> Result<(Server, u16), HarnessError> {
-    use crate::docker::{ContainerSpec, Created, DockerServer, LIBFAKETIME_IN_IMAGE};
-
-    let mut args: Vec<String> = vec![
-        "--port".into(),
-        "6379".into(),
-        "--protected-mode".into(),
-        "no".into(),
-        "--daemonize".into(),
-        "no".into(),
-        // Connections arrive from the bridge gateway, never from loopback.
-        "--enable-debug-command".into(),
-        "yes".into(),
-        "--dir".into(),
-        "/data".into(),
-    ];
-    args.extend(options.persistence_args());
-    args.extend(options.extra_args.iter().cloned());
-    let env = options
-        .clock_env(index, Path::new(LIBFAKETIME_IN_IMAGE))
-        .map(|pairs| {
-            pairs
-                .into_iter()
-                .map(|(name, value)| format!("{name}={value}"))
-                .collect()
-        })
-        .unwrap_or_default();
-    let spec = ContainerSpec {
-        image,
-        args,
-        env,
-        ready_timeout: options.ready_timeout,
-    };
-    let mut port = 0;
-    for attempt in 1..=FRESH_PORT_ATTEMPTS {
-        port = free_port()?;
-        match DockerServer::create(docker, index, port, &spec).await? {
-            Created::Ready(server) => return Ok((Server::Docker(server), port)),
-            Created::PortTaken => debug!(node = index, port, attempt, "port taken, trying another"),
-        }
-    }
-    Err(HarnessError::PortUnavailable {
-        node: index,
-        port,
-        attempts: FRESH_PORT_ATTEMPTS,
     })
 }
