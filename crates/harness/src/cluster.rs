@@ -1,6 +1,7 @@
-//! N independent `redis-server` masters on loopback ports, as processes or (feature `docker`)
-//! containers, with node-level fault injection (kill, stop, restart, pause, resume, flush) and
-//! per-node persistence and clock rate.
+//! [`TestCluster`]: N independent `redis-server` masters on loopback ports and the node-level
+//! faults (kill, stop, restart, pause, resume, flush). It keeps each node's port, server and
+//! proxy, and hands every node operation to the node's backend: `process.rs` or, with the
+//! `docker` feature, `docker/`.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
