@@ -1,314 +1,28 @@
-//! N independent `redis-server` masters on loopback ports, as processes or (feature `docker`)
-//! containers, with node-level fault injection (kill, stop, restart, pause, resume, flush) and
-//! per-node persistence and clock rate.
+//! [`TestCluster`]: N independent `redis-server` masters on loopback ports and the node-level
+//! faults (kill, stop, restart, pause, resume, flush). It keeps each node's port, server and
+//! proxy, and hands every node operation to the node's backend: `process.rs` or, with the
+//! `docker` feature, `docker/`.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::fs::OpenOptions;
-use std::io::{Read, Seek, SeekFrom};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use nix::errno::Errno;
-use nix::sys::signal::{self, Signal};
-use nix::unistd::Pid;
-use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
-use tempfile::TempDir;
-use tokio::process::{Child, Command};
-use tokio::time::Instant;
-use tracing::{debug, info, warn};
+use tracing::info;
 
-use crate::{FaultProxy, HarnessError};
-
-/// Environment variable naming the `redis-server` binary to run.
-pub const REDIS_SERVER_ENV: &str = "QUORUMLOCK_REDIS_SERVER";
-/// Environment variable choosing the backend for [`Backend::from_env`]: `process` or `docker`.
-pub const BACKEND_ENV: &str = "QUORUMLOCK_BACKEND";
-/// Environment variable naming `libfaketime.so.1`, for [`ClusterOptions::clock_rate`] on the
-/// process backend (default: searched in the usual install locations).
-pub const LIBFAKETIME_ENV: &str = "QUORUMLOCK_LIBFAKETIME";
-
-/// Where distributions install libfaketime.
-const LIBFAKETIME_CANDIDATES: &[&str] = &[
-    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
-    "/usr/lib/faketime/libfaketime.so.1",
-    "/usr/local/lib/faketime/libfaketime.so.1",
-];
-
-/// Server log, inside the node's directory.
-const LOG_FILE: &str = "redis.log";
-/// Server stdout and stderr (config errors are printed there, not logged).
-const CONSOLE_FILE: &str = "redis.console";
-/// How much of the log and console output an error message carries.
-const OUTPUT_TAIL_BYTES: u64 = 4096;
-
-/// Connect and response timeout of one readiness probe.
-pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
-/// First and longest pause between readiness probes.
-const PROBE_BACKOFF_MIN: Duration = Duration::from_millis(10);
-const PROBE_BACKOFF_MAX: Duration = Duration::from_millis(200);
-/// Upper bound on probes per start, on top of the time bound.
-const MAX_PROBES: u32 = 10_000;
-
-/// Fresh ports tried when a new node's port is taken before redis binds it.
-const FRESH_PORT_ATTEMPTS: u32 = 10;
-/// Attempts to restart a node on its own port, and the pause between them.
-const SAME_PORT_ATTEMPTS: u32 = 20;
-const SAME_PORT_RETRY_DELAY: Duration = Duration::from_millis(100);
-
-/// How long `stop` lets redis shut down after SIGTERM before using SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(5);
-/// How long to wait for a process killed with SIGKILL to be reaped.
-const REAP_TIMEOUT: Duration = Duration::from_secs(2);
-/// Poll interval, and poll count bound, for reaping in `Drop` (which cannot await).
-const REAP_POLL_INTERVAL: Duration = Duration::from_millis(2);
-const REAP_POLLS: u32 = 1000;
+use crate::backend::Backend;
+#[cfg(feature = "docker")]
+use crate::docker::DockerServer;
+use crate::error::HarnessError;
+use crate::faketime::find_libfaketime;
+use crate::options::ClusterOptions;
+use crate::port::redis_url;
+use crate::probe::connect;
+use crate::process::ProcessServer;
+use crate::proxy::FaultProxy;
 
 /// Connect and response timeout of [`TestCluster::connection`].
 const INSPECTION_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// Where a [`TestCluster`]'s nodes run.
-#[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Backend {
-    /// `redis-server` processes started by the harness (the default).
-    #[default]
-    Process,
-    /// Docker containers, one per node, published on `127.0.0.1`; see
-    /// [`testing::docker`](crate::testing) (cargo feature `docker`).
-    Docker,
-}
-
-impl Backend {
-    /// The backend named by `QUORUMLOCK_BACKEND` ([`BACKEND_ENV`]): `process` or `docker`
-    /// (ASCII case and surrounding blanks ignored); unset or empty means [`Backend::Process`].
-    ///
-    /// # Errors
-    ///
-    /// [`HarnessError::UnknownBackend`] for any other value.
-    pub fn from_env() -> Result<Backend, HarnessError> {
-        match std::env::var(BACKEND_ENV) {
-            Err(std::env::VarError::NotPresent) => Ok(Backend::Process),
-            Err(std::env::VarError::NotUnicode(value)) => Err(HarnessError::UnknownBackend {
-                value: value.to_string_lossy().into_owned(),
-            }),
-            Ok(value) => value.parse(),
-        }
-    }
-}
-
-impl std::str::FromStr for Backend {
-    type Err = HarnessError;
-
-    /// `process` or `docker` (ASCII case and surrounding blanks ignored); empty means
-    /// [`Backend::Process`].
-    fn from_str(value: &str) -> Result<Backend, HarnessError> {
-        let trimmed = value.trim();
-        if trimmed.is_empty() || trimmed.eq_ignore_ascii_case("process") {
-            Ok(Backend::Process)
-        } else if trimmed.eq_ignore_ascii_case("docker") {
-            Ok(Backend::Docker)
-        } else {
-            Err(HarnessError::UnknownBackend {
-                value: value.to_owned(),
-            })
-        }
-    }
-}
-
-/// What a node keeps across a restart.
-#[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Persistence {
-    /// Nothing: no RDB snapshots, no AOF. A node comes back from
-    /// [`kill`](TestCluster::kill), [`stop`](TestCluster::stop) or
-    /// [`restart`](TestCluster::restart) empty (the default).
-    #[default]
-    None,
-    /// `--appendonly yes --appendfsync always`: every write is on disk before it is answered,
-    /// and a node comes back with all its acknowledged data, even after SIGKILL.
-    AofAlways,
-}
-
-/// How to start a [`TestCluster`]; build it from `ClusterOptions::default()`.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct ClusterOptions {
-    nodes: usize,
-    proxies: bool,
-    redis_server: PathBuf,
-    extra_args: Vec<String>,
-    ready_timeout: Duration,
-    backend: Backend,
-    persistence: Persistence,
-    clock_rates: BTreeMap<usize, f64>,
-}
-
-impl Default for ClusterOptions {
-    /// Five nodes, no proxies, the `redis-server` named by
-    /// `QUORUMLOCK_REDIS_SERVER` (or found on `PATH`), no extra arguments,
-    /// ten seconds to become ready, the process backend (whatever
-    /// `QUORUMLOCK_BACKEND` says: use [`Backend::from_env`] to honour it), no
-    /// persistence, every clock at real time.
-    fn default() -> Self {
-        let redis_server = std::env::var_os(REDIS_SERVER_ENV)
-            .filter(|path| !path.is_empty())
-            .map_or_else(|| PathBuf::from("redis-server"), PathBuf::from);
-        ClusterOptions {
-            nodes: 5,
-            proxies: false,
-            redis_server,
-            extra_args: Vec::new(),
-            ready_timeout: Duration::from_secs(10),
-            backend: Backend::Process,
-            persistence: Persistence::None,
-            clock_rates: BTreeMap::new(),
-        }
-    }
-}
-
-impl ClusterOptions {
-    /// Number of `redis-server` processes (default 5).
-    #[must_use]
-    pub fn nodes(mut self, nodes: usize) -> Self {
-        self.nodes = nodes;
-        self
-    }
-
-    /// Puts a [`FaultProxy`] in front of every node and makes
-    /// [`TestCluster::urls`] point at the proxies (default `false`).
-    #[must_use]
-    pub fn proxies(mut self, proxies: bool) -> Self {
-        self.proxies = proxies;
-        self
-    }
-
-    /// The `redis-server` binary to run. A wrapper script must `exec` the
-    /// server: the harness recognises its server by the process id it reports.
-    #[must_use]
-    pub fn redis_server(mut self, path: impl Into<PathBuf>) -> Self {
-        self.redis_server = path.into();
-        self
-    }
-
-    /// Extra command-line arguments for every `redis-server`, appended after
-    /// the harness's own (so they can override them), e.g.
-    /// `["--maxmemory", "10mb"]`.
-    #[must_use]
-    pub fn extra_args(mut self, args: Vec<String>) -> Self {
-        self.extra_args = args;
-        self
-    }
-
-    /// How long each node may take to answer after being started (default 10 s).
-    #[must_use]
-    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
-        self.ready_timeout = timeout;
-        self
-    }
-
-    /// Where the nodes run (default [`Backend::Process`]). [`Backend::Docker`] needs the
-    /// `docker` cargo feature; without it [`TestCluster::start`] fails with
-    /// [`HarnessError::BackendNotCompiled`]. The `redis_server` setting only applies to
-    /// processes; containers run the image named by `QUORUMLOCK_REDIS_IMAGE`.
-    #[must_use]
-    pub fn backend(mut self, backend: Backend) -> Self {
-        self.backend = backend;
-        self
-    }
-
-    /// What every node keeps across restarts (default [`Persistence::None`]).
-    #[must_use]
-    pub fn persistence(mut self, persistence: Persistence) -> Self {
-        self.persistence = persistence;
-        self
-    }
-
-    /// Makes node `node`'s clocks (wall and monotonic) run at `rate` times real time, from the
-    /// moment it starts (and again from each restart): with `10.0` a `PX 2000` key expires
-    /// after 200 ms, with `0.5` after 4 s. Setting a node again replaces its rate.
-    ///
-    /// Done with libfaketime (`LD_PRELOAD`, `FAKETIME="+0 x<rate>"`): processes need it
-    /// installed (Debian package `faketime`; see [`LIBFAKETIME_ENV`]), containers need it in the
-    /// image (`scripts/redis-image.sh` puts it there). `libc.so.6` is preloaded after it so that
-    /// glibc's allocator serves `malloc`: libfaketime's lazy initialisation deadlocks inside
-    /// jemalloc's, which Debian's `redis-server` links.
-    ///
-    /// Checked by [`TestCluster::start`]: [`HarnessError::InvalidClockRate`] unless `rate` is
-    /// finite and above zero, [`HarnessError::NoSuchNode`] if `node` is out of range.
-    #[must_use]
-    pub fn clock_rate(mut self, node: usize, rate: f64) -> Self {
-        self.clock_rates.insert(node, rate);
-        self
-    }
-
-    /// Checks the per-node settings against the node count.
-    fn validate(&self) -> Result<(), HarnessError> {
-        for (&node, &rate) in &self.clock_rates {
-            if node >= self.nodes {
-                return Err(HarnessError::NoSuchNode(node));
-            }
-            if !rate.is_finite() || rate <= 0.0 {
-                return Err(HarnessError::InvalidClockRate { node, rate });
-            }
-        }
-        Ok(())
-    }
-
-    /// `redis-server` arguments shared by both backends: persistence, then the extra arguments.
-    fn persistence_args(&self) -> Vec<String> {
-        let mut args: Vec<String> = vec!["--save".into(), String::new()];
-        match self.persistence {
-            Persistence::None => args.extend(["--appendonly".into(), "no".into()]),
-            Persistence::AofAlways => args.extend([
-                "--appendonly".into(),
-                "yes".into(),
-                "--appendfsync".into(),
-                "always".into(),
-            ]),
-        }
-        args
-    }
-
-    /// `FAKETIME` and `LD_PRELOAD` for node `index`, if it has a clock rate; `libfaketime` is
-    /// the library's path where the server runs.
-    fn clock_env(&self, index: usize, libfaketime: &Path) -> Option<[(String, String); 2]> {
-        let rate = self.clock_rates.get(&index)?;
-        Some([
-            ("FAKETIME".to_owned(), format!("+0 x{rate}")),
-            (
-                "LD_PRELOAD".to_owned(),
-                format!("{} libc.so.6", libfaketime.display()),
-            ),
-        ])
-    }
-}
-
-/// libfaketime on this machine: `QUORUMLOCK_LIBFAKETIME`, or the first usual location that
-/// exists.
-fn find_libfaketime() -> Result<PathBuf, HarnessError> {
-    if let Some(path) = std::env::var_os(LIBFAKETIME_ENV).filter(|path| !path.is_empty()) {
-        let path = PathBuf::from(path);
-        return if path.is_file() {
-            Ok(path)
-        } else {
-            Err(HarnessError::LibfaketimeNotFound {
-                searched: vec![path],
-            })
-        };
-    }
-    LIBFAKETIME_CANDIDATES
-        .iter()
-        .map(PathBuf::from)
-        .find(|path| path.is_file())
-        .ok_or_else(|| HarnessError::LibfaketimeNotFound {
-            searched: LIBFAKETIME_CANDIDATES.iter().map(PathBuf::from).collect(),
-        })
-}
 
 /// N independent `redis-server` masters on 127.0.0.1, for tests.
 ///
@@ -425,10 +139,7 @@ impl TestCluster {
     /// the server's host process id as the engine reports it.
     pub fn pid(&mut self, index: usize) -> Result<Option<u32>, HarnessError> {
         match &mut self.node_mut(index)?.server {
-            Server::Process(server) => {
-                server.reap_if_exited()?;
-                Ok(server.process.as_ref().map(|process| process.pid))
-            }
+            Server::Process(server) => server.pid(),
             #[cfg(feature = "docker")]
             Server::Docker(server) => Ok(server.pid()),
         }
@@ -437,10 +148,7 @@ impl TestCluster {
     /// Whether node `index`'s server is alive; a paused node counts as running.
     pub fn is_running(&mut self, index: usize) -> Result<bool, HarnessError> {
         match &mut self.node_mut(index)?.server {
-            Server::Process(server) => {
-                server.reap_if_exited()?;
-                Ok(server.process.is_some())
-            }
+            Server::Process(server) => server.is_running(),
             #[cfg(feature = "docker")]
             Server::Docker(server) => Ok(server.is_running()),
         }
@@ -448,16 +156,11 @@ impl TestCluster {
 
     /// Kills node `index` with SIGKILL (no shutdown, no goodbye to clients) and
     /// reaps it (docker: `docker kill`). Its data is lost unless persisted
-    /// ([`Persistence::AofAlways`]). Does nothing if the node is not running.
+    /// ([`Persistence::AofAlways`](crate::Persistence::AofAlways)). Does nothing if the node is
+    /// not running.
     pub async fn kill(&mut self, index: usize) -> Result<(), HarnessError> {
         match &mut self.node_mut(index)?.server {
-            Server::Process(server) => {
-                if let Some(mut process) = server.process.take() {
-                    info!(node = index, pid = process.pid, "killing node");
-                    process.kill(index).await?;
-                }
-                Ok(())
-            }
+            Server::Process(server) => server.kill(index).await,
             #[cfg(feature = "docker")]
             Server::Docker(server) => server.kill(index).await,
         }
@@ -468,13 +171,7 @@ impl TestCluster {
     /// (docker: `docker stop`). Does nothing if the node is not running.
     pub async fn stop(&mut self, index: usize) -> Result<(), HarnessError> {
         match &mut self.node_mut(index)?.server {
-            Server::Process(server) => {
-                if let Some(mut process) = server.process.take() {
-                    info!(node = index, pid = process.pid, "stopping node");
-                    process.terminate(index).await?;
-                }
-                Ok(())
-            }
+            Server::Process(server) => server.stop(index).await,
             #[cfg(feature = "docker")]
             Server::Docker(server) => server.stop(index).await,
         }
@@ -482,8 +179,8 @@ impl TestCluster {
 
     /// Starts node `index` again, on the same port and in the same directory
     /// (docker: the same container), and waits until it answers. It comes back
-    /// empty with [`Persistence::None`], with its data with
-    /// [`Persistence::AofAlways`].
+    /// empty with [`Persistence::None`](crate::Persistence::None), with its data with
+    /// [`Persistence::AofAlways`](crate::Persistence::AofAlways).
     ///
     /// Fails with [`HarnessError::AlreadyRunning`] if it is running, and with
     /// [`HarnessError::PortUnavailable`] if another socket holds its port for
@@ -498,50 +195,9 @@ impl TestCluster {
             .ok_or(HarnessError::NoSuchNode(index))?;
         let port = node.port;
         match &mut node.server {
-            Server::Process(server) => {
-                server.reap_if_exited()?;
-                if server.process.is_some() {
-                    return Err(HarnessError::AlreadyRunning(index));
-                }
-                for attempt in 1..=SAME_PORT_ATTEMPTS {
-                    match launch(options, index, port, server.dir.path(), &server.env).await? {
-                        Launch::Ready(process) => {
-                            info!(node = index, pid = process.pid, port, "node started");
-                            server.process = Some(process);
-                            return Ok(());
-                        }
-                        Launch::PortTaken => {
-                            debug!(node = index, port, attempt, "port busy, retrying");
-                            tokio::time::sleep(SAME_PORT_RETRY_DELAY).await;
-                        }
-                    }
-                }
-                Err(HarnessError::PortUnavailable {
-                    node: index,
-                    port,
-                    attempts: SAME_PORT_ATTEMPTS,
-                })
-            }
+            Server::Process(server) => server.start_again(options, index, port).await,
             #[cfg(feature = "docker")]
-            Server::Docker(server) => {
-                if server.is_running() {
-                    return Err(HarnessError::AlreadyRunning(index));
-                }
-                for attempt in 1..=SAME_PORT_ATTEMPTS {
-                    match server.start(index, options.ready_timeout).await {
-                        Err(err) if crate::docker::is_port_conflict_error(&err) => {
-                            debug!(node = index, port, attempt, %err, "port busy, retrying");
-                            tokio::time::sleep(SAME_PORT_RETRY_DELAY).await;
-                        }
-                        other => return other,
-                    }
-                }
-                Err(HarnessError::PortUnavailable {
-                    node: index,
-                    port,
-                    attempts: SAME_PORT_ATTEMPTS,
-                })
-            }
+            Server::Docker(server) => server.start_again(options, index, port).await,
         }
     }
 
@@ -557,13 +213,7 @@ impl TestCluster {
     /// backend this waits for the engine's answer (milliseconds; at most 30 s).
     pub fn pause(&mut self, index: usize) -> Result<(), HarnessError> {
         match &mut self.node_mut(index)?.server {
-            Server::Process(server) => {
-                let process = server.running_mut(index)?;
-                process.signal(index, Signal::SIGSTOP)?;
-                process.paused = true;
-                info!(node = index, pid = process.pid, "node paused");
-                Ok(())
-            }
+            Server::Process(server) => server.pause(index),
             #[cfg(feature = "docker")]
             Server::Docker(server) => server.pause(index),
         }
@@ -573,13 +223,7 @@ impl TestCluster {
     /// unpause`); it then answers the requests queued meanwhile.
     pub fn resume(&mut self, index: usize) -> Result<(), HarnessError> {
         match &mut self.node_mut(index)?.server {
-            Server::Process(server) => {
-                let process = server.running_mut(index)?;
-                process.signal(index, Signal::SIGCONT)?;
-                process.paused = false;
-                info!(node = index, pid = process.pid, "node resumed");
-                Ok(())
-            }
+            Server::Process(server) => server.resume(index),
             #[cfg(feature = "docker")]
             Server::Docker(server) => server.resume(index),
         }
@@ -680,37 +324,7 @@ struct Node {
 enum Server {
     Process(ProcessServer),
     #[cfg(feature = "docker")]
-    Docker(crate::docker::DockerServer),
-}
-
-/// A `redis-server` process node: its directory and environment, and its process while
-/// running.
-#[derive(Debug)]
-struct ProcessServer {
-    // Field order matters for drop: the process is killed and reaped before
-    // its working directory is deleted.
-    process: Option<RedisProcess>,
-    /// Extra environment (libfaketime), the same at every start.
-    env: Vec<(String, String)>,
-    dir: TempDir,
-}
-
-impl ProcessServer {
-    /// Forgets the process if it exited on its own (after reaping it).
-    fn reap_if_exited(&mut self) -> Result<(), HarnessError> {
-        if let Some(process) = &mut self.process
-            && let Some(status) = process.child.try_wait()?
-        {
-            warn!(pid = process.pid, %status, "redis-server exited by itself");
-            self.process = None;
-        }
-        Ok(())
-    }
-
-    fn running_mut(&mut self, index: usize) -> Result<&mut RedisProcess, HarnessError> {
-        self.reap_if_exited()?;
-        self.process.as_mut().ok_or(HarnessError::NotRunning(index))
-    }
+    Docker(DockerServer),
 }
 
 /// Starts node `index` for a new cluster: a free port (a few tries, as the port can be taken
@@ -722,11 +336,14 @@ async fn start_new_node(
 ) -> Result<Node, HarnessError> {
     let (server, port) = match backend {
         BackendContext::Process { libfaketime } => {
-            start_new_process(options, libfaketime.as_deref(), index).await?
+            let (server, port) =
+                ProcessServer::start_new(options, libfaketime.as_deref(), index).await?;
+            (Server::Process(server), port)
         }
         #[cfg(feature = "docker")]
         BackendContext::Docker { docker, image } => {
-            start_new_container(options, docker, image, index).await?
+            let (server, port) = DockerServer::start_new(options, docker, image, index).await?;
+            (Server::Docker(server), port)
         }
     };
     let proxy = if options.proxies {
@@ -740,420 +357,4 @@ async fn start_new_node(
         server,
         proxy,
     })
-}
-
-async fn start_new_process(
-    options: &ClusterOptions,
-    libfaketime: Option<&Path>,
-    index: usize,
-) -> Result<(Server, u16), HarnessError> {
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("quorumlock-node{index}-"))
-        .tempdir()?;
-    let env: Vec<(String, String)> = libfaketime
-        .and_then(|path| options.clock_env(index, path))
-        .map(Vec::from)
-        .unwrap_or_default();
-    let mut port = 0;
-    for attempt in 1..=FRESH_PORT_ATTEMPTS {
-        port = free_port()?;
-        match launch(options, index, port, dir.path(), &env).await? {
-            Launch::Ready(process) => {
-                debug!(node = index, pid = process.pid, port, "node started");
-                let server = ProcessServer {
-                    process: Some(process),
-                    env,
-                    dir,
-                };
-                return Ok((Server::Process(server), port));
-            }
-            Launch::PortTaken => debug!(node = index, port, attempt, "port taken, trying another"),
-        }
-    }
-    Err(HarnessError::PortUnavailable {
-        node: index,
-        port,
-        attempts: FRESH_PORT_ATTEMPTS,
-    })
-}
-
-#[cfg(feature = "docker")]
-async fn start_new_container(
-    options: &ClusterOptions,
-    docker: &bollard::Docker,
-    image: &str,
-    index: usize,
-) -> Result<(Server, u16), HarnessError> {
-    use crate::docker::{ContainerSpec, Created, DockerServer, LIBFAKETIME_IN_IMAGE};
-
-    let mut args: Vec<String> = vec![
-        "--port".into(),
-        "6379".into(),
-        "--protected-mode".into(),
-        "no".into(),
-        "--daemonize".into(),
-        "no".into(),
-        // Connections arrive from the bridge gateway, never from loopback.
-        "--enable-debug-command".into(),
-        "yes".into(),
-        "--dir".into(),
-        "/data".into(),
-    ];
-    args.extend(options.persistence_args());
-    args.extend(options.extra_args.iter().cloned());
-    let env = options
-        .clock_env(index, Path::new(LIBFAKETIME_IN_IMAGE))
-        .map(|pairs| {
-            pairs
-                .into_iter()
-                .map(|(name, value)| format!("{name}={value}"))
-                .collect()
-        })
-        .unwrap_or_default();
-    let spec = ContainerSpec {
-        image,
-        args,
-        env,
-        ready_timeout: options.ready_timeout,
-    };
-    let mut port = 0;
-    for attempt in 1..=FRESH_PORT_ATTEMPTS {
-        port = free_port()?;
-        match DockerServer::create(docker, index, port, &spec).await? {
-            Created::Ready(server) => return Ok((Server::Docker(server), port)),
-            Created::PortTaken => debug!(node = index, port, attempt, "port taken, trying another"),
-        }
-    }
-    Err(HarnessError::PortUnavailable {
-        node: index,
-        port,
-        attempts: FRESH_PORT_ATTEMPTS,
-    })
-}
-
-/// A port that was free a moment ago: the kernel picks one for a throwaway
-/// listener, which is closed again so redis can bind it.
-fn free_port() -> Result<u16, HarnessError> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-    Ok(listener.local_addr()?.port())
-}
-
-fn redis_url(port: u16) -> String {
-    format!("redis://127.0.0.1:{port}")
-}
-
-/// Opens a connection to the server on `port` with the given connect and
-/// response timeout.
-pub(crate) async fn connect(
-    port: u16,
-    timeout: Duration,
-) -> redis::RedisResult<MultiplexedConnection> {
-    let client = redis::Client::open(redis_url(port))?;
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout));
-    client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-}
-
-/// How one attempt to start a server ended, short of an error.
-enum Launch {
-    Ready(RedisProcess),
-    /// Something else holds the port; the attempt's process is gone.
-    PortTaken,
-}
-
-/// Paces readiness probes, on either backend: pauses doubling from [`PROBE_BACKOFF_MIN`] to
-/// [`PROBE_BACKOFF_MAX`], never past the deadline, for at most [`MAX_PROBES`] probes.
-pub(crate) struct ProbeBackoff {
-    deadline: Instant,
-    pause: Duration,
-    pauses_left: u32,
-}
-
-impl ProbeBackoff {
-    pub(crate) fn until(deadline: Instant) -> Self {
-        ProbeBackoff {
-            deadline,
-            pause: PROBE_BACKOFF_MIN,
-            pauses_left: MAX_PROBES - 1,
-        }
-    }
-
-    /// Waits before the next probe; false (without waiting) once the deadline has passed or
-    /// the probes are used up.
-    pub(crate) async fn wait(&mut self) -> bool {
-        let now = Instant::now();
-        if now >= self.deadline || self.pauses_left == 0 {
-            return false;
-        }
-        self.pauses_left -= 1;
-        tokio::time::sleep(self.pause.min(self.deadline - now)).await;
-        self.pause = (self.pause * 2).min(PROBE_BACKOFF_MAX);
-        true
-    }
-}
-
-/// Starts one `redis-server` on `port` in `dir` and waits until it answers.
-async fn launch(
-    options: &ClusterOptions,
-    index: usize,
-    port: u16,
-    dir: &Path,
-    env: &[(String, String)],
-) -> Result<Launch, HarnessError> {
-    // The log files are appended to across restarts; only this attempt's part
-    // is relevant to its errors.
-    let output_start = OutputStart::of(dir);
-    let mut process = spawn_server(options, index, port, dir, env)?;
-    let started = Instant::now();
-    let mut backoff = ProbeBackoff::until(started + options.ready_timeout);
-    loop {
-        if let Some(status) = process.child.try_wait()? {
-            let output = output_start.read_since(dir);
-            if output.contains("Address already in use") {
-                return Ok(Launch::PortTaken);
-            }
-            return Err(HarnessError::Exited {
-                node: index,
-                status: status.to_string(),
-                output,
-            });
-        }
-        match tokio::time::timeout(2 * PROBE_TIMEOUT, probe_server_pid(port)).await {
-            Ok(Ok(Some(pid))) if pid == process.pid => return Ok(Launch::Ready(process)),
-            Ok(Ok(other)) => {
-                // Another server answered on the port: ours cannot have bound
-                // it. Dropping `process` kills it.
-                debug!(
-                    node = index,
-                    port,
-                    ?other,
-                    "port answered by another server"
-                );
-                return Ok(Launch::PortTaken);
-            }
-            Ok(Err(err)) => debug!(node = index, port, %err, "not ready yet"),
-            Err(_) => debug!(node = index, port, "readiness probe timed out"),
-        }
-        if !backoff.wait().await {
-            break;
-        }
-    }
-    Err(HarnessError::NotReady {
-        node: index,
-        waited: started.elapsed(),
-        output: output_start.read_since(dir),
-    })
-}
-
-/// Asks the server on `port` for its process id (`INFO server`), which tells
-/// our server apart from anything else that might answer on the port.
-async fn probe_server_pid(port: u16) -> redis::RedisResult<Option<u32>> {
-    let mut connection = connect(port, PROBE_TIMEOUT).await?;
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut connection)
-        .await?;
-    Ok(info.lines().find_map(|line| {
-        line.strip_prefix("process_id:")
-            .and_then(|pid| pid.trim().parse().ok())
-    }))
-}
-
-fn spawn_server(
-    options: &ClusterOptions,
-    index: usize,
-    port: u16,
-    dir: &Path,
-    env: &[(String, String)],
-) -> Result<RedisProcess, HarnessError> {
-    let spawn_error = |source| HarnessError::Spawn {
-        node: index,
-        program: options.redis_server.clone(),
-        source,
-    };
-    let console = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join(CONSOLE_FILE))?;
-    let console_err = console.try_clone()?;
-    let mut command = Command::new(&options.redis_server);
-    command
-        .arg("--port")
-        .arg(port.to_string())
-        .args(["--bind", "127.0.0.1"])
-        .args(options.persistence_args())
-        .args(["--protected-mode", "no"])
-        .args(["--daemonize", "no"])
-        .args(["--enable-debug-command", "local"])
-        .arg("--dir")
-        .arg(dir)
-        .arg("--logfile")
-        .arg(dir.join(LOG_FILE))
-        .args(&options.extra_args)
-        .envs(env.iter().map(|(name, value)| (name, value)))
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(console)
-        .stderr(console_err)
-        // A backstop only: the harness kills and reaps explicitly.
-        .kill_on_drop(true);
-    let child = command.spawn().map_err(spawn_error)?;
-    let pid = child.id().ok_or_else(|| {
-        spawn_error(std::io::Error::other(
-            "process exited before its id was read",
-        ))
-    })?;
-    debug!(node = index, pid, port, dir = %dir.display(), "spawned redis-server");
-    Ok(RedisProcess {
-        child,
-        pid,
-        paused: false,
-    })
-}
-
-/// Where a node's log and console files ended before an attempt started.
-struct OutputStart {
-    log: u64,
-    console: u64,
-}
-
-impl OutputStart {
-    fn of(dir: &Path) -> OutputStart {
-        let len = |name| std::fs::metadata(dir.join(name)).map_or(0, |meta| meta.len());
-        OutputStart {
-            log: len(LOG_FILE),
-            console: len(CONSOLE_FILE),
-        }
-    }
-
-    /// The end of what was written to the log and console since, for errors.
-    fn read_since(&self, dir: &Path) -> String {
-        let mut output = String::new();
-        for (name, start) in [(CONSOLE_FILE, self.console), (LOG_FILE, self.log)] {
-            match read_tail(&dir.join(name), start) {
-                Ok(text) if !text.trim().is_empty() => {
-                    let _ = write!(output, "--- {name} ---\n{text}");
-                    if !text.ends_with('\n') {
-                        output.push('\n');
-                    }
-                }
-                Ok(_) => {}
-                Err(err) => {
-                    let _ = writeln!(output, "--- {name}: unreadable: {err}");
-                }
-            }
-        }
-        output
-    }
-}
-
-/// At most the last [`OUTPUT_TAIL_BYTES`] of `path` after offset `start`.
-fn read_tail(path: &Path, start: u64) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    let from = start.max(len.saturating_sub(OUTPUT_TAIL_BYTES)).min(len);
-    file.seek(SeekFrom::Start(from))?;
-    let mut bytes = Vec::new();
-    file.take(OUTPUT_TAIL_BYTES).read_to_end(&mut bytes)?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-/// A running (possibly paused) `redis-server`. Dropping it kills and reaps it.
-#[derive(Debug)]
-struct RedisProcess {
-    child: Child,
-    pid: u32,
-    paused: bool,
-}
-
-impl RedisProcess {
-    fn send(&self, signal: Signal) -> nix::Result<()> {
-        // A pid that does not fit in pid_t cannot name a process.
-        let pid = i32::try_from(self.pid).map_err(|_| Errno::ESRCH)?;
-        signal::kill(Pid::from_raw(pid), signal)
-    }
-
-    fn signal(&self, index: usize, signal: Signal) -> Result<(), HarnessError> {
-        self.send(signal).map_err(|source| HarnessError::Signal {
-            node: index,
-            signal: signal.as_str(),
-            source,
-        })
-    }
-
-    /// SIGKILL, then wait (bounded) for the exit so no zombie is left.
-    async fn kill(&mut self, index: usize) -> Result<(), HarnessError> {
-        self.child.start_kill()?;
-        match tokio::time::timeout(REAP_TIMEOUT, self.child.wait()).await {
-            Ok(status) => {
-                debug!(node = index, pid = self.pid, status = %status?, "node killed");
-                self.paused = false;
-                Ok(())
-            }
-            Err(_) => Err(HarnessError::NotExited {
-                node: index,
-                waited: REAP_TIMEOUT,
-            }),
-        }
-    }
-
-    /// SIGTERM and wait for a clean exit; SIGKILL if that takes too long.
-    async fn terminate(&mut self, index: usize) -> Result<(), HarnessError> {
-        self.signal(index, Signal::SIGTERM)?;
-        if self.paused {
-            // A stopped process only acts on the pending SIGTERM once continued.
-            self.signal(index, Signal::SIGCONT)?;
-            self.paused = false;
-        }
-        if let Ok(status) = tokio::time::timeout(STOP_GRACE, self.child.wait()).await {
-            debug!(node = index, pid = self.pid, status = %status?, "node stopped");
-            Ok(())
-        } else {
-            warn!(
-                node = index,
-                pid = self.pid,
-                "no exit after SIGTERM, sending SIGKILL"
-            );
-            self.kill(index).await
-        }
-    }
-}
-
-impl Drop for RedisProcess {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        if self.paused {
-            // Not needed for SIGKILL itself, but leaves no stopped process
-            // behind should the kill fail.
-            if let Err(err) = self.send(Signal::SIGCONT) {
-                debug!(pid = self.pid, %err, "SIGCONT on drop failed");
-            }
-        }
-        if let Err(err) = self.child.start_kill() {
-            warn!(pid = self.pid, %err, "SIGKILL on drop failed");
-            return;
-        }
-        // Drop cannot await the exit, so poll for it, briefly: SIGKILL takes
-        // effect within milliseconds.
-        let deadline = std::time::Instant::now() + REAP_TIMEOUT;
-        for _ in 0..REAP_POLLS {
-            match self.child.try_wait() {
-                Ok(Some(_)) => return,
-                Ok(None) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(REAP_POLL_INTERVAL);
-                }
-                Ok(None) => break,
-                Err(err) => {
-                    warn!(pid = self.pid, %err, "reaping redis-server failed");
-                    return;
-                }
-            }
-        }
-        warn!(pid = self.pid, "redis-server not reaped after SIGKILL");
-    }
 }

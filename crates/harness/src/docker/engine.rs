@@ -1,0 +1,159 @@
+//! The Docker engine: reaching it (API version negotiated), the image the nodes run, and
+//! bounded Engine API calls, from async code and from synchronous code, with their errors.
+
+use std::time::Duration;
+
+use bollard::Docker;
+
+use crate::error::HarnessError;
+
+/// Environment variable naming the image the docker backend runs.
+pub const IMAGE_ENV: &str = "QUORUMLOCK_REDIS_IMAGE";
+/// The image used when [`IMAGE_ENV`] is unset: what `scripts/redis-image.sh` builds.
+pub const DEFAULT_IMAGE: &str = "quorumlock-redis:local";
+/// Where images built by `scripts/redis-image.sh` keep libfaketime.
+pub const LIBFAKETIME_IN_IMAGE: &str = "/usr/lib/faketime/libfaketime.so.1";
+/// Bound on one Engine API call made by the harness.
+pub(super) const API_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bound on connecting to the engine and negotiating the API version.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The image to run: `QUORUMLOCK_REDIS_IMAGE` if set and not empty, else [`DEFAULT_IMAGE`].
+#[must_use]
+pub fn image() -> String {
+    std::env::var(IMAGE_ENV)
+        .ok()
+        .filter(|image| !image.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_IMAGE.to_owned())
+}
+
+/// Checks that the Docker engine answers and that `image` exists locally.
+///
+/// # Errors
+///
+/// [`HarnessError::DockerUnavailable`] if the engine cannot be reached (no socket, daemon
+/// down, permission denied), [`HarnessError::ImageMissing`] if it has no image called
+/// `image` (build it with `scripts/redis-image.sh`).
+pub async fn check_available(image: &str) -> Result<(), HarnessError> {
+    let docker = connect().await?;
+    ensure_image(&docker, image).await
+}
+
+/// A client for the engine named by `DOCKER_HOST` (default: the local socket), speaking the
+/// newest API version both sides know.
+pub(crate) async fn connect() -> Result<Docker, HarnessError> {
+    let unavailable = |reason: String| HarnessError::DockerUnavailable { reason };
+    let docker = Docker::connect_with_defaults().map_err(|err| unavailable(err.to_string()))?;
+    match tokio::time::timeout(CONNECT_TIMEOUT, docker.negotiate_version()).await {
+        Ok(Ok(docker)) => Ok(docker),
+        Ok(Err(err)) => Err(unavailable(err.to_string())),
+        Err(_) => Err(unavailable(format!(
+            "no answer from the engine within {CONNECT_TIMEOUT:?}"
+        ))),
+    }
+}
+
+async fn ensure_image(docker: &Docker, image: &str) -> Result<(), HarnessError> {
+    match tokio::time::timeout(API_TIMEOUT, docker.inspect_image(image)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        })) => Err(HarnessError::ImageMissing {
+            image: image.to_owned(),
+        }),
+        Ok(Err(err)) => Err(HarnessError::DockerUnavailable {
+            reason: err.to_string(),
+        }),
+        Err(_) => Err(HarnessError::DockerUnavailable {
+            reason: format!("inspecting image {image} took longer than {API_TIMEOUT:?}"),
+        }),
+    }
+}
+
+/// Runs one Engine API call to completion from synchronous code: on a helper thread with its
+/// own runtime (so it works inside a current-thread runtime too), waiting at most
+/// [`API_TIMEOUT`].
+pub(super) fn blocking<F, Fut>(
+    index: usize,
+    action: &'static str,
+    docker: Docker,
+    call: F,
+) -> Result<(), HarnessError>
+where
+    F: FnOnce(Docker) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), bollard::errors::Error>>,
+{
+    let (result_tx, result_rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("quorumlock-docker-call".into())
+        .spawn(move || {
+            let result = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|err| Box::new(err) as BoxError)
+                .and_then(|runtime| {
+                    runtime
+                        .block_on(async { tokio::time::timeout(API_TIMEOUT, call(docker)).await })
+                        .map_err(|elapsed| Box::new(elapsed) as BoxError)
+                        .and_then(|result| result.map_err(|err| Box::new(err) as BoxError))
+                });
+            let _ = result_tx.send(result);
+        })?;
+    match result_rx.recv_timeout(API_TIMEOUT + Duration::from_secs(1)) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(source)) => Err(HarnessError::Docker {
+            node: index,
+            action,
+            source,
+        }),
+        Err(_) => Err(HarnessError::Docker {
+            node: index,
+            action,
+            source: format!("no result within {API_TIMEOUT:?}").into(),
+        }),
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// One Engine API call for node `index`, bounded by [`API_TIMEOUT`].
+pub(super) async fn api<T>(
+    index: usize,
+    action: &'static str,
+    call: impl Future<Output = Result<T, bollard::errors::Error>>,
+) -> Result<T, HarnessError> {
+    match tokio::time::timeout(API_TIMEOUT, call).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(source)) => Err(HarnessError::Docker {
+            node: index,
+            action,
+            source: Box::new(source),
+        }),
+        Err(elapsed) => Err(HarnessError::Docker {
+            node: index,
+            action,
+            source: Box::new(elapsed),
+        }),
+    }
+}
+
+pub(super) fn status_of(error: &(dyn std::error::Error + Send + Sync + 'static)) -> Option<u16> {
+    match error.downcast_ref::<bollard::errors::Error>() {
+        Some(bollard::errors::Error::DockerResponseServerError { status_code, .. }) => {
+            Some(*status_code)
+        }
+        _ => None,
+    }
+}
+
+/// Whether a harness error is Docker refusing to start a container because its host port is
+/// taken.
+pub(super) fn is_port_conflict_error(error: &HarnessError) -> bool {
+    matches!(error, HarnessError::Docker { source, .. } if is_port_conflict(source.as_ref()))
+}
+
+/// Whether starting a container failed because its host port is taken.
+pub(super) fn is_port_conflict(error: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
+    let message = error.to_string();
+    message.contains("port is already allocated") || message.contains("address already in use")
+}

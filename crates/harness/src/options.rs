@@ -1,0 +1,220 @@
+//! How to start a cluster: [`ClusterOptions`] and what it chooses, [`Persistence`] and the
+//! [`Backend`] (read from `QUORUMLOCK_BACKEND` here; the type itself is in `backend.rs`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::backend::Backend;
+use crate::env::{BACKEND_ENV, REDIS_SERVER_ENV};
+use crate::error::HarnessError;
+
+impl Backend {
+    /// The backend named by `QUORUMLOCK_BACKEND` ([`BACKEND_ENV`]): `process` or `docker`
+    /// (ASCII case and surrounding blanks ignored); unset or empty means [`Backend::Process`].
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::UnknownBackend`] for any other value.
+    pub fn from_env() -> Result<Backend, HarnessError> {
+        match std::env::var(BACKEND_ENV) {
+            Err(std::env::VarError::NotPresent) => Ok(Backend::Process),
+            Err(std::env::VarError::NotUnicode(value)) => Err(HarnessError::UnknownBackend {
+                value: value.to_string_lossy().into_owned(),
+            }),
+            Ok(value) => value.parse(),
+        }
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = HarnessError;
+
+    /// `process` or `docker` (ASCII case and surrounding blanks ignored); empty means
+    /// [`Backend::Process`].
+    fn from_str(value: &str) -> Result<Backend, HarnessError> {
+        let trimmed = value.trim();
+        if trimmed.is_empty() || trimmed.eq_ignore_ascii_case("process") {
+            Ok(Backend::Process)
+        } else if trimmed.eq_ignore_ascii_case("docker") {
+            Ok(Backend::Docker)
+        } else {
+            Err(HarnessError::UnknownBackend {
+                value: value.to_owned(),
+            })
+        }
+    }
+}
+
+/// What a node keeps across a restart.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Persistence {
+    /// Nothing: no RDB snapshots, no AOF. A node comes back from
+    /// [`kill`](crate::TestCluster::kill), [`stop`](crate::TestCluster::stop) or
+    /// [`restart`](crate::TestCluster::restart) empty (the default).
+    #[default]
+    None,
+    /// `--appendonly yes --appendfsync always`: every write is on disk before it is answered,
+    /// and a node comes back with all its acknowledged data, even after SIGKILL.
+    AofAlways,
+}
+
+/// How to start a [`TestCluster`](crate::TestCluster); build it from `ClusterOptions::default()`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ClusterOptions {
+    pub(crate) nodes: usize,
+    pub(crate) proxies: bool,
+    pub(crate) redis_server: PathBuf,
+    pub(crate) extra_args: Vec<String>,
+    pub(crate) ready_timeout: Duration,
+    pub(crate) backend: Backend,
+    persistence: Persistence,
+    pub(crate) clock_rates: BTreeMap<usize, f64>,
+}
+
+impl Default for ClusterOptions {
+    /// Five nodes, no proxies, the `redis-server` named by
+    /// `QUORUMLOCK_REDIS_SERVER` (or found on `PATH`), no extra arguments,
+    /// ten seconds to become ready, the process backend (whatever
+    /// `QUORUMLOCK_BACKEND` says: use [`Backend::from_env`] to honour it), no
+    /// persistence, every clock at real time.
+    fn default() -> Self {
+        let redis_server = std::env::var_os(REDIS_SERVER_ENV)
+            .filter(|path| !path.is_empty())
+            .map_or_else(|| PathBuf::from("redis-server"), PathBuf::from);
+        ClusterOptions {
+            nodes: 5,
+            proxies: false,
+            redis_server,
+            extra_args: Vec::new(),
+            ready_timeout: Duration::from_secs(10),
+            backend: Backend::Process,
+            persistence: Persistence::None,
+            clock_rates: BTreeMap::new(),
+        }
+    }
+}
+
+impl ClusterOptions {
+    /// Number of `redis-server` processes (default 5).
+    #[must_use]
+    pub fn nodes(mut self, nodes: usize) -> Self {
+        self.nodes = nodes;
+        self
+    }
+
+    /// Puts a [`FaultProxy`](crate::FaultProxy) in front of every node and makes
+    /// [`TestCluster::urls`](crate::TestCluster::urls) point at the proxies (default `false`).
+    #[must_use]
+    pub fn proxies(mut self, proxies: bool) -> Self {
+        self.proxies = proxies;
+        self
+    }
+
+    /// The `redis-server` binary to run. A wrapper script must `exec` the
+    /// server: the harness recognises its server by the process id it reports.
+    #[must_use]
+    pub fn redis_server(mut self, path: impl Into<PathBuf>) -> Self {
+        self.redis_server = path.into();
+        self
+    }
+
+    /// Extra command-line arguments for every `redis-server`, appended after
+    /// the harness's own (so they can override them), e.g.
+    /// `["--maxmemory", "10mb"]`.
+    #[must_use]
+    pub fn extra_args(mut self, args: Vec<String>) -> Self {
+        self.extra_args = args;
+        self
+    }
+
+    /// How long each node may take to answer after being started (default 10 s).
+    #[must_use]
+    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
+        self.ready_timeout = timeout;
+        self
+    }
+
+    /// Where the nodes run (default [`Backend::Process`]). [`Backend::Docker`] needs the
+    /// `docker` cargo feature; without it [`TestCluster::start`](crate::TestCluster::start)
+    /// fails with [`HarnessError::BackendNotCompiled`]. The `redis_server` setting only applies
+    /// to processes; containers run the image named by `QUORUMLOCK_REDIS_IMAGE`.
+    #[must_use]
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// What every node keeps across restarts (default [`Persistence::None`]).
+    #[must_use]
+    pub fn persistence(mut self, persistence: Persistence) -> Self {
+        self.persistence = persistence;
+        self
+    }
+
+    /// Makes node `node`'s clocks (wall and monotonic) run at `rate` times real time, from the
+    /// moment it starts (and again from each restart): with `10.0` a `PX 2000` key expires
+    /// after 200 ms, with `0.5` after 4 s. Setting a node again replaces its rate.
+    ///
+    /// Done with libfaketime (`LD_PRELOAD`, `FAKETIME="+0 x<rate>"`): processes need it
+    /// installed (Debian package `faketime`; see [`LIBFAKETIME_ENV`](crate::LIBFAKETIME_ENV)),
+    /// containers need it in the image (`scripts/redis-image.sh` puts it there). `libc.so.6` is
+    /// preloaded after it so that glibc's allocator serves `malloc`: libfaketime's lazy
+    /// initialisation deadlocks inside jemalloc's, which Debian's `redis-server` links.
+    ///
+    /// Checked by [`TestCluster::start`](crate::TestCluster::start):
+    /// [`HarnessError::InvalidClockRate`] unless `rate` is finite and above zero,
+    /// [`HarnessError::NoSuchNode`] if `node` is out of range.
+    #[must_use]
+    pub fn clock_rate(mut self, node: usize, rate: f64) -> Self {
+        self.clock_rates.insert(node, rate);
+        self
+    }
+
+    /// Checks the per-node settings against the node count.
+    pub(crate) fn validate(&self) -> Result<(), HarnessError> {
+        for (&node, &rate) in &self.clock_rates {
+            if node >= self.nodes {
+                return Err(HarnessError::NoSuchNode(node));
+            }
+            if !rate.is_finite() || rate <= 0.0 {
+                return Err(HarnessError::InvalidClockRate { node, rate });
+            }
+        }
+        Ok(())
+    }
+
+    /// `redis-server` arguments shared by both backends: persistence, then the extra arguments.
+    pub(crate) fn persistence_args(&self) -> Vec<String> {
+        let mut args: Vec<String> = vec!["--save".into(), String::new()];
+        match self.persistence {
+            Persistence::None => args.extend(["--appendonly".into(), "no".into()]),
+            Persistence::AofAlways => args.extend([
+                "--appendonly".into(),
+                "yes".into(),
+                "--appendfsync".into(),
+                "always".into(),
+            ]),
+        }
+        args
+    }
+
+    /// `FAKETIME` and `LD_PRELOAD` for node `index`, if it has a clock rate; `libfaketime` is
+    /// the library's path where the server runs.
+    pub(crate) fn clock_env(
+        &self,
+        index: usize,
+        libfaketime: &Path,
+    ) -> Option<[(String, String); 2]> {
+        let rate = self.clock_rates.get(&index)?;
+        Some([
+            ("FAKETIME".to_owned(), format!("+0 x{rate}")),
+            (
+                "LD_PRELOAD".to_owned(),
+                format!("{} libc.so.6", libfaketime.display()),
+            ),
+        ])
+    }
+}
