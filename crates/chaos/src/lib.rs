@@ -7,12 +7,12 @@
 //! - [`Scenario`]: the named scenarios, each declaring whether Redlock should stay safe.
 //! - [`run`]: runs a scenario on a local [`TestCluster`](quorumlock_harness::TestCluster) (or, for
 //!   client-side scenarios, on the user's nodes) and checks the history; its
-//!   [`ScenarioReport`] tells with [`Verdict`] whether the run came out as the
+//!   [`ScenarioReport`] tells with [`ExpectedVsObserved`] whether the run came out as the
 //!   scenario predicts.
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use quorumlock_chaos::{Verdict, RunOptions, Scenario, run};
+//! use quorumlock_chaos::{ExpectedVsObserved, RunOptions, Scenario, run};
 //!
 //! # async fn demo() -> Result<(), quorumlock_chaos::ChaosError> {
 //! let report = run(
@@ -21,7 +21,7 @@
 //! )
 //! .await?;
 //! assert!(report.check.violations.is_empty());
-//! assert_eq!(report.verdict(), Verdict::AsExpected);
+//! assert_eq!(report.expected_vs_observed(), ExpectedVsObserved::AsExpected);
 //! # Ok(()) }
 //! ```
 //!
@@ -38,5 +38,5 @@ mod scenario;
 
 pub use checker::{CheckReport, check};
 pub use history::{History, Recorder};
-pub use run::{ChaosError, LOCAL_NODES, RunOptions, ScenarioReport, Verdict, run};
+pub use run::{ChaosError, ExpectedVsObserved, LOCAL_NODES, RunOptions, ScenarioReport, run};
 pub use scenario::{Scenario, UnknownScenario};

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
 use quorumlock_chaos::history::Hold;
-use quorumlock_chaos::{RunOptions, Scenario, ScenarioReport, Verdict, run};
+use quorumlock_chaos::{ExpectedVsObserved, RunOptions, Scenario, ScenarioReport, run};
 use quorumlock_harness::{Backend, ClusterOptions};
 
 /// Arguments of `quorumlock chaos`.
@@ -214,9 +214,9 @@ fn progress_bar(scenarios: usize, duration: Duration) -> ProgressBar {
 fn summarize(reports: &[ScenarioReport], errors: &[(Scenario, String)]) -> Result<(), String> {
     let mut failed = Vec::new();
     for report in reports {
-        match report.verdict() {
-            Verdict::AsExpected => {}
-            Verdict::UnexpectedViolation => {
+        match report.expected_vs_observed() {
+            ExpectedVsObserved::AsExpected => {}
+            ExpectedVsObserved::UnexpectedViolation => {
                 println!(
                     "FAIL {}: expected safe, but {} violation(s) and {} stale write(s)",
                     report.scenario,
@@ -225,7 +225,7 @@ fn summarize(reports: &[ScenarioReport], errors: &[(Scenario, String)]) -> Resul
                 );
                 failed.push(report.scenario.name());
             }
-            Verdict::NotDemonstrated => println!(
+            ExpectedVsObserved::NotDemonstrated => println!(
                 "self-check: {} is known to be unsafe, but this run showed no violation and no \
                  stale write (run it longer to demonstrate the hazard{})",
                 report.scenario,
@@ -277,9 +277,9 @@ fn table(reports: &[ScenarioReport]) -> String {
     for report in reports {
         let check = &report.check;
         let failures = check.availability.failures;
-        let verdict = match (report.verdict(), check.is_safe()) {
-            (Verdict::UnexpectedViolation, _) => "VIOLATED",
-            (Verdict::NotDemonstrated, _) => "not shown",
+        let observed = match (report.expected_vs_observed(), check.is_safe()) {
+            (ExpectedVsObserved::UnexpectedViolation, _) => "VIOLATED",
+            (ExpectedVsObserved::NotDemonstrated, _) => "not shown",
             (_, true) => "safe",
             (_, false) => "unsafe, shown",
         };
@@ -291,7 +291,7 @@ fn table(reports: &[ScenarioReport]) -> String {
                 "unsafe"
             }
             .to_owned(),
-            verdict.to_owned(),
+            observed.to_owned(),
             check.violations.len().to_string(),
             check.stale_writes.len().to_string(),
             format!("{:.1}", check.availability.acquired_per_sec),

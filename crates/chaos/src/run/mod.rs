@@ -28,7 +28,7 @@ use workload::{ClientPlan, run_client};
 
 pub use error::ChaosError;
 pub use options::RunOptions;
-pub use report::{ScenarioReport, Verdict};
+pub use report::{ExpectedVsObserved, ScenarioReport};
 
 /// Nodes of a cluster the runner starts itself (the scenarios name nodes 0–4).
 pub const LOCAL_NODES: usize = 5;

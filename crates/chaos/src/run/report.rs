@@ -1,5 +1,5 @@
 //! The result of one run: [`ScenarioReport`] (what the checker found, and the history), and
-//! [`Verdict`], whether it came out as the scenario predicts.
+//! [`ExpectedVsObserved`], whether it came out as the scenario predicts.
 
 use serde::Serialize;
 
@@ -8,11 +8,11 @@ use crate::history::History;
 use crate::scenario::Scenario;
 
 /// Whether a run came out as its scenario predicts: the scenario's expected safety against what
-/// the checker observed.
+/// the checker observed. (Not to be confused with the lock's own vote tally on an acquisition.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
-pub enum Verdict {
+pub enum ExpectedVsObserved {
     /// Expected safe and safe, or expected unsafe and a violation or stale write was shown.
     AsExpected,
     /// Expected safe, yet a violation or stale write was found: a bug (or broken assumptions).
@@ -50,11 +50,11 @@ pub struct ScenarioReport {
 
 impl ScenarioReport {
     /// Whether the run came out as predicted.
-    pub fn verdict(&self) -> Verdict {
+    pub fn expected_vs_observed(&self) -> ExpectedVsObserved {
         match (self.expected_safe, self.check.is_safe()) {
-            (true, true) | (false, false) => Verdict::AsExpected,
-            (true, false) => Verdict::UnexpectedViolation,
-            (false, true) => Verdict::NotDemonstrated,
+            (true, true) | (false, false) => ExpectedVsObserved::AsExpected,
+            (true, false) => ExpectedVsObserved::UnexpectedViolation,
+            (false, true) => ExpectedVsObserved::NotDemonstrated,
         }
     }
 }
