@@ -338,7 +338,7 @@ fn write_json(
         .iter()
         .map(|(scenario, error)| (scenario.name(), error.as_str()))
         .collect();
-    crate::write_json_file(
+    crate::json::write_json_file(
         path,
         &serde_json::json!({ "reports": reports, "errors": errors }),
     )
