@@ -2,12 +2,13 @@
 //! five local ones it starts itself; benchmark it; run chaos scenarios.
 //!
 //! This file is the clap wiring only: each subcommand lives in its own module ([`demo`],
-//! [`bench`], [`chaos`]), over the shared [`json`] output.
+//! [`bench`], [`chaos`]), over what they share: [`json`] output and [`svg`] plot helpers.
 
 mod bench;
 mod chaos;
 mod demo;
 mod json;
+mod svg;
 
 use std::process::ExitCode;
 

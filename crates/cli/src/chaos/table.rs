@@ -1,0 +1,86 @@
+//! The results table of `quorumlock chaos`: one row per scenario run.
+
+use std::fmt::Write as _;
+
+use quorumlock_chaos::{ExpectedVsObserved, ScenarioReport};
+
+/// `safe` or `unsafe`: what the scenario expects of Redlock.
+pub(super) fn expected(report: &ScenarioReport) -> &'static str {
+    if report.expected_safe {
+        "safe"
+    } else {
+        "unsafe"
+    }
+}
+
+/// Microseconds as milliseconds with one decimal.
+fn ms(us: u64) -> String {
+    format!("{:.1}", us as f64 / 1000.0)
+}
+
+/// The results table, one row per scenario.
+pub(super) fn table(reports: &[ScenarioReport]) -> String {
+    let header = [
+        "scenario",
+        "expected",
+        "verdict",
+        "violations",
+        "stale writes",
+        "acq/s",
+        "held",
+        "unavail",
+        "expired",
+        "other",
+        "p50 ms",
+        "p99 ms",
+    ];
+    let mut rows = vec![header.map(String::from).to_vec()];
+    for report in reports {
+        let check = &report.check;
+        let failures = check.availability.failures;
+        let observed = match (report.expected_vs_observed(), check.is_safe()) {
+            (ExpectedVsObserved::UnexpectedViolation, _) => "VIOLATED",
+            (ExpectedVsObserved::NotDemonstrated, _) => "not shown",
+            (_, true) => "safe",
+            (_, false) => "unsafe, shown",
+        };
+        rows.push(vec![
+            report.scenario.name().to_owned(),
+            expected(report).to_owned(),
+            observed.to_owned(),
+            check.violations.len().to_string(),
+            check.stale_writes.len().to_string(),
+            format!("{:.1}", check.availability.acquired_per_sec),
+            failures.held.to_string(),
+            failures.unavailable.to_string(),
+            failures.validity_expired.to_string(),
+            failures.other.to_string(),
+            ms(check.acquire_latency.p50_us),
+            ms(check.acquire_latency.p99_us),
+        ]);
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for (i, row) in rows.iter().enumerate() {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (cell, &w))| {
+                if c < 3 {
+                    format!("{cell:<w$}")
+                } else {
+                    format!("{cell:>w$}")
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+        if i == 0 {
+            let total = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+            let _ = writeln!(out, "{}", "-".repeat(total));
+        }
+    }
+    out
+}
