@@ -8,6 +8,7 @@
 //! Without `--nodes` everything runs against local `redis-server` processes on 127.0.0.1 that
 //! the command starts and stops itself. Every loop is bounded both in count and in time.
 
+mod alloc;
 mod faults;
 mod loops;
 mod plan;
@@ -18,12 +19,13 @@ mod report;
 mod scenarios;
 mod stats;
 mod table;
+mod targets;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use quorumlock::{Lock, LockOptions, RetryPolicy};
-use quorumlock_harness::{ClusterOptions, CountingAllocator, TestCluster};
+use quorumlock_harness::{ClusterOptions, TestCluster};
 
 use faults::fault_scenarios;
 use plan::{Plan, TARGET_NODES};
@@ -32,12 +34,8 @@ use progress::Progress;
 use report::{Machine, Report, cpu_model, redis_version};
 use scenarios::Subject;
 use stats::fill_ratios;
-use table::{evaluate_targets, render};
-
-/// Counts every allocation the process makes (all threads), so that a quiet sequential loop can
-/// report allocations per acquire+release cycle.
-#[global_allocator]
-static ALLOC: CountingAllocator = CountingAllocator::new();
+use table::render;
+use targets::evaluate_targets;
 
 /// Compare the quorum lock with the single-node lock, side by side in one run.
 #[derive(clap::Args, Debug)]

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::plan::Plan;
 use super::stats::Row;
-use super::table::Target;
+use super::targets::Target;
 
 /// Facts about where the run happened.
 #[derive(Debug, Clone, Serialize)]
