@@ -2,13 +2,15 @@
 //! five local ones it starts itself; benchmark it; run chaos scenarios.
 //!
 //! This file is the clap wiring only: each subcommand lives in its own module ([`demo`],
-//! [`bench`], [`chaos`]), over what they share: [`json`] output and [`svg`] plot helpers.
+//! [`bench`], [`chaos`]), over what they share: [`json`] output, [`svg`] plot helpers and
+//! [`text_table`]s.
 
 mod bench;
 mod chaos;
 mod demo;
 mod json;
 mod svg;
+mod text_table;
 
 use std::process::ExitCode;
 

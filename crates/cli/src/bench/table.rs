@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::report::Report;
+use crate::text_table::aligned;
 
 pub(super) fn fmt_us(v: f64) -> String {
     if v >= 10_000.0 {
@@ -61,34 +62,7 @@ pub(super) fn render(report: &Report) -> String {
             fmt_ratio(r.vs_healthy.map(|x| x.p99)),
         ]);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| {
-            table
-                .iter()
-                .map(|row| row[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for (i, row) in table.iter().enumerate() {
-        let line: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(|(c, cell)| {
-                let pad = widths[c].saturating_sub(cell.chars().count());
-                if c < 2 {
-                    format!("{cell}{}", " ".repeat(pad))
-                } else {
-                    format!("{}{cell}", " ".repeat(pad))
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", line.join("  ").trim_end());
-        if i == 0 {
-            let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
-            let _ = writeln!(out, "{}", "-".repeat(total));
-        }
-    }
+    out.push_str(&aligned(&table, 2));
     let _ = writeln!(
         out,
         "\n×1 = ratio to the single-node lock in the same scenario (ops: higher is better);\n\

@@ -1,8 +1,8 @@
 //! The results table of `quorumlock chaos`: one row per scenario run.
 
-use std::fmt::Write as _;
-
 use quorumlock_chaos::{ExpectedVsObserved, ScenarioReport};
+
+use crate::text_table::aligned;
 
 /// `safe` or `unsafe`: what the scenario expects of Redlock.
 pub(super) fn expected(report: &ScenarioReport) -> &'static str {
@@ -59,28 +59,5 @@ pub(super) fn table(reports: &[ScenarioReport]) -> String {
             ms(check.acquire_latency.p99_us),
         ]);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for (i, row) in rows.iter().enumerate() {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(c, (cell, &w))| {
-                if c < 3 {
-                    format!("{cell:<w$}")
-                } else {
-                    format!("{cell:>w$}")
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
-        if i == 0 {
-            let total = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
-            let _ = writeln!(out, "{}", "-".repeat(total));
-        }
-    }
-    out
+    aligned(&rows, 3)
 }
