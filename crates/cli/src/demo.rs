@@ -6,18 +6,26 @@ use std::time::{Duration, Instant};
 use quorumlock::{Error, Lock, LockOptions, NodeOutcome, RetryPolicy};
 use quorumlock_harness::{ClusterOptions, TestCluster};
 
+use crate::flags::{self, NODES_ENV};
+
 /// Arguments of `quorumlock demo`.
 #[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Examples:
+  quorumlock demo
+  quorumlock demo --ttl 30s --resource orders
+  quorumlock demo --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379
+  QUORUMLOCK_NODES=redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379 quorumlock demo")]
 pub struct DemoArgs {
     /// Comma-separated node URLs (redis://[user:password@]host:port[/db]).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', env = NODES_ENV)]
     nodes: Vec<String>,
     /// The resource to lock.
     #[arg(long, default_value = "demo")]
     resource: String,
-    /// Lock TTL in milliseconds.
-    #[arg(long, default_value_t = 10_000)]
-    ttl_ms: u64,
+    /// Lock TTL, e.g. `10s`, `500ms`.
+    #[arg(long, default_value = "10s", value_parser = flags::duration)]
+    ttl: Duration,
 }
 
 /// Runs `quorumlock demo`: on the given nodes, or on five local `redis-server` processes it
@@ -26,10 +34,9 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
     let DemoArgs {
         nodes,
         resource,
-        ttl_ms,
+        ttl,
     } = args;
     let resource = resource.as_str();
-    let ttl = Duration::from_millis(ttl_ms);
     // Kept alive until the end of the demo: dropping it stops the servers.
     let mut local = None;
     let urls = if nodes.is_empty() {

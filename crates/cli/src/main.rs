@@ -2,12 +2,13 @@
 //! five local ones it starts itself; benchmark it; run chaos scenarios.
 //!
 //! This file is the clap wiring only: each subcommand lives in its own module ([`demo`],
-//! [`bench`], [`chaos`]), over what they share: [`json`] output, [`svg`] plot helpers and
-//! [`text_table`]s.
+//! [`bench`], [`chaos`]), over what they share: the [`flags`] conventions, [`json`] output,
+//! [`svg`] plot helpers and [`text_table`]s.
 
 mod bench;
 mod chaos;
 mod demo;
+mod flags;
 mod json;
 mod svg;
 mod text_table;
@@ -61,6 +62,36 @@ async fn main() -> ExitCode {
         Err(message) => {
             eprintln!("error: {message}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_wiring_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_duration_flag_takes_a_unit() {
+        for args in [
+            &["quorumlock", "demo", "--ttl", "500ms"][..],
+            &["quorumlock", "bench", "--ttl", "2s"],
+            &["quorumlock", "chaos", "--ttl", "400ms", "--duration", "1m"],
+        ] {
+            assert!(Cli::try_parse_from(args).is_ok(), "{args:?}");
+        }
+        for args in [
+            &["quorumlock", "demo", "--ttl-ms", "500"][..],
+            &["quorumlock", "bench", "--ttl", "2000"],
+            &["quorumlock", "chaos", "--duration", "10"],
+        ] {
+            assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
         }
     }
 }

@@ -15,27 +15,35 @@ use indicatif::{ProgressBar, ProgressStyle};
 use quorumlock_chaos::{ExpectedVsObserved, RunOptions, Scenario, ScenarioReport, run};
 use quorumlock_harness::{Backend, ClusterOptions};
 
+use crate::flags::{self, NODES_ENV};
 use crate::json::write_json_file;
 use plots::plot;
 use table::table;
 
 /// Arguments of `quorumlock chaos`.
 #[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  quorumlock chaos --scenario all --duration 2s
+  quorumlock chaos --scenario minority-crash,clock-fast --plots timelines/ --json chaos.json
+  quorumlock chaos --scenario restart-no-persistence --ttl 2s --duration 20s --backend docker
+  quorumlock chaos --scenario client-stall --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379")]
 pub struct ChaosArgs {
-    /// A scenario name, several separated by commas, or `all`. Scenarios: baseline, minority-crash, minority-freeze,
-    /// minority-latency, majority-latency, partition-minority, partition-majority,
-    /// restart-no-persistence, restart-delayed, restart-aof, clock-fast, client-stall.
+    /// A scenario name, several separated by commas, or `all`. Scenarios: baseline,
+    /// minority-crash, minority-freeze, minority-latency, majority-latency, partition-minority,
+    /// partition-majority, restart-no-persistence, restart-delayed, restart-aof, clock-fast,
+    /// client-stall.
     #[arg(long, default_value = "all")]
     scenario: String,
     /// How long each scenario runs, e.g. `10s`, `1500ms`, `2m`.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = flags::duration)]
     duration: Duration,
     /// Where local nodes run (default: $QUORUMLOCK_BACKEND, else `process`).
     #[arg(long, value_enum)]
     backend: Option<BackendArg>,
     /// Comma-separated URLs of your own Redis masters. Then only the scenarios that need no
     /// control over the nodes run (baseline, client-stall).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', env = NODES_ENV)]
     nodes: Vec<String>,
     /// Write every report, with its full history, as JSON to this file.
     #[arg(long)]
@@ -43,9 +51,9 @@ pub struct ChaosArgs {
     /// Write an SVG timeline per scenario into this directory.
     #[arg(long)]
     plots: Option<PathBuf>,
-    /// Lock TTL in milliseconds (short, so that expiry matters).
-    #[arg(long, default_value_t = 400)]
-    ttl_ms: u64,
+    /// Lock TTL, e.g. `400ms`, `2s` (short, so that expiry matters).
+    #[arg(long, default_value = "400ms", value_parser = flags::duration)]
+    ttl: Duration,
     /// Contending client tasks.
     #[arg(long, default_value_t = 12)]
     clients: usize,
@@ -59,28 +67,8 @@ pub struct ChaosArgs {
 enum BackendArg {
     /// `redis-server` processes on this machine.
     Process,
-    /// Docker containers (needs the `docker` cargo feature and a local image, see
-    /// `scripts/redis-image.sh`).
+    /// Docker containers (needs a local image, see `scripts/redis-image.sh`).
     Docker,
-}
-
-/// Parses `10s`, `1500ms`, `2m`, or a plain number of seconds.
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = match text.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
-        Some(at) => text.split_at(at),
-        None => (text, "s"),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration {text:?} (try 10s, 1500ms, 2m)"))?;
-    let seconds = match unit.trim() {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        other => return Err(format!("unknown unit {other:?} in {text:?} (ms, s, m)")),
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("invalid duration {text:?}: {e}"))
 }
 
 /// The backend from `--backend`, else from `QUORUMLOCK_BACKEND`, else processes.
@@ -104,7 +92,7 @@ pub async fn run_chaos(args: ChaosArgs) -> Result<(), String> {
     };
     let mut options = RunOptions::new()
         .duration(args.duration)
-        .ttl(Duration::from_millis(args.ttl_ms))
+        .ttl(args.ttl)
         .clients(args.clients)
         .resources(args.resources);
     if args.nodes.is_empty() {
@@ -236,7 +224,7 @@ fn summarize(reports: &[ScenarioReport], errors: &[(Scenario, String)]) -> Resul
                  stale write (run it longer to demonstrate the hazard{})",
                 report.scenario,
                 if report.scenario == Scenario::RestartNoPersistence {
-                    "; the TTL must exceed a node's restart time, e.g. --ttl-ms 2000 on docker"
+                    "; the TTL must exceed a node's restart time, e.g. --ttl 2s on docker"
                 } else {
                     ""
                 }
@@ -272,19 +260,4 @@ fn write_json(
         path,
         &serde_json::json!({ "reports": reports, "errors": errors }),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert!(parse_duration("3h").is_err());
-        assert!(parse_duration("x").is_err());
-    }
 }
