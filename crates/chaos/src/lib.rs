@@ -1,4 +1,4 @@
-//! Chaos testing for Redlock (feature `chaos`): named fault scenarios, a recorded history of
+//! Chaos testing for Redlock with [`quorumlock`]: named fault scenarios, a recorded history of
 //! every hold and protected write, and a checker that proves or disproves mutual exclusion.
 //!
 //! - [`history`]: what happened, on one monotonic clock ([`History`], [`Recorder`]).
@@ -6,11 +6,13 @@
 //!   (violations), stale writes, availability, latency.
 //! - [`Scenario`]: the named scenarios, each declaring whether Redlock should stay safe.
 //! - [`run`]: runs a scenario on a local [`TestCluster`](quorumlock_harness::TestCluster) (or, for
-//!   client-side scenarios, on the user's nodes) and checks the history.
+//!   client-side scenarios, on the user's nodes) and checks the history; its
+//!   [`ScenarioReport`] tells with [`ExpectedVsObserved`] whether the run came out as the
+//!   scenario predicts.
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use quorumlock_chaos::{RunOptions, Scenario, run};
+//! use quorumlock_chaos::{ExpectedVsObserved, RunOptions, Scenario, run};
 //!
 //! # async fn demo() -> Result<(), quorumlock_chaos::ChaosError> {
 //! let report = run(
@@ -19,10 +21,15 @@
 //! )
 //! .await?;
 //! assert!(report.check.violations.is_empty());
+//! assert_eq!(report.expected_vs_observed(), ExpectedVsObserved::AsExpected);
 //! # Ok(()) }
 //! ```
 //!
-//! See `docs/chaos.md` for what each scenario demonstrates.
+//! The crate feature `docker` lets the scenarios run on the harness's Docker backend too
+//! ([`ClusterOptions::backend`](quorumlock_harness::ClusterOptions::backend), passed in with
+//! [`RunOptions::cluster`]). See `docs/chaos.md` in the repository for what each scenario
+//! demonstrates, and the `quorumlock chaos` command (crate `quorumlock-cli`) to run them from a
+//! shell.
 
 pub mod checker;
 pub mod history;
@@ -31,5 +38,5 @@ mod scenario;
 
 pub use checker::{CheckReport, check};
 pub use history::{History, Recorder};
-pub use run::{ChaosError, LOCAL_NODES, RunOptions, ScenarioReport, Verdict, run};
+pub use run::{ChaosError, ExpectedVsObserved, LOCAL_NODES, RunOptions, ScenarioReport, run};
 pub use scenario::{Scenario, UnknownScenario};

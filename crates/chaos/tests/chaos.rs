@@ -1,5 +1,5 @@
-//! Chaos scenarios against real redis-server processes (feature `chaos`), and the history
-//! checker on hand-made histories.
+//! Chaos scenarios against real redis-server processes, and the history checker on hand-made
+//! histories.
 //!
 //! Each scenario runs for a few seconds. What is asserted are logical facts from the checker:
 //! the unsafe scenarios show violations (or stale writes), the safe ones show none.

@@ -11,7 +11,7 @@ use hdrhistogram::Histogram;
 use quorumlock::{Error, Lock, RetryPolicy};
 use tokio::task::JoinHandle;
 
-use super::ALLOC;
+use super::alloc::ALLOC;
 use super::plan::{SETTLE_CAP, SETTLE_EVERY, THROUGHPUT_MAX_OPS, WARMUP};
 use super::stats::{Tally, new_histogram, record};
 

@@ -8,6 +8,7 @@
 //! Without `--nodes` everything runs against local `redis-server` processes on 127.0.0.1 that
 //! the command starts and stops itself. Every loop is bounded both in count and in time.
 
+mod alloc;
 mod faults;
 mod loops;
 mod plan;
@@ -18,12 +19,15 @@ mod report;
 mod scenarios;
 mod stats;
 mod table;
+mod targets;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use quorumlock::{Lock, LockOptions, RetryPolicy};
-use quorumlock_harness::{ClusterOptions, CountingAllocator, TestCluster};
+use quorumlock_harness::{ClusterOptions, TestCluster};
+
+use crate::flags::{self, NODES_ENV};
 
 use faults::fault_scenarios;
 use plan::{Plan, TARGET_NODES};
@@ -32,21 +36,23 @@ use progress::Progress;
 use report::{Machine, Report, cpu_model, redis_version};
 use scenarios::Subject;
 use stats::fill_ratios;
-use table::{evaluate_targets, render};
-
-/// Counts every allocation the process makes (all threads), so that a quiet sequential loop can
-/// report allocations per acquire+release cycle.
-#[global_allocator]
-static ALLOC: CountingAllocator = CountingAllocator::new();
+use table::render;
+use targets::evaluate_targets;
 
 /// Compare the quorum lock with the single-node lock, side by side in one run.
 #[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Examples:
+  quorumlock bench --quick
+  quorumlock bench --json bench.json --plots bench-plots/
+  quorumlock bench --ttl 2s --contenders 32
+  quorumlock bench --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379")]
 pub struct BenchArgs {
     /// Comma-separated node URLs of your own deployment (redis://host:port). The first one is
     /// the single-node baseline, all of them form the quorum. Scenarios that need fault proxies
     /// (slow minority, hung node) are skipped. Without it, local redis-server processes on
     /// 127.0.0.1 are started and stopped.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', env = NODES_ENV)]
     nodes: Vec<String>,
     /// A short run: the whole command finishes in well under a minute.
     #[arg(long)]
@@ -60,15 +66,28 @@ pub struct BenchArgs {
     /// Tasks contending for one key in the hand-off scenario.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(2..=256))]
     contenders: u16,
-    /// Lock TTL in milliseconds (the per-node timeout defaults to TTL / 10, at most 50 ms).
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
-    ttl_ms: u64,
+    /// Lock TTL, from 1ms to 24h, e.g. `10s`, `500ms` (the per-node timeout defaults to TTL / 10,
+    /// at most 50 ms).
+    #[arg(long, default_value = "10s", value_parser = ttl)]
+    ttl: Duration,
+}
+
+/// The longest `--ttl`.
+const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Parses `--ttl`: a duration from 1 ms to [`MAX_TTL`].
+fn ttl(text: &str) -> Result<Duration, String> {
+    let ttl = flags::duration(text)?;
+    if ttl < Duration::from_millis(1) || ttl > MAX_TTL {
+        return Err(format!("{text} is not between 1ms and 24h"));
+    }
+    Ok(ttl)
 }
 
 /// Runs `quorumlock bench`.
 pub async fn run(args: BenchArgs) -> Result<(), String> {
     let plan = Plan::new(args.quick);
-    let ttl = Duration::from_millis(args.ttl_ms);
+    let ttl = args.ttl;
     let prefix = format!(
         "quorumlock-bench:{}:{:08x}:",
         std::process::id(),
@@ -183,7 +202,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         quick: args.quick,
         machine,
         plan,
-        ttl_ms: args.ttl_ms,
+        ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
         node_timeout_ms,
         rows,
         targets,

@@ -2,16 +2,12 @@
 
 use std::path::Path;
 
-use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::report::Report;
 use super::stats::Row;
 use super::table::fmt_us;
-
-fn draw_err<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> String + '_ {
-    move |e| format!("drawing {}: {e}", path.display())
-}
+use crate::svg::{draw_err, finish};
 
 pub(super) fn write_plots(dir: &Path, report: &Report) -> Result<Vec<String>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
@@ -226,22 +222,4 @@ fn plot_throughput(path: &Path, report: &Report) -> Result<bool, String> {
     }
     finish(&mut chart, &root, SeriesLabelPosition::UpperLeft, path)?;
     Ok(true)
-}
-
-/// Draws the legend at `position` and writes the file.
-fn finish<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
-    chart: &mut ChartContext<'a, DB, CT>,
-    root: &DrawingArea<DB, Shift>,
-    position: SeriesLabelPosition,
-    path: &Path,
-) -> Result<(), String> {
-    let err = draw_err(path);
-    chart
-        .configure_series_labels()
-        .position(position)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()
-        .map_err(&err)?;
-    root.present().map_err(&err)
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::plan::Plan;
 use super::stats::Row;
-use super::table::Target;
+use super::targets::Target;
 
 /// Facts about where the run happened.
 #[derive(Debug, Clone, Serialize)]
@@ -35,7 +35,7 @@ pub(super) struct Report {
 impl Report {
     /// Writes the report as pretty-printed JSON to `path`.
     pub(super) fn write_json(&self, path: &Path) -> Result<(), String> {
-        crate::write_json_file(path, self)
+        crate::json::write_json_file(path, self)
     }
 }
 

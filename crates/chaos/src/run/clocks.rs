@@ -1,0 +1,130 @@
+//! The fast-clock fault of [`Scenario::ClockFast`](crate::Scenario::ClockFast): nodes 0–2 count
+//! time [`FAST_CLOCK_RATE`] times too fast, for real (libfaketime, through the cluster options)
+//! or, where that is not available, emulated by shortening every new key's expiry.
+
+use std::time::{Duration, Instant};
+
+use quorumlock_harness::{ClusterOptions, TestCluster};
+use redis::aio::MultiplexedConnection;
+
+use super::error::ChaosError;
+use crate::history::Recorder;
+
+/// Speed factor of the fast clocks.
+const FAST_CLOCK_RATE: f64 = 10.0;
+/// The nodes whose clocks run fast.
+const FAST_NODES: [usize; 3] = [0, 1, 2];
+/// How long the clock-rate check watches a node's clock.
+const CLOCK_CHECK: Duration = Duration::from_millis(100);
+/// How often the clock emulation looks for new keys.
+const SKEW_POLL: Duration = Duration::from_millis(2);
+
+/// `cluster` with the clocks of nodes 0–2 running [`FAST_CLOCK_RATE`] times too fast.
+pub(super) fn with_fast_clocks(mut cluster: ClusterOptions) -> ClusterOptions {
+    for node in FAST_NODES {
+        cluster = cluster.clock_rate(node, FAST_CLOCK_RATE);
+    }
+    cluster
+}
+
+/// Nodes 0–2 count time [`FAST_CLOCK_RATE`] times too fast until `deadline`: every key they
+/// store expires after TTL / rate.
+///
+/// Where the nodes' clocks do not actually run fast (measured with `TIME`), it is emulated: a
+/// key's expiry is shortened to a tenth of what is left as soon as it is seen (within a few
+/// milliseconds), which is what a node clock running that fast does to it.
+pub(super) async fn fast_clocks(
+    cluster: &TestCluster,
+    keys: Vec<Vec<u8>>,
+    recorder: &Recorder,
+    deadline: Instant,
+    notes: &mut Vec<String>,
+) -> Result<(), ChaosError> {
+    let nodes = FAST_NODES;
+    let mut connections = Vec::new();
+    for node in nodes {
+        connections.push(cluster.connection(node).await?);
+    }
+    let rates = futures::future::try_join_all(connections.iter_mut().map(clock_rate)).await?;
+    if rates.iter().all(|&rate| rate > FAST_CLOCK_RATE / 2.0) {
+        notes.push(format!(
+            "clocks of nodes 0,1,2 run fast (libfaketime); measured rates {}",
+            rates
+                .iter()
+                .map(|rate| format!("×{rate:.1}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        let fault = recorder.fault(format!("clock ×{FAST_CLOCK_RATE}"), &nodes);
+        tokio::time::sleep_until(deadline.into()).await;
+        recorder.lift(fault);
+        return Ok(());
+    }
+    notes.push(format!(
+        "clock ×{FAST_CLOCK_RATE} emulated (node clocks measured at ×{:.1}): each new key's \
+         remaining TTL is divided by {FAST_CLOCK_RATE} within {SKEW_POLL:?} of being set",
+        rates.first().copied().unwrap_or(1.0)
+    ));
+    let fault = recorder.fault(format!("clock ×{FAST_CLOCK_RATE}"), &nodes);
+    let script = redis::Script::new(SHORTEN_NEW_KEY);
+    // The token last shortened, per node and key.
+    let mut seen: Vec<Vec<Option<String>>> = vec![vec![None; keys.len()]; nodes.len()];
+    let polls = deadline
+        .saturating_duration_since(Instant::now())
+        .as_millis()
+        / SKEW_POLL.as_millis().max(1)
+        + 1;
+    for _ in 0..polls {
+        if Instant::now() >= deadline {
+            break;
+        }
+        for (connection, seen) in connections.iter_mut().zip(seen.iter_mut()) {
+            for (key, last) in keys.iter().zip(seen.iter_mut()) {
+                let token: Option<String> = script
+                    .key(key.as_slice())
+                    .arg(last.as_deref().unwrap_or(""))
+                    .arg(FAST_CLOCK_RATE)
+                    .invoke_async(connection)
+                    .await?;
+                if token.is_some() {
+                    *last = token;
+                }
+            }
+        }
+        tokio::time::sleep(SKEW_POLL).await;
+    }
+    recorder.lift(fault);
+    Ok(())
+}
+
+/// How fast a node's wall clock runs against ours, watched over [`CLOCK_CHECK`].
+async fn clock_rate(connection: &mut MultiplexedConnection) -> Result<f64, ChaosError> {
+    async fn node_time(connection: &mut MultiplexedConnection) -> redis::RedisResult<f64> {
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(connection).await?;
+        Ok(secs as f64 + micros as f64 / 1e6)
+    }
+    let started = Instant::now();
+    let first = node_time(connection).await?;
+    tokio::time::sleep(CLOCK_CHECK).await;
+    let second = node_time(connection).await?;
+    let ours = started.elapsed().as_secs_f64();
+    Ok(if ours > 0.0 {
+        (second - first) / ours
+    } else {
+        1.0
+    })
+}
+
+/// Divides the remaining TTL of `KEYS[1]` by `ARGV[2]` unless its value is `ARGV[1]` (already
+/// done); returns the value, or nil if there is no key.
+const SHORTEN_NEW_KEY: &str = r"
+local value = redis.call('GET', KEYS[1])
+if not value then return nil end
+if value ~= ARGV[1] then
+  local left = redis.call('PTTL', KEYS[1])
+  if left > 0 then
+    redis.call('PEXPIRE', KEYS[1], math.max(1, math.floor(left / tonumber(ARGV[2]))))
+  end
+end
+return value
+";

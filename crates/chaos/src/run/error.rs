@@ -1,0 +1,33 @@
+//! [`ChaosError`]: everything that can stop a scenario from running to the end.
+
+use quorumlock_harness::HarnessError;
+
+use crate::scenario::Scenario;
+
+/// Everything that can stop a scenario from running to the end.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChaosError {
+    /// The scenario kills, pauses or isolates nodes, which only works on a cluster the runner
+    /// starts itself.
+    #[error(
+        "scenario {0} needs control over the nodes (kill, pause, proxies, clocks); \
+         it cannot run against given --nodes"
+    )]
+    NeedsNodeControl(Scenario),
+    /// The options make no sense (zero clients, …).
+    #[error("invalid chaos options: {0}")]
+    InvalidOptions(String),
+    /// Starting or driving the test cluster failed.
+    #[error("test cluster: {0}")]
+    Harness(#[from] HarnessError),
+    /// The lock rejected its configuration.
+    #[error("lock: {0}")]
+    Lock(#[from] quorumlock::Error),
+    /// A command the runner itself sent to a node failed.
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// A node needed for a fault has no fault proxy.
+    #[error("node {0} has no fault proxy")]
+    NoProxy(usize),
+}

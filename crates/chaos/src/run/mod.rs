@@ -1,0 +1,159 @@
+//! Running a scenario: a cluster (or the user's nodes), the contending clients, the scenario's
+//! faults, and the history they leave, checked.
+//!
+//! Below this file: [`options`] (how to run), [`error`], [`workload`] (the clients),
+//! [`faults`] (the fault schedule) over [`clocks`] (the fast-clock fault), and [`report`] (what
+//! a run returns).
+
+mod clocks;
+mod error;
+mod faults;
+mod options;
+mod report;
+mod workload;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quorumlock::{Lock, LockOptions, RetryPolicy};
+use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
+use tokio::task::JoinSet;
+
+use crate::checker::check;
+use crate::history::{Clock, Recorder};
+use crate::scenario::Scenario;
+use clocks::with_fast_clocks;
+use faults::Faults;
+use workload::{ClientPlan, run_client};
+
+pub use error::ChaosError;
+pub use options::RunOptions;
+pub use report::{ExpectedVsObserved, ScenarioReport};
+
+/// Nodes of a cluster the runner starts itself (the scenarios name nodes 0–4).
+pub const LOCAL_NODES: usize = 5;
+/// How long clients get to finish their last hold after the run, beyond one TTL.
+const WIND_DOWN_GRACE: Duration = Duration::from_secs(3);
+
+/// Runs `scenario` as `options` say: on a local cluster it starts (and always stops, also on
+/// error), or on the user's nodes for scenarios that need no node control.
+///
+/// Needs a multi-threaded Tokio runtime with I/O and time.
+pub async fn run(scenario: Scenario, options: &RunOptions) -> Result<ScenarioReport, ChaosError> {
+    options.validate()?;
+    if let Some(urls) = &options.nodes {
+        if scenario.needs_node_control() {
+            return Err(ChaosError::NeedsNodeControl(scenario));
+        }
+        let target = format!("{} given nodes", urls.len());
+        return run_on(scenario, options, urls.clone(), None, target, Vec::new()).await;
+    }
+    let mut notes = Vec::new();
+    let mut cluster = match TestCluster::start(cluster_options(scenario, options, true)).await {
+        Ok(cluster) => cluster,
+        Err(error) if scenario == Scenario::ClockFast => {
+            notes.push(format!(
+                "could not start nodes with fast clocks ({error}); emulating them instead"
+            ));
+            TestCluster::start(cluster_options(scenario, options, false)).await?
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let urls = cluster.urls();
+    let target = format!("{LOCAL_NODES} local nodes behind fault proxies");
+    if scenario == Scenario::RestartAof {
+        notes.push("every node: appendonly yes, appendfsync always".to_owned());
+    }
+    // Dropping the cluster (here, or while unwinding) kills every process and proxy it started.
+    run_on(scenario, options, urls, Some(&mut cluster), target, notes).await
+}
+
+/// The cluster for a scenario: five nodes behind proxies, with persistence where it matters,
+/// and (if `clocks`) fast clocks on nodes 0–2 for [`Scenario::ClockFast`].
+fn cluster_options(scenario: Scenario, options: &RunOptions, clocks: bool) -> ClusterOptions {
+    let cluster = options.cluster.clone().nodes(LOCAL_NODES).proxies(true);
+    match scenario {
+        Scenario::RestartAof => cluster.persistence(Persistence::AofAlways),
+        Scenario::ClockFast if clocks => with_fast_clocks(cluster),
+        _ => cluster,
+    }
+}
+
+/// Runs the clients on `urls` (and, on a local `cluster`, the scenario's faults) until the
+/// deadline, lets them wind down, and checks the history they left.
+async fn run_on(
+    scenario: Scenario,
+    options: &RunOptions,
+    urls: Vec<String>,
+    cluster: Option<&mut TestCluster>,
+    target: String,
+    mut notes: Vec<String>,
+) -> Result<ScenarioReport, ChaosError> {
+    let recorder = Recorder::new(Clock::start());
+    let started = Instant::now();
+    let deadline = started + options.duration;
+    let prefix = format!("quorumlock:chaos:{scenario}:{:08x}:", rand::random::<u32>());
+    let resources: Vec<String> = (0..options.resources).map(|i| format!("res-{i}")).collect();
+    let lock_options = LockOptions::new()
+        .ttl(options.ttl)
+        .retry(RetryPolicy::once())
+        .key_prefix(prefix.clone());
+    let client = Arc::new(ClientPlan {
+        resources: resources.clone(),
+        writes_per_hold: options.writes_per_hold.max(1),
+        ttl: options.ttl,
+        deadline,
+        stall: scenario == Scenario::ClientStall,
+        recorder: recorder.clone(),
+    });
+    let mut clients = JoinSet::new();
+    for id in 0..options.clients {
+        let lock = Lock::quorum(urls.clone(), lock_options.clone())?;
+        clients.spawn(run_client(id, lock, Arc::clone(&client)));
+    }
+
+    let faults = Faults {
+        recorder: &recorder,
+        deadline,
+        ttl: options.ttl,
+    };
+    // On error, returning drops `clients`, which aborts every client task.
+    match cluster {
+        Some(cluster) => {
+            let keys = resources
+                .iter()
+                .map(|r| format!("{prefix}{r}").into_bytes())
+                .collect();
+            faults.inject(scenario, cluster, keys, &mut notes).await?;
+        }
+        None => faults.sleep_until(deadline).await,
+    }
+    faults.sleep_until(deadline).await;
+
+    let wind_down = options.ttl * 2 + WIND_DOWN_GRACE;
+    let joined = tokio::time::timeout(wind_down, async {
+        while clients.join_next().await.is_some() {}
+    })
+    .await;
+    if joined.is_err() {
+        notes.push(format!(
+            "{} client task(s) still busy {wind_down:?} after the end; aborted",
+            clients.len()
+        ));
+        clients.shutdown().await;
+    }
+    recorder.set_duration(recorder.clock().us(deadline));
+    let history = recorder.snapshot();
+    Ok(ScenarioReport {
+        scenario,
+        expected_safe: scenario.expected_safe(),
+        description: scenario.description().to_owned(),
+        target,
+        ttl_ms: u64::try_from(options.ttl.as_millis()).unwrap_or(u64::MAX),
+        clients: options.clients,
+        resources: options.resources,
+        notes,
+        check: check(&history),
+        history,
+    })
+}

@@ -1,0 +1,126 @@
+//! [`RunOptions`]: how long a scenario runs, with which TTL, how many clients on how many
+//! resources, and on which nodes.
+
+use std::time::Duration;
+
+use quorumlock_harness::ClusterOptions;
+
+use super::error::ChaosError;
+
+/// How to run scenarios; start from [`RunOptions::new`].
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub(super) duration: Duration,
+    pub(super) ttl: Duration,
+    pub(super) clients: usize,
+    pub(super) resources: usize,
+    pub(super) writes_per_hold: u32,
+    pub(super) nodes: Option<Vec<String>>,
+    pub(super) cluster: ClusterOptions,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            duration: Duration::from_secs(10),
+            ttl: Duration::from_millis(400),
+            clients: 12,
+            resources: 3,
+            writes_per_hold: 3,
+            nodes: None,
+            cluster: ClusterOptions::default(),
+        }
+    }
+}
+
+impl RunOptions {
+    /// 10 s per scenario, TTL 400 ms, 12 clients on 3 resources, 3 writes per hold, on a local
+    /// cluster of five `redis-server` processes.
+    pub fn new() -> RunOptions {
+        RunOptions::default()
+    }
+
+    /// How long clients run (faults are injected meanwhile).
+    #[must_use]
+    pub fn duration(mut self, duration: Duration) -> Self {
+        self.duration = duration;
+        self
+    }
+
+    /// The lock TTL: short, so that expiry happens often.
+    #[must_use]
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How many client tasks contend (each with its own [`Lock`](quorumlock::Lock) and
+    /// connections).
+    #[must_use]
+    pub fn clients(mut self, clients: usize) -> Self {
+        self.clients = clients;
+        self
+    }
+
+    /// How many resources they contend for (client `i` wants resource `i mod resources`).
+    #[must_use]
+    pub fn resources(mut self, resources: usize) -> Self {
+        self.resources = resources;
+        self
+    }
+
+    /// How many protected writes a holder makes per hold.
+    #[must_use]
+    pub fn writes_per_hold(mut self, writes: u32) -> Self {
+        self.writes_per_hold = writes;
+        self
+    }
+
+    /// Runs against these nodes (a user's own deployment) instead of a local cluster; only
+    /// scenarios that need no node control can run then.
+    #[must_use]
+    pub fn nodes(mut self, urls: Vec<String>) -> Self {
+        self.nodes = Some(urls);
+        self
+    }
+
+    /// The options for the local clusters (backend, `redis-server` binary, …). The runner sets
+    /// the node count, proxies, persistence and clocks itself.
+    #[must_use]
+    pub fn cluster(mut self, cluster: ClusterOptions) -> Self {
+        self.cluster = cluster;
+        self
+    }
+
+    /// The duration.
+    pub fn get_duration(&self) -> Duration {
+        self.duration
+    }
+
+    /// The TTL.
+    pub fn get_ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The user's nodes, if given.
+    pub fn get_nodes(&self) -> Option<&[String]> {
+        self.nodes.as_deref()
+    }
+
+    pub(super) fn validate(&self) -> Result<(), ChaosError> {
+        let invalid = |what: &str| Err(ChaosError::InvalidOptions(what.to_owned()));
+        if self.clients == 0 {
+            return invalid("at least one client is needed");
+        }
+        if self.resources == 0 {
+            return invalid("at least one resource is needed");
+        }
+        if self.ttl < Duration::from_millis(20) {
+            return invalid("the TTL must be at least 20 ms");
+        }
+        if self.nodes.as_ref().is_some_and(Vec::is_empty) {
+            return invalid("--nodes is empty");
+        }
+        Ok(())
+    }
+}

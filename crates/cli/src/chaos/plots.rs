@@ -1,0 +1,273 @@
+//! The SVG timeline of one scenario run (`--plots`): per resource, each hold as a bar over its
+//! window (red when it overlaps another holder), stale writes as red crosses, fault windows
+//! shaded.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+use plotters::coord::types::RangedCoordf64;
+use plotters::prelude::*;
+use quorumlock_chaos::ScenarioReport;
+use quorumlock_chaos::history::{FaultWindow, Hold};
+
+use super::table::expected;
+use crate::svg::{draw_err, finish};
+
+/// The chart every part of the timeline is drawn on: seconds across, resource bands up.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+/// What a drawing step returns (the SVG backend fails with I/O errors).
+type DrawResult = Result<(), DrawingAreaErrorKind<std::io::Error>>;
+
+const FAULT_COLORS: [RGBColor; 4] = [
+    RGBColor(255, 165, 0),
+    RGBColor(128, 128, 128),
+    RGBColor(148, 103, 189),
+    RGBColor(44, 160, 44),
+];
+const HOLD_COLOR: RGBColor = RGBColor(31, 119, 180);
+const BAD_COLOR: RGBColor = RGBColor(214, 39, 40);
+
+/// What the timeline shows, gathered from the report once: the resources (one band each, from
+/// the bottom), their holds, and the extent of both axes.
+struct Timeline<'r> {
+    report: &'r ScenarioReport,
+    resources: Vec<&'r str>,
+    holds: BTreeMap<&'r str, Vec<&'r Hold>>,
+    /// The last instant anything happened (µs): open fault windows end here.
+    end_us: u64,
+    x_max: f64,
+    y_max: f64,
+}
+
+impl<'r> Timeline<'r> {
+    fn new(report: &'r ScenarioReport) -> Timeline<'r> {
+        let history = &report.history;
+        let mut holds: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
+        for hold in &history.holds {
+            holds.entry(&hold.resource).or_default().push(hold);
+        }
+        let resources: Vec<&str> = holds.keys().copied().collect();
+        let end_us = history
+            .holds
+            .iter()
+            .map(Hold::end_us)
+            .chain(history.faults.iter().filter_map(|f| f.end_us))
+            .chain([history.duration_us])
+            .max()
+            .unwrap_or(1);
+        Timeline {
+            report,
+            // Headroom above the bands for the legend.
+            y_max: resources.len().max(1) as f64 + 0.9,
+            x_max: end_us as f64 / 1e6,
+            end_us,
+            resources,
+            holds,
+        }
+    }
+
+    /// The band (from 0, bottom up) of `resource`, if it has one.
+    fn band(&self, resource: &str) -> Option<usize> {
+        self.resources.iter().position(|r| *r == resource)
+    }
+}
+
+/// Writes the timeline of `report` to `path`.
+pub(super) fn plot(report: &ScenarioReport, path: &Path) -> Result<(), String> {
+    let err = draw_err(path);
+    let timeline = Timeline::new(report);
+    let height = 260 + 90 * timeline.resources.len().max(1) as u32;
+    let root = SVGBackend::new(path, (1200, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(&err)?;
+    let title = format!(
+        "{} (expected {}): {} violation(s), {} stale write(s)",
+        report.scenario,
+        expected(report),
+        report.check.violations.len(),
+        report.check.stale_writes.len()
+    );
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(10)
+        .build_cartesian_2d(0f64..timeline.x_max, 0f64..timeline.y_max)
+        .map_err(&err)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .disable_y_axis()
+        .x_labels(12)
+        .x_desc("time (s)")
+        .draw()
+        .map_err(&err)?;
+    draw_faults(&mut chart, &timeline).map_err(&err)?;
+    draw_holds(&mut chart, &timeline).map_err(&err)?;
+    draw_resource_names(&mut chart, &timeline).map_err(&err)?;
+    draw_stale_writes(&mut chart, &timeline).map_err(&err)?;
+    finish(&mut chart, &root, SeriesLabelPosition::UpperRight, path)
+}
+
+/// Fault windows, one colour per kind of fault: node faults across the whole height, client
+/// faults within their resource's band.
+fn draw_faults(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult {
+    let faults = &timeline.report.history.faults;
+    let mut kinds: Vec<&str> = Vec::new();
+    for fault in faults {
+        if !kinds.contains(&fault.label.as_str()) {
+            kinds.push(&fault.label);
+        }
+    }
+    for (k, kind) in kinds.iter().enumerate() {
+        let color = FAULT_COLORS[k % FAULT_COLORS.len()];
+        let windows: Vec<&FaultWindow> = faults.iter().filter(|f| f.label == *kind).collect();
+        chart
+            .draw_series(windows.iter().map(|f| {
+                let x0 = f.start_us as f64 / 1e6;
+                let x1 = f.end_us.unwrap_or(timeline.end_us) as f64 / 1e6;
+                let (y0, y1) = match f.resource.as_deref().and_then(|r| timeline.band(r)) {
+                    Some(r) => (r as f64 + 0.05, r as f64 + 0.95),
+                    None => (0.0, timeline.y_max),
+                };
+                Rectangle::new([(x0, y0), (x1, y1)], color.mix(0.25).filled())
+            }))?
+            .label(fault_label(kind, &windows))
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.mix(0.5).filled())
+            });
+    }
+    Ok(())
+}
+
+/// The legend entry of one kind of fault: its label, and the nodes it hit if any.
+fn fault_label(kind: &str, windows: &[&FaultWindow]) -> String {
+    let mut nodes: Vec<usize> = windows.iter().flat_map(|f| f.nodes.clone()).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    if nodes.is_empty() {
+        kind.to_owned()
+    } else {
+        let nodes: Vec<String> = nodes.iter().map(usize::to_string).collect();
+        format!("{kind} (nodes {})", nodes.join(","))
+    }
+}
+
+/// Holds: bars within each resource's band, in lanes; those of a violation in red.
+fn draw_holds(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult {
+    let violating: HashSet<&str> = timeline
+        .report
+        .check
+        .violations
+        .iter()
+        .flat_map(|v| [v.first.token.as_str(), v.second.token.as_str()])
+        .collect();
+    let mut bars = Vec::new();
+    let mut bad_bars = Vec::new();
+    for (r, resource) in timeline.resources.iter().enumerate() {
+        let holds = &timeline.holds[resource];
+        let (lane_of, lanes) = lanes(holds);
+        let lane_height = 0.8 / lanes as f64;
+        for (hold, lane) in holds.iter().zip(lane_of) {
+            let (start, end) = hold.window();
+            let y0 = r as f64 + 0.1 + lane as f64 * lane_height;
+            let rect = [
+                (start as f64 / 1e6, y0 + lane_height * 0.1),
+                (end.max(start) as f64 / 1e6, y0 + lane_height * 0.9),
+            ];
+            if violating.contains(hold.token.as_str()) {
+                bad_bars.push(rect);
+            } else {
+                bars.push(rect);
+            }
+        }
+    }
+    chart
+        .draw_series(
+            bars.into_iter()
+                .map(|rect| Rectangle::new(rect, HOLD_COLOR.mix(0.75).filled())),
+        )?
+        .label("hold (acquired → min(valid until, release))")
+        .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], HOLD_COLOR.filled()));
+    if !bad_bars.is_empty() {
+        chart
+            .draw_series(
+                bad_bars
+                    .into_iter()
+                    .map(|rect| Rectangle::new(rect, BAD_COLOR.mix(0.85).filled())),
+            )?
+            .label("hold overlapping another holder's (violation)")
+            .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], BAD_COLOR.filled()));
+    }
+    Ok(())
+}
+
+/// Lanes within each resource's band: overlapping holds go to different lanes, so a double
+/// grant shows as two bars stacked.
+fn lanes(holds: &[&Hold]) -> (Vec<usize>, usize) {
+    let mut order: Vec<usize> = (0..holds.len()).collect();
+    order.sort_by_key(|&i| holds[i].window());
+    let mut lane_end: Vec<u64> = Vec::new();
+    let mut lane_of = vec![0; holds.len()];
+    for i in order {
+        let (start, end) = holds[i].window();
+        let lane = match lane_end.iter().position(|&e| e <= start) {
+            Some(lane) => lane,
+            None => {
+                lane_end.push(0);
+                lane_end.len() - 1
+            }
+        };
+        lane_end[lane] = end.max(start);
+        lane_of[i] = lane;
+    }
+    (lane_of, lane_end.len().max(1))
+}
+
+/// Each resource's name at the top left of its band.
+fn draw_resource_names(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult {
+    chart.draw_series(timeline.resources.iter().enumerate().map(|(r, name)| {
+        Text::new(
+            (*name).to_owned(),
+            (timeline.x_max * 0.003, r as f64 + 0.97),
+            ("sans-serif", 14).into_font().color(&BLACK),
+        )
+    }))?;
+    Ok(())
+}
+
+/// Stale writes: red crosses in the middle of their resource's band.
+fn draw_stale_writes(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult {
+    let stale_writes = &timeline.report.check.stale_writes;
+    if stale_writes.is_empty() {
+        return Ok(());
+    }
+    chart
+        .draw_series(stale_writes.iter().map(|stale| {
+            let y = timeline
+                .band(&stale.write.resource)
+                .map_or(0.5, |r| r as f64 + 0.5);
+            Cross::new(
+                (stale.write.at_us as f64 / 1e6, y),
+                7,
+                BAD_COLOR.stroke_width(3),
+            )
+        }))?
+        .label("stale write")
+        .legend(|(x, y)| Cross::new((x + 7, y), 5, BAD_COLOR.stroke_width(3)));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_holds_get_separate_lanes() {
+        let a = Hold::new("r", 0, "a", 0, 100);
+        let b = Hold::new("r", 1, "b", 50, 150);
+        let c = Hold::new("r", 2, "c", 150, 200);
+        let (lane_of, lanes) = lanes(&[&a, &b, &c]);
+        assert_eq!(lanes, 2);
+        assert_eq!(lane_of, vec![0, 1, 0]);
+    }
+}

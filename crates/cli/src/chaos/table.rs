@@ -1,0 +1,63 @@
+//! The results table of `quorumlock chaos`: one row per scenario run.
+
+use quorumlock_chaos::{ExpectedVsObserved, ScenarioReport};
+
+use crate::text_table::aligned;
+
+/// `safe` or `unsafe`: what the scenario expects of Redlock.
+pub(super) fn expected(report: &ScenarioReport) -> &'static str {
+    if report.expected_safe {
+        "safe"
+    } else {
+        "unsafe"
+    }
+}
+
+/// Microseconds as milliseconds with one decimal.
+fn ms(us: u64) -> String {
+    format!("{:.1}", us as f64 / 1000.0)
+}
+
+/// The results table, one row per scenario.
+pub(super) fn table(reports: &[ScenarioReport]) -> String {
+    let header = [
+        "scenario",
+        "expected",
+        "verdict",
+        "violations",
+        "stale writes",
+        "acq/s",
+        "held",
+        "unavail",
+        "expired",
+        "other",
+        "p50 ms",
+        "p99 ms",
+    ];
+    let mut rows = vec![header.map(String::from).to_vec()];
+    for report in reports {
+        let check = &report.check;
+        let failures = check.availability.failures;
+        let observed = match (report.expected_vs_observed(), check.is_safe()) {
+            (ExpectedVsObserved::UnexpectedViolation, _) => "VIOLATED",
+            (ExpectedVsObserved::NotDemonstrated, _) => "not shown",
+            (_, true) => "safe",
+            (_, false) => "unsafe, shown",
+        };
+        rows.push(vec![
+            report.scenario.name().to_owned(),
+            expected(report).to_owned(),
+            observed.to_owned(),
+            check.violations.len().to_string(),
+            check.stale_writes.len().to_string(),
+            format!("{:.1}", check.availability.acquired_per_sec),
+            failures.held.to_string(),
+            failures.unavailable.to_string(),
+            failures.validity_expired.to_string(),
+            failures.other.to_string(),
+            ms(check.acquire_latency.p50_us),
+            ms(check.acquire_latency.p99_us),
+        ]);
+    }
+    aligned(&rows, 3)
+}

@@ -1,0 +1,28 @@
+//! What every subcommand's flags share: one syntax for durations (`10s`, `500ms`, `2m`,
+//! `1m 30s`, parsed by humantime) and node URLs from `--nodes` or [`NODES_ENV`].
+
+use std::time::Duration;
+
+/// The environment variable `--nodes` falls back to: comma-separated node URLs.
+pub(crate) const NODES_ENV: &str = "QUORUMLOCK_NODES";
+
+/// Parses a duration flag: a number and a unit, e.g. `10s`, `500ms`, `2m`, `1m 30s`.
+pub(crate) fn duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{e}; durations look like 10s, 500ms or 2m"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_need_a_unit() {
+        assert_eq!(duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(duration("1m 30s"), Ok(Duration::from_secs(90)));
+        assert!(duration("3").is_err());
+        assert!(duration("x").is_err());
+    }
+}
