@@ -54,7 +54,7 @@
 //! or `cargo add --dev quorumlock-harness --path path/to/quorumlock/crates/harness`. Crates of
 //! the workspace itself write `quorumlock-harness.workspace = true`. The code under test can be
 //! `quorumlock` or any other Redis client or lock implementation: the harness only hands out
-//! `redis://` URLs and faults.
+//! `redis://` URLs (`rediss://` with `ClusterOptions::tls`) and faults.
 //!
 //! # What it needs
 //!
