@@ -5,6 +5,7 @@
 
 mod common;
 
+mod acl;
 mod cancellation;
 mod configuration;
 mod exclusion;

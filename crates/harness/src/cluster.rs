@@ -16,10 +16,11 @@ use crate::docker::DockerServer;
 use crate::error::HarnessError;
 use crate::faketime::find_libfaketime;
 use crate::options::ClusterOptions;
-use crate::port::redis_url;
-use crate::probe::connect;
 use crate::process::ProcessServer;
 use crate::proxy::FaultProxy;
+#[cfg(feature = "tls")]
+use crate::tls::TlsFiles;
+use crate::transport::Transport;
 
 /// Connect and response timeout of [`TestCluster::connection`].
 const INSPECTION_TIMEOUT: Duration = Duration::from_secs(1);
@@ -43,8 +44,10 @@ const INSPECTION_TIMEOUT: Duration = Duration::from_secs(1);
 /// enabled.
 #[derive(Debug)]
 pub struct TestCluster {
+    // Field order matters for drop: the nodes go before the TLS files they read.
     nodes: Vec<Node>,
     options: ClusterOptions,
+    transport: Transport,
 }
 
 impl TestCluster {
@@ -62,13 +65,16 @@ impl TestCluster {
     /// libfaketime is missing. On the docker backend also
     /// [`HarnessError::DockerUnavailable`], [`HarnessError::ImageMissing`] and
     /// [`HarnessError::Docker`]; [`HarnessError::BackendNotCompiled`] if the
-    /// `docker` feature is off. Nodes already started are killed (containers
-    /// removed) before returning.
+    /// `docker` feature is off. [`HarnessError::Tls`] if the certificates for
+    /// `ClusterOptions::tls` cannot be made. Nodes already started are killed
+    /// (containers removed) before returning.
     pub async fn start(options: ClusterOptions) -> Result<TestCluster, HarnessError> {
         tokio::runtime::Handle::try_current().map_err(|_| HarnessError::NoRuntime)?;
         options.validate()?;
+        let transport = Transport::for_options(&options)?;
         let backend = BackendContext::prepare(&options).await?;
-        let starts = (0..options.nodes).map(|index| start_new_node(&options, &backend, index));
+        let starts =
+            (0..options.nodes).map(|index| start_new_node(&options, &transport, &backend, index));
         // On failure the nodes that did start are dropped, which kills them.
         let nodes = futures::future::try_join_all(starts).await?;
         info!(
@@ -77,7 +83,11 @@ impl TestCluster {
             proxies = options.proxies,
             "test cluster started"
         );
-        Ok(TestCluster { nodes, options })
+        Ok(TestCluster {
+            nodes,
+            options,
+            transport,
+        })
     }
 
     /// Starts `nodes` nodes with otherwise default options.
@@ -104,21 +114,43 @@ impl TestCluster {
     }
 
     /// The URL of every node, in index order, for the code under test: the
-    /// proxy's when proxies are on, otherwise the server's.
+    /// proxy's when proxies are on, otherwise the server's. `redis://127.0.0.1:<port>`,
+    /// or `rediss://127.0.0.1:<port>` with `ClusterOptions::tls` (a proxy passes
+    /// the TLS bytes through untouched).
     #[must_use]
     pub fn urls(&self) -> Vec<String> {
         self.nodes
             .iter()
             .map(|node| match &node.proxy {
-                Some(proxy) => proxy.url(),
-                None => redis_url(node.port),
+                Some(proxy) => self.transport.url(proxy.addr()),
+                None => self.transport.url(loopback(node.port)),
             })
             .collect()
     }
 
-    /// The URL of node `index`'s `redis-server` itself, bypassing any proxy.
+    /// The URL of node `index`'s `redis-server` itself, bypassing any proxy
+    /// (`rediss://` with TLS).
     pub fn direct_url(&self, index: usize) -> Result<String, HarnessError> {
-        Ok(redis_url(self.node(index)?.port))
+        Ok(self.transport.url(loopback(self.node(index)?.port)))
+    }
+
+    /// The cluster's TLS files (its CA, and the certificate and key every node
+    /// presents), or `None` if it was started without `ClusterOptions::tls`.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    #[must_use]
+    pub fn tls(&self) -> Option<&TlsFiles> {
+        self.transport.tls_files()
+    }
+
+    /// The CA certificate (PEM) a client must trust to verify the nodes, or
+    /// `None` without `ClusterOptions::tls`. Shorthand for
+    /// `tls().map(TlsFiles::ca_pem)`.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    #[must_use]
+    pub fn tls_ca_pem(&self) -> Option<&str> {
+        self.tls().map(TlsFiles::ca_pem)
     }
 
     /// The port node `index`'s `redis-server` listens on (it keeps it across
@@ -240,12 +272,16 @@ impl TestCluster {
     }
 
     /// A new connection straight to node `index`'s server (bypassing any
-    /// proxy), for inspecting it from a test (GET, DBSIZE, ...). Connecting and
-    /// each response time out after one second; change the latter with
-    /// [`MultiplexedConnection::set_response_timeout`].
+    /// proxy), for inspecting it from a test (GET, DBSIZE, ...), as the default
+    /// user; over TLS, trusting the cluster's CA, with `ClusterOptions::tls`.
+    /// Connecting and each response time out after one second; change the
+    /// latter with [`MultiplexedConnection::set_response_timeout`].
     pub async fn connection(&self, index: usize) -> Result<MultiplexedConnection, HarnessError> {
         let node = self.node(index)?;
-        Ok(connect(node.port, INSPECTION_TIMEOUT).await?)
+        Ok(self
+            .transport
+            .connect(node.port, INSPECTION_TIMEOUT)
+            .await?)
     }
 
     fn node(&self, index: usize) -> Result<&Node, HarnessError> {
@@ -331,23 +367,25 @@ enum Server {
 /// between finding it and the server binding it), the server, and the proxy if asked for.
 async fn start_new_node(
     options: &ClusterOptions,
+    transport: &Transport,
     backend: &BackendContext,
     index: usize,
 ) -> Result<Node, HarnessError> {
     let (server, port) = match backend {
         BackendContext::Process { libfaketime } => {
             let (server, port) =
-                ProcessServer::start_new(options, libfaketime.as_deref(), index).await?;
+                ProcessServer::start_new(options, transport, libfaketime.as_deref(), index).await?;
             (Server::Process(server), port)
         }
         #[cfg(feature = "docker")]
         BackendContext::Docker { docker, image } => {
-            let (server, port) = DockerServer::start_new(options, docker, image, index).await?;
+            let (server, port) =
+                DockerServer::start_new(options, transport, docker, image, index).await?;
             (Server::Docker(server), port)
         }
     };
     let proxy = if options.proxies {
-        let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let upstream = loopback(port);
         Some(FaultProxy::start(upstream).await?)
     } else {
         None
@@ -357,4 +395,9 @@ async fn start_new_node(
         server,
         proxy,
     })
+}
+
+/// `127.0.0.1:port`.
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, port))
 }

@@ -123,6 +123,13 @@ pub enum HarnessError {
         /// The paths that were tried.
         searched: Vec<PathBuf>,
     },
+    /// The certificates for [`ClusterOptions::tls`](crate::ClusterOptions) could not be made
+    /// (cargo feature `tls`).
+    #[error("TLS setup: {reason}")]
+    Tls {
+        /// What failed, and why.
+        reason: String,
+    },
     /// The Docker engine could not be reached (docker backend).
     #[error("the Docker engine is not reachable: {reason}")]
     DockerUnavailable {

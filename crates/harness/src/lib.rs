@@ -26,7 +26,17 @@
 //! * the [`Persistence`]: none (a restarted node comes back empty) or AOF with
 //!   `appendfsync always` (it comes back with its data, even after SIGKILL);
 //! * a clock rate per node ([`ClusterOptions::clock_rate`], libfaketime): that
-//!   node's clocks, and so its key expiry, run faster or slower than real time.
+//!   node's clocks, and so its key expiry, run faster or slower than real time;
+//! * with the `tls` cargo feature, TLS-only nodes (`ClusterOptions::tls`): a CA and
+//!   certificate the harness makes itself, `rediss://` URLs, and the CA for the
+//!   client under test to trust (`TestCluster::tls_ca_pem`).
+//!
+//! # Cargo features
+//!
+//! | feature | what it adds |
+//! | --- | --- |
+//! | `docker` | [`Backend::Docker`]: nodes as containers (bollard) |
+//! | `tls` | `ClusterOptions::tls`, `TestCluster::tls`, `TlsFiles`: TLS-only nodes (rcgen, rustls with ring, tokio-rustls) |
 //!
 //! # Adding it
 //!
@@ -44,7 +54,7 @@
 //! or `cargo add --dev quorumlock-harness --path path/to/quorumlock/crates/harness`. Crates of
 //! the workspace itself write `quorumlock-harness.workspace = true`. The code under test can be
 //! `quorumlock` or any other Redis client or lock implementation: the harness only hands out
-//! `redis://` URLs and faults.
+//! `redis://` URLs (`rediss://` with `ClusterOptions::tls`) and faults.
 //!
 //! # What it needs
 //!
@@ -107,6 +117,9 @@ mod port;
 mod probe;
 mod process;
 mod proxy;
+#[cfg(feature = "tls")]
+mod tls;
+mod transport;
 
 pub use alloc::CountingAllocator;
 pub use backend::Backend;
@@ -115,3 +128,6 @@ pub use env::{BACKEND_ENV, LIBFAKETIME_ENV, REDIS_SERVER_ENV};
 pub use error::HarnessError;
 pub use options::{ClusterOptions, Persistence};
 pub use proxy::FaultProxy;
+#[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+pub use tls::{CA_CERT_FILE, CERT_FILE, KEY_FILE, SERVER_NAMES, TlsFiles};

@@ -72,6 +72,8 @@ pub struct ClusterOptions {
     pub(crate) backend: Backend,
     persistence: Persistence,
     pub(crate) clock_rates: BTreeMap<usize, f64>,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: bool,
 }
 
 impl Default for ClusterOptions {
@@ -79,7 +81,7 @@ impl Default for ClusterOptions {
     /// `QUORUMLOCK_REDIS_SERVER` (or found on `PATH`), no extra arguments,
     /// ten seconds to become ready, the process backend (whatever
     /// `QUORUMLOCK_BACKEND` says: use [`Backend::from_env`] to honour it), no
-    /// persistence, every clock at real time.
+    /// persistence, every clock at real time, plain TCP (no TLS).
     fn default() -> Self {
         let redis_server = std::env::var_os(REDIS_SERVER_ENV)
             .filter(|path| !path.is_empty())
@@ -93,6 +95,8 @@ impl Default for ClusterOptions {
             backend: Backend::Process,
             persistence: Persistence::None,
             clock_rates: BTreeMap::new(),
+            #[cfg(feature = "tls")]
+            tls: false,
         }
     }
 }
@@ -170,6 +174,31 @@ impl ClusterOptions {
     #[must_use]
     pub fn clock_rate(mut self, node: usize, rate: f64) -> Self {
         self.clock_rates.insert(node, rate);
+        self
+    }
+
+    /// Makes every node speak TLS only (default `false`; cargo feature `tls`).
+    ///
+    /// At [`TestCluster::start`](crate::TestCluster::start) the harness makes a CA for this
+    /// cluster alone and one server certificate signed by it (valid for `127.0.0.1` and
+    /// `localhost`), with rcgen, in a temporary directory deleted with the cluster. Each
+    /// `redis-server` then runs with `--port 0 --tls-port <port> --tls-cert-file …
+    /// --tls-key-file … --tls-ca-cert-file … --tls-auth-clients no`: no plain port, and no
+    /// client certificate asked for. On the docker backend the directory is bind-mounted
+    /// read-only at `/tls` in each container.
+    ///
+    /// [`TestCluster::urls`](crate::TestCluster::urls) then gives `rediss://127.0.0.1:<port>`;
+    /// a client trusts the nodes through [`TestCluster::tls_ca_pem`](crate::TestCluster::tls_ca_pem)
+    /// or the file at [`TlsFiles::ca_cert_path`](crate::TlsFiles::ca_cert_path). The harness's own
+    /// readiness probes and [`TestCluster::connection`](crate::TestCluster::connection) go over
+    /// TLS, trusting that CA (through tokio-rustls, so the `redis` crate needs no TLS feature of
+    /// its own). [`Backend::Docker`]'s image must hold a `redis-server` built with TLS (Debian's
+    /// is, and so is the image `scripts/redis-image.sh` builds from it).
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    #[must_use]
+    pub fn tls(mut self, tls: bool) -> Self {
+        self.tls = tls;
         self
     }
 

@@ -1,5 +1,6 @@
-//! Reaching a node's server, on either backend: connections with a timeout, and the pacing of
-//! the readiness probes sent while a server starts.
+//! Reaching a node's server, on either backend: plain connections with a timeout (TLS ones are
+//! in `tls.rs`, and `transport.rs` picks), and the pacing of the readiness probes sent while a
+//! server starts.
 
 use std::time::Duration;
 
@@ -17,9 +18,9 @@ const PROBE_BACKOFF_MAX: Duration = Duration::from_millis(200);
 /// Upper bound on probes per start, on top of the time bound.
 const MAX_PROBES: u32 = 10_000;
 
-/// Opens a connection to the server on `port` with the given connect and
-/// response timeout.
-pub(crate) async fn connect(
+/// Opens a plain TCP connection to the server on `port` with the given connect and
+/// response timeout (see `Transport::connect` for either transport).
+pub(crate) async fn connect_plain(
     port: u16,
     timeout: Duration,
 ) -> redis::RedisResult<MultiplexedConnection> {

@@ -18,7 +18,8 @@ use self::output::OutputStart;
 use crate::error::HarnessError;
 use crate::options::ClusterOptions;
 use crate::port::{FRESH_PORT_ATTEMPTS, SAME_PORT_ATTEMPTS, SAME_PORT_RETRY_DELAY, free_port};
-use crate::probe::{PROBE_TIMEOUT, ProbeBackoff, connect};
+use crate::probe::{PROBE_TIMEOUT, ProbeBackoff};
+use crate::transport::Transport;
 
 /// A `redis-server` process node: its directory and environment, and its process while
 /// running.
@@ -29,6 +30,8 @@ pub(crate) struct ProcessServer {
     process: Option<RedisProcess>,
     /// Extra environment (libfaketime), the same at every start.
     env: Vec<(String, String)>,
+    /// Plain TCP or TLS, the same at every start.
+    transport: Transport,
     dir: TempDir,
 }
 
@@ -37,6 +40,7 @@ impl ProcessServer {
     /// (a few tries, as the port can be taken between finding it and the server binding it).
     pub(crate) async fn start_new(
         options: &ClusterOptions,
+        transport: &Transport,
         libfaketime: Option<&Path>,
         index: usize,
     ) -> Result<(ProcessServer, u16), HarnessError> {
@@ -50,12 +54,13 @@ impl ProcessServer {
         let mut port = 0;
         for attempt in 1..=FRESH_PORT_ATTEMPTS {
             port = free_port()?;
-            match launch(options, index, port, dir.path(), &env).await? {
+            match launch(options, transport, index, port, dir.path(), &env).await? {
                 Launch::Ready(process) => {
                     debug!(node = index, pid = process.pid, port, "node started");
                     let server = ProcessServer {
                         process: Some(process),
                         env,
+                        transport: transport.clone(),
                         dir,
                     };
                     return Ok((server, port));
@@ -116,7 +121,15 @@ impl ProcessServer {
             return Err(HarnessError::AlreadyRunning(index));
         }
         for attempt in 1..=SAME_PORT_ATTEMPTS {
-            match launch(options, index, port, self.dir.path(), &self.env).await? {
+            let launched = launch(
+                options,
+                &self.transport,
+                index,
+                port,
+                self.dir.path(),
+                &self.env,
+            );
+            match launched.await? {
                 Launch::Ready(process) => {
                     info!(node = index, pid = process.pid, port, "node started");
                     self.process = Some(process);
@@ -180,6 +193,7 @@ enum Launch {
 /// Starts one `redis-server` on `port` in `dir` and waits until it answers.
 async fn launch(
     options: &ClusterOptions,
+    transport: &Transport,
     index: usize,
     port: u16,
     dir: &Path,
@@ -188,7 +202,8 @@ async fn launch(
     // The log files are appended to across restarts; only this attempt's part
     // is relevant to its errors.
     let output_start = OutputStart::of(dir);
-    let mut process = spawn_server(options, index, port, dir, env)?;
+    let listen = transport.listen_args(port, None);
+    let mut process = spawn_server(options, &listen, index, port, dir, env)?;
     let started = Instant::now();
     let mut backoff = ProbeBackoff::until(started + options.ready_timeout);
     loop {
@@ -203,7 +218,7 @@ async fn launch(
                 output,
             });
         }
-        match tokio::time::timeout(2 * PROBE_TIMEOUT, probe_server_pid(port)).await {
+        match tokio::time::timeout(2 * PROBE_TIMEOUT, probe_server_pid(transport, port)).await {
             Ok(Ok(Some(pid))) if pid == process.pid => return Ok(Launch::Ready(process)),
             Ok(Ok(other)) => {
                 // Another server answered on the port: ours cannot have bound
@@ -232,8 +247,8 @@ async fn launch(
 
 /// Asks the server on `port` for its process id (`INFO server`), which tells
 /// our server apart from anything else that might answer on the port.
-async fn probe_server_pid(port: u16) -> redis::RedisResult<Option<u32>> {
-    let mut connection = connect(port, PROBE_TIMEOUT).await?;
+async fn probe_server_pid(transport: &Transport, port: u16) -> redis::RedisResult<Option<u32>> {
+    let mut connection = transport.connect(port, PROBE_TIMEOUT).await?;
     let info: String = redis::cmd("INFO")
         .arg("server")
         .query_async(&mut connection)

@@ -22,9 +22,11 @@ use tracing::{debug, info, warn};
 use crate::docker::cleanup::{LABEL, remove, remove_all_blocking};
 use crate::docker::engine::{api, blocking, is_port_conflict, status_of};
 use crate::error::HarnessError;
-use crate::probe::{PROBE_TIMEOUT, ProbeBackoff, connect};
+use crate::probe::{PROBE_TIMEOUT, ProbeBackoff};
+use crate::transport::Transport;
 
-/// The port redis listens on inside the container.
+/// The port redis listens on inside the container, and how Docker names it.
+pub(crate) const CONTAINER_PORT_NUMBER: u16 = 6379;
 const CONTAINER_PORT: &str = "6379/tcp";
 /// How long `stop` lets redis shut down after SIGTERM before Docker uses SIGKILL.
 const STOP_GRACE_SECONDS: i32 = 5;
@@ -47,6 +49,10 @@ pub(crate) struct ContainerSpec<'a> {
     pub(crate) args: Vec<String>,
     /// `NAME=value` pairs.
     pub(crate) env: Vec<String>,
+    /// Bind mounts, `host:container[:ro]`.
+    pub(crate) binds: Vec<String>,
+    /// How the harness reaches the server (plain or TLS).
+    pub(crate) transport: &'a Transport,
     pub(crate) ready_timeout: Duration,
 }
 
@@ -65,6 +71,7 @@ pub(crate) struct DockerServer {
     id: Option<String>,
     name: String,
     port: u16,
+    transport: Transport,
     running: bool,
     paused: bool,
     pid: Option<u32>,
@@ -105,6 +112,7 @@ impl DockerServer {
             ])),
             host_config: Some(HostConfig {
                 port_bindings: Some(port_bindings),
+                binds: (!spec.binds.is_empty()).then(|| spec.binds.clone()),
                 ..HostConfig::default()
             }),
             ..ContainerCreateBody::default()
@@ -125,6 +133,7 @@ impl DockerServer {
             id: Some(created.id),
             name,
             port,
+            transport: spec.transport.clone(),
             running: false,
             paused: false,
             pid: None,
@@ -221,7 +230,8 @@ impl DockerServer {
                 });
             }
             self.pid = state.pid.and_then(|pid| u32::try_from(pid).ok());
-            match tokio::time::timeout(2 * PROBE_TIMEOUT, probe(self.port)).await {
+            let probed = probe(&self.transport, self.port);
+            match tokio::time::timeout(2 * PROBE_TIMEOUT, probed).await {
                 Ok(Ok(())) => {
                     self.pid_visible = self.pid.is_some_and(process_exists);
                     info!(node = index, container = %self.name, port = self.port, pid = ?self.pid, "container ready");
@@ -406,9 +416,9 @@ impl Drop for DockerServer {
     }
 }
 
-/// PING on `127.0.0.1:port`.
-async fn probe(port: u16) -> redis::RedisResult<()> {
-    let mut connection = connect(port, PROBE_TIMEOUT).await?;
+/// PING on `127.0.0.1:port`, over plain TCP or TLS.
+async fn probe(transport: &Transport, port: u16) -> redis::RedisResult<()> {
+    let mut connection = transport.connect(port, PROBE_TIMEOUT).await?;
     let _: String = redis::cmd("PING").query_async(&mut connection).await?;
     Ok(())
 }

@@ -7,34 +7,42 @@ use std::path::Path;
 use bollard::Docker;
 use tracing::debug;
 
-use crate::docker::container::{ContainerSpec, Created, DockerServer};
+use crate::docker::container::{CONTAINER_PORT_NUMBER, ContainerSpec, Created, DockerServer};
 use crate::docker::engine::{LIBFAKETIME_IN_IMAGE, is_port_conflict_error};
 use crate::error::HarnessError;
 use crate::options::ClusterOptions;
 use crate::port::{FRESH_PORT_ATTEMPTS, SAME_PORT_ATTEMPTS, SAME_PORT_RETRY_DELAY, free_port};
+use crate::transport::Transport;
+
+/// Where a TLS cluster's certificate directory is mounted (read-only) in each container.
+const TLS_DIR_IN_CONTAINER: &str = "/tls";
 
 impl DockerServer {
     /// Creates and starts node `index`'s container on a free host port (a few tries, as the
     /// port can be taken between finding it and the engine binding it).
     pub(crate) async fn start_new(
         options: &ClusterOptions,
+        transport: &Transport,
         docker: &Docker,
         image: &str,
         index: usize,
     ) -> Result<(DockerServer, u16), HarnessError> {
-        let mut args: Vec<String> = vec![
-            "--port".into(),
-            "6379".into(),
-            "--protected-mode".into(),
-            "no".into(),
-            "--daemonize".into(),
-            "no".into(),
-            // Connections arrive from the bridge gateway, never from loopback.
-            "--enable-debug-command".into(),
-            "yes".into(),
-            "--dir".into(),
-            "/data".into(),
-        ];
+        let mut args =
+            transport.listen_args(CONTAINER_PORT_NUMBER, Some(Path::new(TLS_DIR_IN_CONTAINER)));
+        args.extend(
+            [
+                "--protected-mode",
+                "no",
+                "--daemonize",
+                "no",
+                // Connections arrive from the bridge gateway, never from loopback.
+                "--enable-debug-command",
+                "yes",
+                "--dir",
+                "/data",
+            ]
+            .map(String::from),
+        );
         args.extend(options.persistence_args());
         args.extend(options.extra_args.iter().cloned());
         let env = options
@@ -46,10 +54,16 @@ impl DockerServer {
                     .collect()
             })
             .unwrap_or_default();
+        let binds = transport
+            .host_dir()
+            .map(|dir| vec![format!("{}:{TLS_DIR_IN_CONTAINER}:ro", dir.display())])
+            .unwrap_or_default();
         let spec = ContainerSpec {
             image,
             args,
             env,
+            binds,
+            transport,
             ready_timeout: options.ready_timeout,
         };
         let mut port = 0;

@@ -24,10 +24,12 @@ const REAP_TIMEOUT: Duration = Duration::from_secs(2);
 const REAP_POLL_INTERVAL: Duration = Duration::from_millis(2);
 const REAP_POLLS: u32 = 1000;
 
-/// Spawns node `index`'s `redis-server` on `port` in `dir`, with the harness's arguments, then
-/// the options' extra ones; its stdout and stderr go to the console file.
+/// Spawns node `index`'s `redis-server` on `port` in `dir`, listening as `listen` says (plain
+/// `--port`, or TLS), with the harness's arguments, then the options' extra ones; its stdout
+/// and stderr go to the console file.
 pub(super) fn spawn_server(
     options: &ClusterOptions,
+    listen: &[String],
     index: usize,
     port: u16,
     dir: &Path,
@@ -45,8 +47,7 @@ pub(super) fn spawn_server(
     let console_err = console.try_clone()?;
     let mut command = Command::new(&options.redis_server);
     command
-        .arg("--port")
-        .arg(port.to_string())
+        .args(listen)
         .args(["--bind", "127.0.0.1"])
         .args(options.persistence_args())
         .args(["--protected-mode", "no"])

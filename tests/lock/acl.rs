@@ -1,0 +1,421 @@
+//! Least privilege: the lock works as an ACL user allowed only what it sends (the line in
+//! `docs/deployment.md`), and a user missing any of it gets a typed per-node error, never a
+//! panic.
+//!
+//! What the lock sends, from `src/commands.rs` and redis-rs 1.8: on connect, `AUTH user pass`
+//! (RESP2; `HELLO 3 AUTH …` with `?protocol=resp3`; neither is ACL-checked) and
+//! `CLIENT SETINFO` twice, whose replies redis-rs ignores; `SET key token NX PX ttl` for a first
+//! attempt; `EVAL` (SET, GET, PEXPIRE inside) for a retry; `EVALSHA` for release (GET, DEL
+//! inside) and extend (GET, PEXPIRE inside), and on `NOSCRIPT` redis-rs' `Script::invoke_async`
+//! sends `SCRIPT LOAD` and the `EVALSHA` again (never `EVAL`). Commands a script calls are
+//! ACL-checked like the script's own, and so are its keys. `INFO` is in the line for the
+//! restart guard (it reads `INFO server` and `INFO persistence`); `CONFIG GET appendfsync` is
+//! deliberately not: the guard must take a refusal as "no fsync always".
+
+use std::time::Duration;
+
+use quorumlock::{Error, Lock, LockOptions, NodeError, NodeReply, RetryPolicy};
+use quorumlock_harness::TestCluster;
+use redis::aio::MultiplexedConnection;
+
+use crate::common::*;
+
+const USER: &str = "quorumlock";
+const PASSWORD: &str = "correct-horse-battery-staple";
+
+/// The recommended rules, as in `docs/deployment.md`:
+/// `ACL SETUSER quorumlock reset on >PASSWORD ~quorumlock:* resetchannels +set +get +del
+/// +pexpire +eval +evalsha +script|load +info`.
+fn recommended() -> Vec<String> {
+    let mut rules = vec![
+        "reset".to_owned(),
+        "on".to_owned(),
+        format!(">{PASSWORD}"),
+        "~quorumlock:*".to_owned(),
+        "resetchannels".to_owned(),
+    ];
+    rules.extend(COMMANDS.iter().map(|command| format!("+{command}")));
+    rules
+}
+
+/// The commands the recommended line allows, each for a reason (see `docs/deployment.md`).
+const COMMANDS: [&str; 8] = [
+    "set",
+    "get",
+    "del",
+    "pexpire",
+    "eval",
+    "evalsha",
+    "script|load",
+    "info",
+];
+
+/// The recommended rules less `+<command>`.
+fn recommended_without(command: &str) -> Vec<String> {
+    let denied = format!("+{command}");
+    recommended()
+        .into_iter()
+        .filter(|rule| *rule != denied)
+        .collect()
+}
+
+/// `ACL SETUSER quorumlock <rules>` on every node, as the default user.
+async fn set_user(cluster: &TestCluster, rules: &[String]) {
+    for node in 0..cluster.len() {
+        let mut admin = cluster.connection(node).await.unwrap();
+        let () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(USER)
+            .arg(rules)
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+    }
+}
+
+/// Runs `command` (e.g. `["SCRIPT", "FLUSH"]`) on every node, as the default user.
+async fn on_every_node(cluster: &TestCluster, command: &[&str]) {
+    for node in 0..cluster.len() {
+        let mut admin = cluster.connection(node).await.unwrap();
+        let _: redis::Value = redis::cmd(command[0])
+            .arg(&command[1..])
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+    }
+}
+
+/// `redis://quorumlock:<password>@127.0.0.1:<port>` for every node.
+fn user_urls(cluster: &TestCluster, password: &str) -> Vec<String> {
+    (0..cluster.len())
+        .map(|node| {
+            format!(
+                "redis://{USER}:{password}@127.0.0.1:{}",
+                cluster.port(node).unwrap()
+            )
+        })
+        .collect()
+}
+
+/// How often node `node` ran `command` (`INFO commandstats`, e.g. `eval` or `script|load`).
+async fn calls(cluster: &TestCluster, node: usize, command: &str) -> u64 {
+    let mut admin = cluster.connection(node).await.unwrap();
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |count| count.parse().unwrap())
+}
+
+/// Stores `key` for another owner on every node, expiring after `ttl`.
+async fn held_elsewhere(cluster: &TestCluster, key: &str, ttl: Duration) {
+    let ttl_ms = ttl.as_millis().to_string();
+    on_every_node(cluster, &["SET", key, "someone-else", "PX", &ttl_ms]).await;
+}
+
+/// A connection to node 0 as the `quorumlock` user.
+async fn as_user(cluster: &TestCluster) -> MultiplexedConnection {
+    redis::Client::open(user_urls(cluster, PASSWORD)[0].as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// Retries far enough apart that a key held elsewhere for 200 ms has expired by the second
+/// attempt, which therefore runs the acquire-or-renew script (`EVAL`).
+fn retrying() -> LockOptions {
+    once().retry(
+        RetryPolicy::new()
+            .attempts(3)
+            .delay(Duration::from_millis(400))
+            .jitter(Duration::ZERO),
+    )
+}
+
+fn failures(outcomes: &[quorumlock::NodeOutcome]) -> Vec<NodeError> {
+    outcomes
+        .iter()
+        .filter_map(|outcome| match &outcome.reply {
+            NodeReply::Failed(error) => Some(error.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An ACL refusal as the lock reports it: `NoPermission` when Redis refuses the command we
+/// send (or a key), and, for a command called inside one of our Lua scripts, what Redis 7.0
+/// answers there: `ERR The user executing the script can't run this command or subcommand`,
+/// which the library reports as `NodeError::Server { code: "ERR", .. }` (it would take a change
+/// to `NodeError`'s mapping in `src/error.rs` to make that `NoPermission` too).
+fn is_acl_refusal(error: &NodeError) -> bool {
+    match error {
+        NodeError::NoPermission(_) => true,
+        NodeError::Server { code, message } => {
+            code == "ERR" && message.contains("can't run this command")
+        }
+        _ => false,
+    }
+}
+
+#[tokio::test]
+async fn the_recommended_user_acquires_extends_and_releases() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        set_user(&cluster, &recommended()).await;
+        for protocol in ["", "/?protocol=resp3"] {
+            let urls = user_urls(&cluster, PASSWORD)
+                .into_iter()
+                .map(|url| format!("{url}{protocol}"));
+            let lock = Lock::quorum(urls, once()).unwrap();
+            // A quorum decides; the third node may still be answering (or never asked).
+            let mut guard = lock.try_acquire("acl").await.unwrap();
+            assert!(holders(guard.outcomes()).len() >= 2, "{protocol}");
+            guard.extend(Duration::from_secs(20)).await.unwrap();
+            assert!(holders(guard.outcomes()).len() >= 2, "{protocol}");
+            let report = guard.release().await;
+            assert!(report.held >= 2, "{protocol}: {report:?}");
+            lock.settle().await;
+            assert_no_keys(&cluster, 0..3).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_recommended_user_retries_with_the_acquire_or_renew_script() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        set_user(&cluster, &recommended()).await;
+        held_elsewhere(&cluster, "quorumlock:acl", Duration::from_millis(200)).await;
+        let lock = Lock::quorum(user_urls(&cluster, PASSWORD), retrying()).unwrap();
+        let guard = lock.acquire("acl").await.unwrap();
+        let holders = holders(guard.outcomes());
+        assert!(holders.len() >= 2, "{holders:?}");
+        // The first attempt found the key held elsewhere; the holders took it in a retry.
+        for node in holders {
+            assert_eq!(calls(&cluster, node, "eval").await, 1, "node {node}");
+        }
+        guard.release().await;
+        lock.settle().await;
+        assert_no_keys(&cluster, 0..3).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_recommended_user_survives_a_flushed_script_cache() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        set_user(&cluster, &recommended()).await;
+        let lock = Lock::quorum(user_urls(&cluster, PASSWORD), once()).unwrap();
+        let mut guard = lock.try_acquire("acl").await.unwrap();
+        guard.extend(Duration::from_secs(20)).await.unwrap();
+        // The scripts are cached now; flushing makes the next EVALSHA answer NOSCRIPT.
+        on_every_node(&cluster, &["SCRIPT", "FLUSH"]).await;
+        guard.extend(Duration::from_secs(20)).await.unwrap();
+        let extended = holders(guard.outcomes());
+        assert!(extended.len() >= 2, "{extended:?}");
+        for &node in &extended {
+            // Loaded for the first extend, and again after the flush.
+            assert!(
+                calls(&cluster, node, "script|load").await >= 2,
+                "node {node}"
+            );
+        }
+        on_every_node(&cluster, &["SCRIPT", "FLUSH"]).await;
+        let report = guard.release().await;
+        assert!(report.held >= 2, "{report:?}");
+        lock.settle().await;
+        assert_no_keys(&cluster, 0..3).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_recommended_user_has_no_config_get_and_the_lock_does_not_need_it() {
+    bounded(async {
+        let cluster = cluster(1).await;
+        set_user(&cluster, &recommended()).await;
+        let mut connection = as_user(&cluster).await;
+        let refused = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("appendfsync")
+            .query_async::<redis::Value>(&mut connection)
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), Some("NOPERM"), "{refused}");
+        for section in ["server", "persistence"] {
+            let info: String = redis::cmd("INFO")
+                .arg(section)
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            assert!(
+                info.contains(&format!("# {}", capitalised(section))),
+                "{info}"
+            );
+        }
+
+        let lock = Lock::single(user_urls(&cluster, PASSWORD)[0].clone(), once()).unwrap();
+        let mut guard = lock.try_acquire("acl").await.unwrap();
+        guard.extend(Duration::from_secs(20)).await.unwrap();
+        assert_eq!(guard.release().await.held, 1);
+    })
+    .await;
+}
+
+fn capitalised(word: &str) -> String {
+    let mut chars = word.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_ascii_uppercase().to_string() + chars.as_str()
+    })
+}
+
+#[tokio::test]
+async fn a_user_without_set_gets_no_permission_on_every_node() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        set_user(&cluster, &recommended_without("set")).await;
+        let lock = Lock::quorum(user_urls(&cluster, PASSWORD), once()).unwrap();
+        let error = lock.try_acquire("acl").await.unwrap_err();
+        assert!(matches!(error, Error::Unavailable { .. }), "{error}");
+        let failed = failures(error.outcomes());
+        assert!(failed.len() >= 2, "{error}");
+        for failure in failed {
+            assert!(matches!(failure, NodeError::NoPermission(_)), "{failure:?}");
+        }
+        assert_no_keys(&cluster, 0..3).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_key_pattern_that_misses_the_prefix_gets_no_permission() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        let mut rules = recommended();
+        for rule in &mut rules {
+            if rule == "~quorumlock:*" {
+                *rule = "~app:locks:*".to_owned();
+            }
+        }
+        set_user(&cluster, &rules).await;
+        let urls = user_urls(&cluster, PASSWORD);
+
+        let error = Lock::quorum(urls.clone(), once())
+            .unwrap()
+            .try_acquire("acl")
+            .await
+            .unwrap_err();
+        let failed = failures(error.outcomes());
+        assert!(failed.len() >= 2, "{error}");
+        for failure in failed {
+            match failure {
+                NodeError::NoPermission(message) => {
+                    assert!(message.contains("keys"), "{message}")
+                }
+                other => panic!("expected NoPermission, got {other:?}"),
+            }
+        }
+
+        // The pattern follows the key prefix: with the prefix it names, everything works.
+        let lock = Lock::quorum(urls, once().key_prefix("app:locks:")).unwrap();
+        let mut guard = lock.try_acquire("acl").await.unwrap();
+        guard.extend(Duration::from_secs(20)).await.unwrap();
+        assert!(guard.release().await.held >= 2);
+        lock.settle().await;
+        assert_no_keys(&cluster, 0..3).await;
+    })
+    .await;
+}
+
+/// Each command of the recommended line, taken away on its own, breaks the operation that needs
+/// it with a typed ACL refusal on the node, and nothing panics. (`info` is left out: only the
+/// restart guard, not yet in the library, sends it.)
+#[tokio::test]
+async fn every_command_in_the_line_is_needed() {
+    bounded(async {
+        let cluster = cluster(1).await;
+        let url = user_urls(&cluster, PASSWORD)[0].clone();
+        for command in COMMANDS.iter().filter(|&&command| command != "info") {
+            set_user(&cluster, &recommended_without(command)).await;
+            // A cold script cache, as on a fresh or restarted server.
+            on_every_node(&cluster, &["SCRIPT", "FLUSH"]).await;
+            on_every_node(&cluster, &["FLUSHALL"]).await;
+            let refusal = match *command {
+                // The first attempt's SET NX PX.
+                "set" => {
+                    let lock = Lock::single(url.clone(), once()).unwrap();
+                    lock.try_acquire("acl").await.unwrap_err().outcomes()[0]
+                        .reply
+                        .clone()
+                }
+                // A retry's EVAL.
+                "eval" => {
+                    held_elsewhere(&cluster, "quorumlock:acl", Duration::from_millis(200)).await;
+                    let lock = Lock::single(url.clone(), retrying()).unwrap();
+                    lock.acquire("acl").await.unwrap_err().outcomes()[0]
+                        .reply
+                        .clone()
+                }
+                // Extend's script calls PEXPIRE.
+                "pexpire" => {
+                    let lock = Lock::single(url.clone(), once()).unwrap();
+                    let mut guard = lock.try_acquire("acl").await.unwrap();
+                    let error = guard.extend(Duration::from_secs(20)).await.unwrap_err();
+                    assert!(matches!(error, Error::ExtendFailed { .. }), "{error}");
+                    error.outcomes()[0].reply.clone()
+                }
+                // Release: EVALSHA, SCRIPT LOAD on the cold cache, GET and DEL in the script.
+                "evalsha" | "script|load" | "get" | "del" => {
+                    let lock = Lock::single(url.clone(), once()).unwrap();
+                    let guard = lock.try_acquire("acl").await.unwrap();
+                    let report = guard.release().await;
+                    assert_eq!(report.held, 0, "{command}: {report:?}");
+                    report.outcomes[0].reply.clone()
+                }
+                other => unreachable!("no case for {other}"),
+            };
+            match &refusal {
+                NodeReply::Failed(error) if is_acl_refusal(error) => {}
+                other => panic!("without +{command}: expected an ACL refusal, got {other:?}"),
+            }
+            // Whatever Redis refuses outright is NoPermission; only commands inside a script
+            // may come back as the script's ERR.
+            if matches!(*command, "set" | "eval" | "evalsha" | "script|load") {
+                assert!(
+                    matches!(refusal, NodeReply::Failed(NodeError::NoPermission(_))),
+                    "without +{command}: {refusal:?}"
+                );
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_an_auth_error() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        set_user(&cluster, &recommended()).await;
+        let lock = Lock::quorum(user_urls(&cluster, "not-the-password"), once()).unwrap();
+        let error = lock.try_acquire("acl").await.unwrap_err();
+        assert!(matches!(error, Error::Unavailable { .. }), "{error}");
+        let failed = failures(error.outcomes());
+        assert!(failed.len() >= 2, "{error}");
+        for failure in failed {
+            assert!(matches!(failure, NodeError::Auth(_)), "{failure:?}");
+        }
+        // The password never reaches the error's text.
+        assert!(!error.to_string().contains("not-the-password"), "{error}");
+        assert_no_keys(&cluster, 0..3).await;
+    })
+    .await;
+}
