@@ -139,17 +139,17 @@ pub(crate) async fn release(
         .run(|mut connection, generation| {
             sent_on = Some(generation);
             async move {
-                let in_flight = ledger.hand_release(index, generation);
+                let (in_flight, after_all) = ledger.hand_release(index, generation);
                 let reply = invoke(&RELEASE, key, token, None, &mut connection).await;
                 in_flight.finish(answered(&reply));
-                reply
+                reply.map(|reply| (reply, after_all))
             }
         })
         .await
-        .and_then(flag);
+        .and_then(|(reply, after_all)| Ok((flag(reply)?, after_all)));
     match (result, sent_on) {
         (Err(error), _) => NodeReply::Failed(error),
-        (Ok(held), Some(generation)) if ledger.settle(index, generation) => {
+        (Ok((held, true)), Some(generation)) if ledger.settle(index, generation) => {
             if held {
                 NodeReply::Ours
             } else {

@@ -204,12 +204,23 @@ impl Ledger {
         Ok(InFlight::new(self, node, Kind::Acquire, generation))
     }
 
-    /// Records a release handed to `node`'s connection of `generation`.
-    pub(crate) fn hand_release(&self, node: usize, generation: u64) -> InFlight<'_> {
-        if let Some(record) = self.lock().nodes.get_mut(node) {
-            record.hand(Kind::Release);
-        }
-        InFlight::new(self, node, Kind::Release, generation)
+    /// Records a release handed to `node`'s connection of `generation`. Also returns whether
+    /// nothing of ours was in flight to the node at that moment: only then can the release's
+    /// answer [`settle`](Ledger::settle) the node, since a request still in flight could enter
+    /// the connection's queue after it (and finish before the release's answer is read).
+    pub(crate) fn hand_release(&self, node: usize, generation: u64) -> (InFlight<'_>, bool) {
+        let after_all = match self.lock().nodes.get_mut(node) {
+            Some(record) => {
+                let quiet = record.quiet();
+                record.hand(Kind::Release);
+                quiet
+            }
+            None => false,
+        };
+        (
+            InFlight::new(self, node, Kind::Release, generation),
+            after_all,
+        )
     }
 
     /// What a release does on `node` now (an unknown node is sent to).
@@ -387,7 +398,8 @@ mod tests {
         drop(in_flight);
         assert_eq!(ledger.plan(0), Plan::Send);
 
-        let release = ledger.hand_release(0, 1);
+        let (release, after_all) = ledger.hand_release(0, 1);
+        assert!(after_all);
         let second = ledger.begin();
         assert_eq!(
             ledger.hand_acquire(first, 1, 1).err(),
@@ -414,6 +426,10 @@ mod tests {
         assert!(!ledger.wait_quiet(Some(0), Duration::from_millis(5)).await);
         assert!(!ledger.wait_quiet(None, Duration::from_millis(5)).await);
         assert!(ledger.wait_quiet(Some(1), Duration::ZERO).await);
+        // A release sent while a request is in flight is not after it.
+        let (release, after_all) = ledger.hand_release(0, 1);
+        assert!(!after_all);
+        drop(release);
         drop(in_flight);
         assert!(ledger.wait_quiet(Some(0), Duration::ZERO).await);
 
