@@ -9,7 +9,6 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
 use redis::{RedisResult, Script};
 
 use crate::error::{NodeError, NodeReply};
@@ -27,12 +26,13 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARG
 return 0";
 
 /// Deletes the key only while it holds our token.
-static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0",
-    )
-});
+///
+/// Sent with `EVAL` too: the compare-and-delete is then one request, which the ordering rule is
+/// about (see `ledger.rs`), and a `SCRIPT FLUSH` on the node can never fail a release (with
+/// `EVALSHA`, a flush between the `SCRIPT LOAD` that answers NOSCRIPT and the retry does, leaving
+/// the key until its TTL). It also saves the first release on each connection two round trips.
+const RELEASE: &str = r"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0";
 
 /// Sets a new expiry only while the key holds our token.
 static EXTEND: LazyLock<Script> = LazyLock::new(|| {
@@ -140,7 +140,13 @@ pub(crate) async fn release(
             sent_on = Some(generation);
             async move {
                 let (in_flight, after_all) = ledger.hand_release(index, generation);
-                let reply = invoke(&RELEASE, key, token, None, &mut connection).await;
+                let reply: RedisResult<i64> = redis::cmd("EVAL")
+                    .arg(RELEASE)
+                    .arg(1)
+                    .arg(key)
+                    .arg(token)
+                    .query_async(&mut connection)
+                    .await;
                 in_flight.finish(answered(&reply));
                 reply.map(|reply| (reply, after_all))
             }
@@ -168,26 +174,15 @@ pub(crate) async fn extend(
     ttl_ms: u64,
 ) -> Result<bool, NodeError> {
     node.run(|mut connection, _generation| async move {
-        invoke(&EXTEND, key, token, Some(ttl_ms), &mut connection).await
+        EXTEND
+            .key(key)
+            .arg(token)
+            .arg(ttl_ms)
+            .invoke_async(&mut connection)
+            .await
     })
     .await
     .and_then(flag)
-}
-
-/// Runs one of our scripts with the key, the token and (for those that set an expiry) the TTL.
-async fn invoke(
-    script: &Script,
-    key: &[u8],
-    token: &str,
-    ttl_ms: Option<u64>,
-    connection: &mut MultiplexedConnection,
-) -> RedisResult<i64> {
-    let mut invocation = script.key(key);
-    invocation.arg(token);
-    if let Some(ttl_ms) = ttl_ms {
-        invocation.arg(ttl_ms);
-    }
-    invocation.invoke_async(connection).await
 }
 
 /// Whether the server answered the request (with a value or an error reply), so that it has
