@@ -1,32 +1,38 @@
 //! The lock's commands on one node: acquire (`SET NX PX`), release (compare-and-delete) and
 //! extend (compare-and-`PEXPIRE`), the last two as Lua scripts so the compare and the write are
-//! one atomic step. Each answers `true` when the node holds the key for our token.
+//! one atomic step. Acquire and extend answer `true` when the node holds the key for our token;
+//! release answers with the node's [`NodeReply`].
+//!
+//! Acquire and release keep the acquisition's [`Ledger`] up to date, so that a release is sent to
+//! a node only after every request of ours that could still set the key there (see `ledger.rs`).
 
 use std::sync::LazyLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use redis::Script;
+use redis::{RedisResult, Script};
 
-use crate::error::NodeError;
+use crate::error::{NodeError, NodeReply};
+use crate::ledger::{Ledger, Plan, Refused};
 use crate::node::Node;
 
 /// Sets the key to our token, or, when it already holds our token (a leftover of an earlier
 /// attempt of the same acquisition), renews its expiry: our own leftovers count for us.
 ///
 /// Sent with `EVAL`, not `EVALSHA`: one command, never a NOSCRIPT round trip, so the request goes
-/// out in the same step that checks the acquisition is still undecided (see [`acquire`]).
-/// Retries are rare enough that the script's bytes cost nothing.
+/// out in the same step that records it handed over (see [`acquire`]). Retries are rare enough
+/// that the script's bytes cost nothing.
 const ACQUIRE_OR_RENEW: &str = r"if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
 return 0";
 
 /// Deletes the key only while it holds our token.
-static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0",
-    )
-});
+///
+/// Sent with `EVAL` too: the compare-and-delete is then one request, which the ordering rule is
+/// about (see `ledger.rs`), and a `SCRIPT FLUSH` on the node can never fail a release (with
+/// `EVALSHA`, a flush between the `SCRIPT LOAD` that answers NOSCRIPT and the retry does, leaving
+/// the key until its TTL). It also saves the first release on each connection two round trips.
+const RELEASE: &str = r"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0";
 
 /// Sets a new expiry only while the key holds our token.
 static EXTEND: LazyLock<Script> = LazyLock::new(|| {
@@ -36,30 +42,45 @@ return 0",
     )
 });
 
-/// Takes the key for `token`. The first attempt of an acquisition uses a plain `SET NX PX`
-/// (its token is new, so no key of ours can exist yet); later attempts use the script that also
-/// accepts and renews a leftover of an earlier attempt.
+/// What became of an acquire request.
+enum Sent {
+    /// The server answered 1 (set for us) or 0.
+    Reply(i64),
+    /// Not handed to the connection; see [`Refused`].
+    Refused(Refused),
+}
+
+/// Takes the key for `token` in attempt `attempt` of the acquisition that `ledger` belongs to.
+/// The first attempt uses a plain `SET NX PX` (its token is new, so no key of ours can exist
+/// yet); later attempts use the script that also accepts and renews a leftover of an earlier
+/// attempt.
 ///
-/// `undecided` is cleared when the acquisition's round is decided. The request is sent only
-/// while it is set, checked in the same step that hands the request to the connection: a
-/// request still waiting for its connection at the decision is never sent (and answers `false`),
-/// so it cannot land after a release that overtook it. One already sent runs, and a release
-/// sent later on the same connection comes after it.
+/// The request is recorded in the ledger as handed over in the same step that gives it to the
+/// connection, and only while the attempt is undecided: one still waiting for its connection at
+/// the decision is never sent (and answers `false`). Handed over, it may still wait before it
+/// enters the connection's queue (for room in the queue, or for its task to be polled), possibly
+/// in a background task after the decision, so a release started later could overtake it: the
+/// release to this node waits until the request has finished (answered, failed, timed out or
+/// dropped), which the ledger records. A node that a release of ours is still in flight to gets
+/// no request (it fails as a timeout): that release could otherwise delete the new key.
 pub(crate) async fn acquire(
     node: &Node,
     key: &[u8],
     token: &str,
     ttl_ms: u64,
     renew_leftover: bool,
-    undecided: &AtomicBool,
+    ledger: &Ledger,
+    attempt: u32,
 ) -> Result<bool, NodeError> {
-    let reply: Option<i64> = node
-        .run(|mut connection| async move {
-            if !undecided.load(Ordering::Acquire) {
-                return Ok(None);
-            }
-            if renew_leftover {
-                return redis::cmd("EVAL")
+    let index = node.index();
+    let sent = node
+        .run(|mut connection, generation| async move {
+            let in_flight = match ledger.hand_acquire(attempt, index, generation) {
+                Ok(in_flight) => in_flight,
+                Err(refused) => return Ok(Sent::Refused(refused)),
+            };
+            let reply = if renew_leftover {
+                redis::cmd("EVAL")
                     .arg(ACQUIRE_OR_RENEW)
                     .arg(1)
                     .arg(key)
@@ -67,25 +88,82 @@ pub(crate) async fn acquire(
                     .arg(ttl_ms)
                     .query_async(&mut connection)
                     .await
-                    .map(Some);
-            }
-            let set: Option<String> = redis::cmd("SET")
-                .arg(key)
-                .arg(token)
-                .arg("NX")
-                .arg("PX")
-                .arg(ttl_ms)
-                .query_async(&mut connection)
-                .await?;
-            Ok(Some(i64::from(set.is_some())))
+            } else {
+                redis::cmd("SET")
+                    .arg(key)
+                    .arg(token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ttl_ms)
+                    .query_async::<Option<String>>(&mut connection)
+                    .await
+                    .map(|set| i64::from(set.is_some()))
+            };
+            in_flight.finish(answered(&reply));
+            reply.map(Sent::Reply)
         })
         .await?;
-    reply.map_or(Ok(false), flag)
+    match sent {
+        Sent::Reply(reply) => flag(reply),
+        Sent::Refused(Refused::Decided) => Ok(false),
+        Sent::Refused(Refused::Busy) => Err(NodeError::Timeout(node.command_timeout())),
+    }
 }
 
-/// Deletes the key if it still holds `token`.
-pub(crate) async fn release(node: &Node, key: &[u8], token: &str) -> Result<bool, NodeError> {
-    run_script(node, &RELEASE, key, token, None).await
+/// Deletes the key if it still holds `token`, in the order the ledger asks for:
+///
+/// - no request that could set the key ever went out to the node: nothing is sent
+///   ([`NodeReply::NotSent`]);
+/// - one is still in flight: first wait until it has finished, at most `wait`;
+/// - the compare-and-delete's answer is [`NodeReply::Ours`] (deleted) or [`NodeReply::NotOurs`]
+///   only when every request of ours that could set the key there ran before it (it was
+///   answered, or went out over the same connection and had finished). Otherwise (a request
+///   that ended without a reply on a connection since replaced, or one still in flight after
+///   `wait`) the node may still get our key later: [`NodeReply::InDoubt`].
+pub(crate) async fn release(
+    node: &Node,
+    key: &[u8],
+    token: &str,
+    ledger: &Ledger,
+    wait: Duration,
+) -> NodeReply {
+    let index = node.index();
+    if ledger.plan(index) == Plan::Wait {
+        ledger.wait_quiet(Some(index), wait).await;
+    }
+    if ledger.plan(index) == Plan::Skip {
+        return NodeReply::NotSent;
+    }
+    let mut sent_on = None;
+    let result = node
+        .run(|mut connection, generation| {
+            sent_on = Some(generation);
+            async move {
+                let (in_flight, after_all) = ledger.hand_release(index, generation);
+                let reply: RedisResult<i64> = redis::cmd("EVAL")
+                    .arg(RELEASE)
+                    .arg(1)
+                    .arg(key)
+                    .arg(token)
+                    .query_async(&mut connection)
+                    .await;
+                in_flight.finish(answered(&reply));
+                reply.map(|reply| (reply, after_all))
+            }
+        })
+        .await
+        .and_then(|(reply, after_all)| Ok((flag(reply)?, after_all)));
+    match (result, sent_on) {
+        (Err(error), _) => NodeReply::Failed(error),
+        (Ok((held, true)), Some(generation)) if ledger.settle(index, generation) => {
+            if held {
+                NodeReply::Ours
+            } else {
+                NodeReply::NotOurs
+            }
+        }
+        (Ok(_), _) => NodeReply::InDoubt,
+    }
 }
 
 /// Sets the key's expiry to `ttl_ms` if it still holds `token`.
@@ -95,27 +173,25 @@ pub(crate) async fn extend(
     token: &str,
     ttl_ms: u64,
 ) -> Result<bool, NodeError> {
-    run_script(node, &EXTEND, key, token, Some(ttl_ms)).await
-}
-
-/// Runs one of our scripts with the key, the token and (for those that set an expiry) the TTL.
-async fn run_script(
-    node: &Node,
-    script: &Script,
-    key: &[u8],
-    token: &str,
-    ttl_ms: Option<u64>,
-) -> Result<bool, NodeError> {
-    node.run(|mut connection| async move {
-        let mut invocation = script.key(key);
-        invocation.arg(token);
-        if let Some(ttl_ms) = ttl_ms {
-            invocation.arg(ttl_ms);
-        }
-        invocation.invoke_async(&mut connection).await
+    node.run(|mut connection, _generation| async move {
+        EXTEND
+            .key(key)
+            .arg(token)
+            .arg(ttl_ms)
+            .invoke_async(&mut connection)
+            .await
     })
     .await
     .and_then(flag)
+}
+
+/// Whether the server answered the request (with a value or an error reply), so that it has
+/// run. Anything else (I/O error, timeout, an unreadable reply) leaves its fate unknown.
+fn answered<T>(reply: &RedisResult<T>) -> bool {
+    match reply {
+        Ok(_) => true,
+        Err(error) => error.code().is_some(),
+    }
 }
 
 /// Our scripts answer 1 (done) or 0 (not ours); anything else is a protocol error.
@@ -134,19 +210,26 @@ mod tests {
     use quorumlock_harness::TestCluster;
     use redis::AsyncCommands;
 
+    fn node(url: &str) -> Node {
+        let settings = LockOptions::new()
+            .node_timeout(Duration::from_secs(5))
+            .connect_timeout(Duration::from_secs(5));
+        Node::new(0, url, &settings.validate(1).unwrap()).unwrap()
+    }
+
     /// Against a real server: a key of ours left by an earlier attempt counts for us (and gets
     /// the new TTL); a key of someone else's does not; a free key is taken.
     #[tokio::test]
     async fn acquire_or_renew_counts_only_our_own_leftovers() {
         let cluster = TestCluster::with_nodes(1).await.unwrap();
-        let settings = LockOptions::new().node_timeout(std::time::Duration::from_secs(5));
-        let node = Node::new(0, &cluster.urls()[0], &settings.validate(1).unwrap()).unwrap();
+        let node = node(&cluster.urls()[0]);
         let mut direct = cluster.connection(0).await.unwrap();
-        let open = AtomicBool::new(true);
+        let ledger = Ledger::new(1);
+        let attempt = ledger.begin();
 
         let _: () = direct.set_ex("ours", "token-a", 1).await.unwrap();
         assert!(
-            acquire(&node, b"ours", "token-a", 60_000, true, &open)
+            acquire(&node, b"ours", "token-a", 60_000, true, &ledger, attempt)
                 .await
                 .unwrap()
         );
@@ -154,14 +237,14 @@ mod tests {
         assert!(ttl_ms > 1_000, "the leftover got the new TTL: {ttl_ms}");
         // A plain first attempt never renews: its token cannot have been stored before.
         assert!(
-            !acquire(&node, b"ours", "token-a", 60_000, false, &open)
+            !acquire(&node, b"ours", "token-a", 60_000, false, &ledger, attempt)
                 .await
                 .unwrap()
         );
 
         let _: () = direct.set("theirs", "token-b").await.unwrap();
         assert!(
-            !acquire(&node, b"theirs", "token-a", 60_000, true, &open)
+            !acquire(&node, b"theirs", "token-a", 60_000, true, &ledger, attempt)
                 .await
                 .unwrap()
         );
@@ -169,7 +252,7 @@ mod tests {
         assert_eq!(value, "token-b");
 
         assert!(
-            acquire(&node, b"free", "token-a", 60_000, true, &open)
+            acquire(&node, b"free", "token-a", 60_000, true, &ledger, attempt)
                 .await
                 .unwrap()
         );
@@ -177,13 +260,64 @@ mod tests {
         assert_eq!(value, "token-a");
 
         // Once the round is decided, a request not yet sent is never sent.
-        open.store(false, Ordering::Release);
+        ledger.decide();
         assert!(
-            !acquire(&node, b"late", "token-a", 60_000, false, &open)
+            !acquire(&node, b"late", "token-a", 60_000, false, &ledger, attempt)
                 .await
                 .unwrap()
         );
         let exists: bool = direct.exists("late").await.unwrap();
         assert!(!exists);
+    }
+
+    /// A release sends nothing to a node no request of ours went out to: not even a connection
+    /// attempt (nothing listens on port 1, so dialing would fail).
+    #[tokio::test]
+    async fn a_release_skips_a_node_never_sent_to() {
+        let node = node("redis://127.0.0.1:1");
+        let ledger = Ledger::new(1);
+        let attempt = ledger.begin();
+        let error = acquire(&node, b"k", "t", 1_000, false, &ledger, attempt)
+            .await
+            .unwrap_err();
+        assert_eq!(error, NodeError::ConnectionRefused);
+        ledger.decide();
+        let reply = release(&node, b"k", "t", &ledger, Duration::from_secs(1)).await;
+        assert_eq!(reply, NodeReply::NotSent);
+    }
+
+    /// A release over a newer connection than the one an unanswered request of ours went out on
+    /// cannot say the node is free; over the same connection it can.
+    #[tokio::test]
+    async fn a_release_after_an_unanswered_request_on_an_older_connection_is_in_doubt() {
+        let cluster = TestCluster::with_nodes(1).await.unwrap();
+        let node = node(&cluster.urls()[0]);
+        let ledger = Ledger::new(1);
+        let attempt = ledger.begin();
+        assert!(
+            acquire(&node, b"k", "t", 60_000, false, &ledger, attempt)
+                .await
+                .unwrap()
+        );
+        // As if a request had gone out on an earlier connection (generation 0 is never used)
+        // and timed out there.
+        drop(ledger.hand_acquire(attempt, 0, 0).unwrap());
+        ledger.decide();
+        let reply = release(&node, b"k", "t", &ledger, Duration::from_secs(1)).await;
+        assert_eq!(reply, NodeReply::InDoubt);
+        let mut direct = cluster.connection(0).await.unwrap();
+        let exists: bool = direct.exists("k").await.unwrap();
+        assert!(!exists, "the compare-and-delete still ran");
+
+        let ledger = Ledger::new(1);
+        let attempt = ledger.begin();
+        assert!(
+            acquire(&node, b"k", "t", 60_000, false, &ledger, attempt)
+                .await
+                .unwrap()
+        );
+        ledger.decide();
+        let reply = release(&node, b"k", "t", &ledger, Duration::from_secs(1)).await;
+        assert_eq!(reply, NodeReply::Ours);
     }
 }

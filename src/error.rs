@@ -157,8 +157,31 @@ pub enum NodeReply {
     NotOurs,
     /// The node failed.
     Failed(NodeError),
-    /// The operation was decided before this node answered; its request was abandoned.
+    /// The operation was decided before this node answered. Its request finishes in the
+    /// background, or (a lost acquisition) was abandoned.
     NoReply,
+    /// Release only: no request of this acquisition that could set the key ever went out to this
+    /// node (the acquisition was decided before the node's connection was ready, or none could be
+    /// made), so no key of ours can be there, and the release sent nothing (not even a
+    /// connection attempt). The early return of a release counts only nodes that answered it.
+    NotSent,
+    /// Release only: the compare-and-delete ran, but a request of this acquisition that went out
+    /// to this node over an earlier connection (replaced since, after an I/O or protocol error) never got a
+    /// reply, or one was still in flight when the release stopped waiting for it: it may still
+    /// reach the node after the release and set the key, which then expires by its TTL. Does not
+    /// count as free.
+    InDoubt,
+}
+
+impl NodeReply {
+    /// A command's answer: `true` (ours), `false` (not ours) or the node's error.
+    pub(crate) fn from_flag(result: Result<bool, NodeError>) -> NodeReply {
+        match result {
+            Ok(true) => NodeReply::Ours,
+            Ok(false) => NodeReply::NotOurs,
+            Err(error) => NodeReply::Failed(error),
+        }
+    }
 }
 
 impl fmt::Display for NodeReply {
@@ -168,6 +191,10 @@ impl fmt::Display for NodeReply {
             NodeReply::NotOurs => f.write_str("not ours"),
             NodeReply::Failed(e) => write!(f, "failed: {e}"),
             NodeReply::NoReply => f.write_str("no reply before the decision"),
+            NodeReply::NotSent => f.write_str("nothing sent: no request of ours went out to it"),
+            NodeReply::InDoubt => {
+                f.write_str("in doubt: an earlier request of ours may still set the key")
+            }
         }
     }
 }

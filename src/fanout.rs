@@ -3,9 +3,10 @@
 //!
 //! Requests still in flight when the round is decided are handed back as [`Round::unanswered`]:
 //! a won acquisition lets them finish in the background, so the key reaches every node that can
-//! take it, not just the first quorum (on a multiplexed connection a request whose reply is no
-//! longer awaited is never written). A lost round drops them, and the release that follows goes
-//! to every node, including those that never answered.
+//! take it, not just the first quorum. A lost round drops them (a request dropped before its
+//! connection's driver took it from the queue is never written; one already taken still runs),
+//! and the release that follows goes to every node a request went out to, each after that
+//! node's request has finished (see `ledger.rs`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,7 +16,7 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 
-use crate::error::{NodeError, NodeOutcome, NodeReply};
+use crate::error::{NodeOutcome, NodeReply};
 use crate::node::Node;
 use crate::quorum::{Tally, Verdict, Vote};
 
@@ -60,7 +61,7 @@ pub(crate) async fn fan_out<Op, Fut, Cancel>(
 ) -> Round
 where
     Op: Fn(Arc<Node>) -> Fut,
-    Fut: Future<Output = Result<bool, NodeError>> + Send + 'static,
+    Fut: Future<Output = NodeReply> + Send + 'static,
     Cancel: Future<Output = ()> + ?Sized,
 {
     let mut replies = vec![NodeReply::NoReply; nodes.len()];
@@ -74,7 +75,7 @@ where
         })
         .collect();
     let verdict = loop {
-        let (index, result) = tokio::select! {
+        let (index, reply) = tokio::select! {
             biased;
             () = cancel.as_mut() => break None,
             next = in_flight.next() => match next {
@@ -82,18 +83,7 @@ where
                 None => break Some(tally.verdict()),
             },
         };
-        let reply = match result {
-            Ok(true) => NodeReply::Ours,
-            Ok(false) => NodeReply::NotOurs,
-            Err(error) => NodeReply::Failed(error),
-        };
-        let vote = match (&reply, until) {
-            (NodeReply::Failed(_), _) => Vote::Failed,
-            // Released, or never ours: either way the node is free of our key.
-            (_, Until::Freed) | (NodeReply::Ours, _) => Vote::Ours,
-            _ => Vote::NotOurs,
-        };
-        let verdict = tally.record(vote);
+        let verdict = tally.record(vote(&reply, until));
         if let Some(slot) = replies.get_mut(index) {
             *slot = reply;
         }
@@ -120,5 +110,44 @@ where
         verdict,
         outcomes,
         unanswered,
+    }
+}
+
+/// What one node's reply counts as: for a release, `Ours` means "answered, and free of our key".
+fn vote(reply: &NodeReply, until: Until) -> Vote {
+    match (reply, until) {
+        (NodeReply::Ours, _) => Vote::Ours,
+        // Released, or never ours: the node is free of our key.
+        (NodeReply::NotOurs, Until::Freed) => Vote::Ours,
+        (NodeReply::NotOurs | NodeReply::NotSent, Until::Decided) => Vote::NotOurs,
+        // Free of our key too, but sent nothing: it counts neither way, so the release still
+        // returns once a quorum of the nodes it went to has answered (as it did when it dialed
+        // them), and a report still shows every holder that answered by then.
+        (NodeReply::NotSent, Until::Freed) => Vote::Failed,
+        // Failed, or a request of ours may still set the key there: not known to be free.
+        (NodeReply::Failed(_) | NodeReply::InDoubt | NodeReply::NoReply, _) => Vote::Failed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::NodeError;
+
+    #[test]
+    fn a_release_counts_a_node_free_only_when_it_answered_and_nothing_of_ours_can_land_there() {
+        for reply in [NodeReply::Ours, NodeReply::NotOurs] {
+            assert_eq!(vote(&reply, Until::Freed), Vote::Ours, "{reply}");
+        }
+        for reply in [
+            NodeReply::NotSent,
+            NodeReply::InDoubt,
+            NodeReply::NoReply,
+            NodeReply::Failed(NodeError::Loading),
+        ] {
+            assert_eq!(vote(&reply, Until::Freed), Vote::Failed, "{reply}");
+        }
+        assert_eq!(vote(&NodeReply::Ours, Until::Decided), Vote::Ours);
+        assert_eq!(vote(&NodeReply::NotOurs, Until::Decided), Vote::NotOurs);
     }
 }

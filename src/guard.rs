@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 
 use crate::commands;
-use crate::error::{Error, NodeOutcome};
+use crate::error::{Error, NodeOutcome, NodeReply};
 use crate::fanout::{Until, fan_out};
+use crate::ledger::Ledger;
 use crate::lock::{Shared, release_all, release_in_background};
 use crate::options::validate_ttl;
 use crate::quorum::Verdict;
@@ -32,6 +33,8 @@ pub struct Guard {
     key: Arc<[u8]>,
     resource_len: usize,
     token: Token,
+    /// The acquisition's requests per node, which the release is ordered after.
+    ledger: Arc<Ledger>,
     valid_until: Instant,
     outcomes: Vec<NodeOutcome>,
     runtime: Option<Handle>,
@@ -45,7 +48,10 @@ pub struct ReleaseReport {
     /// How many of the nodes that answered still held our token and deleted it.
     pub held: usize,
     /// What each node said; [`NodeReply::NoReply`](crate::NodeReply::NoReply) for the nodes
-    /// still being released in the background.
+    /// still being released in the background, [`NodeReply::NotSent`](crate::NodeReply::NotSent)
+    /// for those the acquisition sent nothing to (so neither did the release), and
+    /// [`NodeReply::InDoubt`](crate::NodeReply::InDoubt) where a request of ours that went out
+    /// over an earlier connection may still set the key.
     pub outcomes: Vec<NodeOutcome>,
 }
 
@@ -55,6 +61,7 @@ impl Guard {
         key: Arc<[u8]>,
         resource_len: usize,
         token: Token,
+        ledger: Arc<Ledger>,
         valid_until: Instant,
         outcomes: Vec<NodeOutcome>,
     ) -> Guard {
@@ -63,6 +70,7 @@ impl Guard {
             key,
             resource_len,
             token,
+            ledger,
             valid_until,
             outcomes,
             runtime: Handle::try_current().ok(),
@@ -123,7 +131,11 @@ impl Guard {
             pin!(std::future::pending::<()>()),
             |node| {
                 let (key, token) = (Arc::clone(key), token.clone());
-                async move { commands::extend(&node, &key, token.as_str(), ttl_ms).await }
+                async move {
+                    NodeReply::from_flag(
+                        commands::extend(&node, &key, token.as_str(), ttl_ms).await,
+                    )
+                }
             },
         )
         .await;
@@ -152,12 +164,16 @@ impl Guard {
 
     /// Deletes the key on every node that still holds our token, never retrying.
     ///
-    /// Returns as soon as a quorum of nodes is free of our key, so that a slow or hung minority
-    /// costs nothing; the other nodes are released in the background
+    /// A node the acquisition sent nothing to is skipped (not even dialed). On a node whose
+    /// acquire request is still in flight (it had not answered at the decision), the
+    /// compare-and-delete is sent only once that request has finished, so it cannot be overtaken.
+    ///
+    /// Returns as soon as a quorum of nodes has answered that it is free of our key, so that a
+    /// slow or hung minority costs nothing; the other nodes are released in the background
     /// ([`Lock::settle`](crate::Lock::settle) waits for them). Without such a quorum it waits for
     /// every node, at most its timeouts; an unreachable node's key expires by its TTL.
     pub async fn release(mut self) -> ReleaseReport {
-        let round = release_all(&self.shared, &self.key, &self.token).await;
+        let round = release_all(&self.shared, &self.key, &self.token, &self.ledger).await;
         self.released = true;
         ReleaseReport {
             held: round.ours(),
@@ -173,6 +189,7 @@ impl Drop for Guard {
                 &self.shared,
                 Arc::clone(&self.key),
                 self.token.clone(),
+                Arc::clone(&self.ledger),
                 self.runtime.as_ref(),
             );
         }

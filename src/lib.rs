@@ -38,7 +38,9 @@
 //! # Layout
 //!
 //! - Pure algorithm, no I/O: `quorum` (the vote tally), `validity` (lease
-//!   arithmetic), [`retry`](crate::RetryPolicy) (the retry schedule), `token` (tokens, keys).
+//!   arithmetic), [`retry`](crate::RetryPolicy) (the retry schedule), `token` (tokens, keys),
+//!   `ledger` (which of an acquisition's requests may still reach each node, so that a release
+//!   runs after them).
 //! - I/O: `node` (one master's lazy connection and timeouts), `commands` (SET NX PX and the Lua
 //!   scripts on one node), `fanout` (all nodes at once, early decision), `background` (releases
 //!   started from `Drop`).
@@ -56,6 +58,7 @@ mod commands;
 mod error;
 mod fanout;
 mod guard;
+mod ledger;
 mod lock;
 mod node;
 mod options;

@@ -1,21 +1,22 @@
 //! [`Lock`]: the client. Acquires over all nodes at once with an early quorum decision, computes
 //! the validity, retries with jitter, and releases on every node whenever an acquisition fails,
-//! is cancelled, or its future is dropped.
+//! is cancelled, or its future is dropped. Each acquisition keeps a [`Ledger`] of its requests
+//! per node, so that every release reaches a node after them (or says it may not have).
 
 use std::fmt;
 use std::future::{Future, pending};
 use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
 
 use crate::background::Background;
 use crate::commands;
-use crate::error::{ConfigError, Error, NodeOutcome};
+use crate::error::{ConfigError, Error, NodeOutcome, NodeReply};
 use crate::fanout::{Round, Until, fan_out};
 use crate::guard::Guard;
+use crate::ledger::Ledger;
 use crate::node::Node;
 use crate::options::{LockOptions, Settings, Topology};
 use crate::quorum::Verdict;
@@ -52,6 +53,17 @@ pub(crate) struct Shared {
     pub(crate) nodes: Vec<Arc<Node>>,
     pub(crate) settings: Settings,
     pub(crate) background: Arc<Background>,
+}
+
+impl Shared {
+    /// The longest one request to one node can take: connecting, then the command. A release
+    /// waits at most this long for a request of ours still in flight to a node before it sends
+    /// there, and a retry for the previous attempt's releases before it starts.
+    pub(crate) fn request_bound(&self) -> Duration {
+        self.settings
+            .connect_timeout
+            .saturating_add(self.settings.node_timeout)
+    }
 }
 
 impl fmt::Debug for Lock {
@@ -165,12 +177,13 @@ impl Lock {
         policy.validate()?;
         let key = lock_key(&self.shared.settings.key_prefix, resource);
         let token = Token::generate();
+        let ledger = Arc::new(Ledger::new(self.shared.nodes.len()));
         let mut cancel = pin!(cancel);
         let first_started = Instant::now();
         let mut attempts_made = 0u32;
         loop {
             let result = self
-                .attempt(&key, &token, attempts_made > 0, cancel.as_mut())
+                .attempt(&key, &token, &ledger, attempts_made > 0, cancel.as_mut())
                 .await;
             attempts_made = attempts_made.saturating_add(1);
             let error = match result {
@@ -180,6 +193,7 @@ impl Lock {
                         key,
                         resource.len(),
                         token,
+                        ledger,
                         valid_until,
                         outcomes,
                     ));
@@ -193,12 +207,19 @@ impl Lock {
                 return Err(error);
             };
             tracing::debug!(attempt = attempts_made, ?pause, %error, "acquire attempt failed; retrying");
+            // The failed attempt's releases may still be in flight on the slower nodes; they
+            // finish (within their timeouts) before the next attempt sends anything, so none of
+            // them can delete its key.
+            let pause_then_quiet = async {
+                tokio::time::sleep(pause).await;
+                ledger.wait_quiet(None, self.shared.request_bound()).await;
+            };
             tokio::select! {
                 biased;
                 () = cancel.as_mut() => {
                     return Err(Error::Cancelled { outcomes: error.outcomes().to_vec() });
                 }
-                () = tokio::time::sleep(pause) => {}
+                () = pause_then_quiet => {}
             }
         }
     }
@@ -216,6 +237,7 @@ impl Lock {
         &self,
         key: &Arc<[u8]>,
         token: &Token,
+        ledger: &Arc<Ledger>,
         renew_leftover: bool,
         cancel: Pin<&mut C>,
     ) -> Result<(Instant, Vec<NodeOutcome>), Error>
@@ -225,8 +247,8 @@ impl Lock {
         let shared = &self.shared;
         let settings = &shared.settings;
         let ttl_ms = ttl_millis(settings.ttl);
-        let mut cleanup = ReleaseOnDrop::new(shared, key, token);
-        let undecided = Arc::new(AtomicBool::new(true));
+        let mut cleanup = ReleaseOnDrop::new(shared, key, token, ledger);
+        let attempt = ledger.begin();
         let started = Instant::now();
         let round = fan_out(
             &shared.nodes,
@@ -234,25 +256,28 @@ impl Lock {
             Until::Decided,
             cancel,
             |node| {
-                let (key, token) = (Arc::clone(key), token.clone());
-                let undecided = Arc::clone(&undecided);
+                let (key, token, ledger) = (Arc::clone(key), token.clone(), Arc::clone(ledger));
                 async move {
-                    commands::acquire(
-                        &node,
-                        &key,
-                        token.as_str(),
-                        ttl_ms,
-                        renew_leftover,
-                        &undecided,
+                    NodeReply::from_flag(
+                        commands::acquire(
+                            &node,
+                            &key,
+                            token.as_str(),
+                            ttl_ms,
+                            renew_leftover,
+                            &ledger,
+                            attempt,
+                        )
+                        .await,
                     )
-                    .await
                 }
             },
         )
         .await;
         // In the same step as the decision: the requests handed back unfinished were last
-        // polled inside `fan_out`, so none of them can be sent from now on unless it already was.
-        undecided.store(false, Ordering::Release);
+        // polled inside `fan_out`, so none of them is handed to a connection from now on unless
+        // it already was; those that were are in flight in the ledger until they finish.
+        ledger.decide();
         let decided = Instant::now();
         let elapsed = decided.saturating_duration_since(started);
         let Round {
@@ -270,9 +295,9 @@ impl Lock {
                     Some(left) => {
                         cleanup.disarm();
                         if let Some(unanswered) = unanswered {
-                            // Requests already sent reach the slower nodes, so more of them hold
-                            // the key if one of the quorum crashes; a release sent later on the
-                            // same connection comes after them.
+                            // Requests already handed over reach the slower nodes, so more of
+                            // them hold the key if one of the quorum crashes; a release to such a
+                            // node waits until its request has finished.
                             shared.background.spawn(None, unanswered);
                         }
                         // An Instant that far out does not exist: treat the lock as expiring now.
@@ -293,26 +318,36 @@ impl Lock {
             },
             None => Error::Cancelled { outcomes },
         };
-        release_all(shared, key, token).await;
+        // Requests still in flight are dropped, which finishes them: the release that follows
+        // is ordered after each on its node.
+        drop(unanswered);
+        release_all(shared, key, token, ledger).await;
         cleanup.disarm();
         Err(error)
     }
 }
 
-/// Compare-and-delete on every node, never retrying. Returns as soon as a quorum of nodes is
-/// known to be free of our key (from then on the lock is free for others); the requests to the
-/// other nodes finish as counted background work. Without such a quorum, waits for every node
-/// (each within its timeouts).
-pub(crate) async fn release_all(shared: &Shared, key: &Arc<[u8]>, token: &Token) -> Round {
+/// Compare-and-delete on every node a request of ours went out to, never retrying, each after
+/// the request of ours still in flight there has finished (see [`commands::release`]). Returns
+/// as soon as a quorum of nodes is known to be free of our key (from then on the lock is free
+/// for others); the requests to the other nodes finish as counted background work. Without such
+/// a quorum, waits for every node (each within its timeouts).
+pub(crate) async fn release_all(
+    shared: &Shared,
+    key: &Arc<[u8]>,
+    token: &Token,
+    ledger: &Arc<Ledger>,
+) -> Round {
     let never = pin!(pending::<()>());
+    let wait = shared.request_bound();
     let mut round = fan_out(
         &shared.nodes,
         shared.settings.quorum,
         Until::Freed,
         never,
         |node| {
-            let (key, token) = (Arc::clone(key), token.clone());
-            async move { commands::release(&node, &key, token.as_str()).await }
+            let (key, token, ledger) = (Arc::clone(key), token.clone(), Arc::clone(ledger));
+            async move { commands::release(&node, &key, token.as_str(), &ledger, wait).await }
         },
     )
     .await;
@@ -327,11 +362,12 @@ pub(crate) fn release_in_background(
     shared: &Arc<Shared>,
     key: Arc<[u8]>,
     token: Token,
+    ledger: Arc<Ledger>,
     fallback: Option<&Handle>,
 ) {
     let task_shared = Arc::clone(shared);
     let spawned = shared.background.spawn(fallback, async move {
-        let round = release_all(&task_shared, &key, &token).await;
+        let round = release_all(&task_shared, &key, &token, &ledger).await;
         tracing::debug!(released = round.ours(), "background release finished");
     });
     if !spawned {
@@ -345,15 +381,22 @@ struct ReleaseOnDrop<'a> {
     shared: &'a Arc<Shared>,
     key: &'a Arc<[u8]>,
     token: &'a Token,
+    ledger: &'a Arc<Ledger>,
     armed: bool,
 }
 
 impl<'a> ReleaseOnDrop<'a> {
-    fn new(shared: &'a Arc<Shared>, key: &'a Arc<[u8]>, token: &'a Token) -> Self {
+    fn new(
+        shared: &'a Arc<Shared>,
+        key: &'a Arc<[u8]>,
+        token: &'a Token,
+        ledger: &'a Arc<Ledger>,
+    ) -> Self {
         ReleaseOnDrop {
             shared,
             key,
             token,
+            ledger,
             armed: true,
         }
     }
@@ -367,7 +410,16 @@ impl Drop for ReleaseOnDrop<'_> {
     fn drop(&mut self) {
         if self.armed {
             tracing::debug!("acquisition dropped mid-flight; releasing in the background");
-            release_in_background(self.shared, Arc::clone(self.key), self.token.clone(), None);
+            // Nothing of this attempt is handed to a connection from now on, whatever the order
+            // in which its requests' futures are dropped and the release task runs.
+            self.ledger.decide();
+            release_in_background(
+                self.shared,
+                Arc::clone(self.key),
+                self.token.clone(),
+                Arc::clone(self.ledger),
+                None,
+            );
         }
     }
 }

@@ -5,6 +5,8 @@
 //! it meanwhile, so a dead or hung node costs each caller at most its own timeout and never
 //! queues callers one behind another. A command that finds the connection broken drops it, and
 //! the next command connects again: a node that comes back is used without restarting anything.
+//! Each connection made gets a new generation number, which commands are told, so that a release
+//! can tell whether an earlier request went out over the same connection (see `ledger.rs`).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -73,15 +75,26 @@ impl Node {
         &self.addr
     }
 
+    /// The longest one command waits for this node's reply.
+    pub(crate) fn command_timeout(&self) -> Duration {
+        self.command_timeout
+    }
+
     /// Runs one command (which may be several round trips, as a script's NOSCRIPT fallback is)
     /// on this node's connection, within the connect timeout and the command timeout.
+    ///
+    /// `command` gets the connection and its generation, and is polled for the first time in the
+    /// same step that gets the connection. Requests given to one generation run on the node in
+    /// the order they enter its queue; a newer generation is a new connection, with no order
+    /// relative to requests still inside an older one.
     pub(crate) async fn run<T, F, Fut>(&self, command: F) -> Result<T, NodeError>
     where
-        F: FnOnce(MultiplexedConnection) -> Fut,
+        F: FnOnce(MultiplexedConnection, u64) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let (generation, connection) = self.connection().await?;
-        let result = match tokio::time::timeout(self.command_timeout, command(connection)).await {
+        let command = command(connection, generation);
+        let result = match tokio::time::timeout(self.command_timeout, command).await {
             Ok(Ok(reply)) => return Ok(reply),
             Ok(Err(err)) if err.is_timeout() => NodeError::Timeout(self.command_timeout),
             Ok(Err(err)) => NodeError::from(err),

@@ -1,5 +1,7 @@
 //! Server errors: every error a node can answer becomes a typed per-node error, never a panic.
 
+use std::time::Duration;
+
 use quorumlock::{Lock, NodeError, NodeReply};
 use redis::AsyncCommands;
 
@@ -75,7 +77,10 @@ async fn server_errors_are_typed_per_node() {
 async fn scripts_flushed_from_a_node_are_reloaded_transparently() {
     bounded(async {
         let (cluster, lock) = quorum_lock(3, once()).await;
-        lock.try_acquire("noscript").await.unwrap().release().await;
+        // Extend runs its script by hash; a cold script cache makes each node answer NOSCRIPT
+        // first.
+        let mut guard = lock.try_acquire("noscript").await.unwrap();
+        guard.extend(Duration::from_secs(20)).await.unwrap();
         for node in 0..3 {
             let mut connection = cluster.connection(node).await.unwrap();
             let _: () = redis::cmd("SCRIPT")
@@ -84,17 +89,17 @@ async fn scripts_flushed_from_a_node_are_reloaded_transparently() {
                 .await
                 .unwrap();
         }
-        let guard = lock.try_acquire("noscript").await.unwrap();
-        let key = guard.key().to_vec();
-        let report = guard.release().await;
+        guard.extend(Duration::from_secs(30)).await.unwrap();
         assert!(
-            report
-                .outcomes
+            guard
+                .outcomes()
                 .iter()
                 .all(|o| !matches!(o.reply, NodeReply::Failed(_))),
             "{:?}",
-            report.outcomes
+            guard.outcomes()
         );
+        let key = guard.key().to_vec();
+        guard.release().await;
         lock.settle().await;
         for node in 0..3 {
             assert_eq!(stored(&cluster, node, &key).await, None, "node {node}");

@@ -1,0 +1,449 @@
+//! Per acquisition and per node: which of our requests may still reach the node, so that a
+//! release runs after them there. The bookkeeping is pure ([`Record`]); [`Ledger`] is the
+//! locked copy that an acquisition's requests and releases update, with one completion signal.
+//! No I/O.
+//!
+//! Why it is needed: a multiplexed connection executes requests in the order they enter its
+//! queue, not the order callers started them in. A request can wait before it enters (for room in
+//! the queue, for its task to be polled again), and one still waiting when its acquisition is
+//! decided goes on in a background task, so a release that the caller starts later can enter the
+//! queue first. The ordering rule, per node, for each request that can set our key:
+//!
+//! 1. **Never sent.** A request is handed to a connection only while its attempt is undecided,
+//!    checked in the same step that hands it over. A node that got no request of the acquisition
+//!    (decided first, or no connection could be made) cannot hold our key: a release sends it
+//!    nothing ([`Plan::Skip`]).
+//! 2. **In flight.** Handed over and not finished: a release to that node first waits until it
+//!    finishes ([`Plan::Wait`]), at most a bound (the node's own timeouts).
+//! 3. **Finished**: answered, failed, timed out or dropped. It can no longer enter the
+//!    connection's queue: one dropped before the connection's driver took it is never written,
+//!    one already queued is ahead of anything queued later. A release sent from then on over the
+//!    same connection (the same generation, see `node.rs`) runs after it. One that ended without a
+//!    reply on a connection that has since been replaced may still reach the node late: the
+//!    release then reports [`NodeReply::InDoubt`](crate::NodeReply::InDoubt), never "free".
+//!
+//! Releases are recorded in flight too: the next attempt of a retrying acquisition waits for the
+//! previous attempt's releases before it starts, and never sends to a node one is still in flight
+//! to, so a late release cannot delete the next attempt's key (all attempts share one token).
+
+use std::pin::pin;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+/// Which kind of request, for what its end means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Can set our key (`SET NX PX`, acquire-or-renew).
+    Acquire,
+    /// Compare-and-delete: landing late can only delete our own key.
+    Release,
+}
+
+/// What a release does on one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// No request that can set our key ever went out to the node: send nothing.
+    Skip,
+    /// A request of ours is still in flight there: wait for it to finish first.
+    Wait,
+    /// Send the compare-and-delete.
+    Send,
+}
+
+/// What one node may still get from one acquisition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Record {
+    /// A request that can set the key was handed to the node since the last release that
+    /// settled it.
+    handed: bool,
+    /// Requests of ours (either kind) handed to the node and not finished.
+    in_flight: u32,
+    /// Oldest and newest connection generation on which a request that can set the key finished
+    /// without a reply, since the last release that settled the node.
+    unanswered: Option<(u64, u64)>,
+}
+
+impl Record {
+    /// A request of `kind` is handed to the node's connection.
+    pub(crate) fn hand(&mut self, kind: Kind) {
+        if kind == Kind::Acquire {
+            self.handed = true;
+        }
+        self.in_flight = self.in_flight.saturating_add(1);
+    }
+
+    /// A request of `kind`, handed over on connection `generation`, finished: `answered` when
+    /// the server replied to it (a value or an error reply), so it has run.
+    pub(crate) fn finish(&mut self, kind: Kind, generation: u64, answered: bool) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if kind == Kind::Acquire && !answered {
+            self.unanswered = Some(match self.unanswered {
+                None => (generation, generation),
+                Some((oldest, newest)) => (oldest.min(generation), newest.max(generation)),
+            });
+        }
+    }
+
+    /// Whether nothing of ours is in flight to the node.
+    pub(crate) fn quiet(&self) -> bool {
+        self.in_flight == 0
+    }
+
+    /// What a release does on the node now.
+    pub(crate) fn plan(&self) -> Plan {
+        if self.in_flight > 0 {
+            Plan::Wait
+        } else if self.handed {
+            Plan::Send
+        } else {
+            Plan::Skip
+        }
+    }
+
+    /// A release's compare-and-delete was answered over connection `generation`. Returns whether
+    /// that answer settles the node: nothing of ours is in flight, and every request that could
+    /// set the key was either answered or went out over that same connection, so it ran before
+    /// the release. A settled node starts afresh; otherwise the record is kept.
+    pub(crate) fn settle(&mut self, generation: u64) -> bool {
+        let ordered = self.in_flight == 0
+            && match self.unanswered {
+                None => true,
+                Some((oldest, newest)) => oldest == generation && newest == generation,
+            };
+        if ordered {
+            *self = Record::default();
+        }
+        ordered
+    }
+}
+
+/// Why a request that can set the key was not handed over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Its attempt was already decided: it is never sent.
+    Decided,
+    /// A request of ours to that node (a release of an earlier attempt) is still in flight and
+    /// could land after it.
+    Busy,
+}
+
+/// One acquisition's [`Record`]s, shared by its requests (some of them finishing in background
+/// tasks), its releases and its guard.
+#[derive(Debug)]
+pub(crate) struct Ledger {
+    state: Mutex<State>,
+    /// Signalled when a request finishes while someone waits.
+    finished: Notify,
+}
+
+#[derive(Debug)]
+struct State {
+    /// The latest attempt (counted from 1).
+    attempt: u32,
+    /// Whether the latest attempt is undecided, so its requests may still be handed over.
+    open: bool,
+    /// Whether someone waits for a request to finish.
+    waiting: bool,
+    nodes: Vec<Record>,
+}
+
+impl Ledger {
+    /// A ledger for an acquisition over `nodes` nodes, nothing sent yet.
+    pub(crate) fn new(nodes: usize) -> Ledger {
+        Ledger {
+            state: Mutex::new(State {
+                attempt: 0,
+                open: false,
+                waiting: false,
+                nodes: vec![Record::default(); nodes],
+            }),
+            finished: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Opens a new attempt and returns its number.
+    pub(crate) fn begin(&self) -> u32 {
+        let mut state = self.lock();
+        state.attempt = state.attempt.wrapping_add(1);
+        state.open = true;
+        state.attempt
+    }
+
+    /// The latest attempt is decided: none of its requests is handed over from now on.
+    pub(crate) fn decide(&self) {
+        self.lock().open = false;
+    }
+
+    /// Hands attempt `attempt`'s request to `node`'s connection of `generation`, unless the
+    /// attempt is decided or a request of ours to that node is still in flight. Call it in the
+    /// same step (poll) that gives the request to the connection, and keep the returned
+    /// [`InFlight`] until the request has finished.
+    pub(crate) fn hand_acquire(
+        &self,
+        attempt: u32,
+        node: usize,
+        generation: u64,
+    ) -> Result<InFlight<'_>, Refused> {
+        let mut state = self.lock();
+        if !state.open || state.attempt != attempt {
+            return Err(Refused::Decided);
+        }
+        let Some(record) = state.nodes.get_mut(node) else {
+            return Err(Refused::Decided);
+        };
+        if !record.quiet() {
+            return Err(Refused::Busy);
+        }
+        record.hand(Kind::Acquire);
+        Ok(InFlight::new(self, node, Kind::Acquire, generation))
+    }
+
+    /// Records a release handed to `node`'s connection of `generation`. Also returns whether
+    /// nothing of ours was in flight to the node at that moment: only then can the release's
+    /// answer [`settle`](Ledger::settle) the node, since a request still in flight could enter
+    /// the connection's queue after it (and finish before the release's answer is read).
+    pub(crate) fn hand_release(&self, node: usize, generation: u64) -> (InFlight<'_>, bool) {
+        let after_all = match self.lock().nodes.get_mut(node) {
+            Some(record) => {
+                let quiet = record.quiet();
+                record.hand(Kind::Release);
+                quiet
+            }
+            None => false,
+        };
+        (
+            InFlight::new(self, node, Kind::Release, generation),
+            after_all,
+        )
+    }
+
+    /// What a release does on `node` now (an unknown node is sent to).
+    pub(crate) fn plan(&self, node: usize) -> Plan {
+        self.lock().nodes.get(node).map_or(Plan::Send, Record::plan)
+    }
+
+    /// See [`Record::settle`] (an unknown node is never settled).
+    pub(crate) fn settle(&self, node: usize, generation: u64) -> bool {
+        self.lock()
+            .nodes
+            .get_mut(node)
+            .is_some_and(|record| record.settle(generation))
+    }
+
+    /// Waits until nothing of ours is in flight to `node` (to any node if `None`), at most
+    /// `bound`. Returns whether that is so.
+    pub(crate) async fn wait_quiet(&self, node: Option<usize>, bound: Duration) -> bool {
+        let quiet = async {
+            loop {
+                let mut finished = pin!(self.finished.notified());
+                // Registered before the check, so a request finishing in between still wakes us.
+                finished.as_mut().enable();
+                {
+                    let mut state = self.lock();
+                    let quiet = match node {
+                        Some(node) => state.nodes.get(node).is_none_or(Record::quiet),
+                        None => state.nodes.iter().all(Record::quiet),
+                    };
+                    if quiet {
+                        return;
+                    }
+                    state.waiting = true;
+                }
+                finished.await;
+            }
+        };
+        tokio::time::timeout(bound, quiet).await.is_ok()
+    }
+
+    fn finish(&self, node: usize, kind: Kind, generation: u64, answered: bool) {
+        let wake = {
+            let mut state = self.lock();
+            if let Some(record) = state.nodes.get_mut(node) {
+                record.finish(kind, generation, answered);
+            }
+            std::mem::take(&mut state.waiting)
+        };
+        if wake {
+            self.finished.notify_waiters();
+        }
+    }
+}
+
+/// A request handed to a node's connection. It finishes when [`InFlight::finish`] is called
+/// (the server replied, or the request failed) or when it is dropped (timed out, or abandoned
+/// with its future): either way it can no longer enter the connection's queue.
+#[derive(Debug)]
+pub(crate) struct InFlight<'a> {
+    ledger: &'a Ledger,
+    node: usize,
+    kind: Kind,
+    generation: u64,
+    finished: bool,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(ledger: &'a Ledger, node: usize, kind: Kind, generation: u64) -> Self {
+        InFlight {
+            ledger,
+            node,
+            kind,
+            generation,
+            finished: false,
+        }
+    }
+
+    /// The request finished; `answered` when the server replied to it.
+    pub(crate) fn finish(mut self, answered: bool) {
+        self.finished = true;
+        self.ledger
+            .finish(self.node, self.kind, self.generation, answered);
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.ledger
+                .finish(self.node, self.kind, self.generation, false);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_never_sent_to_is_skipped() {
+        let record = Record::default();
+        assert_eq!(record.plan(), Plan::Skip);
+        let mut released_only = Record::default();
+        released_only.hand(Kind::Release);
+        released_only.finish(Kind::Release, 1, false);
+        assert_eq!(released_only.plan(), Plan::Skip);
+    }
+
+    #[test]
+    fn a_request_in_flight_is_waited_for_then_released_after() {
+        let mut record = Record::default();
+        record.hand(Kind::Acquire);
+        assert_eq!(record.plan(), Plan::Wait);
+        assert!(!record.settle(1), "not settled while in flight");
+        record.finish(Kind::Acquire, 1, true);
+        assert_eq!(record.plan(), Plan::Send);
+        assert!(
+            record.settle(2),
+            "answered: ordered whatever the connection"
+        );
+        assert_eq!(record, Record::default());
+    }
+
+    #[test]
+    fn an_unanswered_request_is_ordered_only_on_its_own_connection() {
+        let mut record = Record::default();
+        record.hand(Kind::Acquire);
+        record.finish(Kind::Acquire, 3, false);
+        assert_eq!(record.plan(), Plan::Send);
+        assert!(!record.settle(4), "a newer connection: may still land");
+        assert_eq!(record.plan(), Plan::Send, "kept for the next release");
+        assert!(record.settle(3), "the same connection: ran before");
+        assert_eq!(record.plan(), Plan::Skip);
+    }
+
+    #[test]
+    fn unanswered_requests_on_two_connections_are_never_settled_by_one() {
+        let mut record = Record::default();
+        for generation in [2, 5] {
+            record.hand(Kind::Acquire);
+            record.finish(Kind::Acquire, generation, false);
+        }
+        assert!(!record.settle(2));
+        assert!(!record.settle(5));
+    }
+
+    #[test]
+    fn a_release_ending_without_reply_leaves_no_doubt() {
+        let mut record = Record::default();
+        record.hand(Kind::Acquire);
+        record.finish(Kind::Acquire, 1, true);
+        record.hand(Kind::Release);
+        assert_eq!(record.plan(), Plan::Wait);
+        record.finish(Kind::Release, 1, false);
+        assert!(record.settle(2));
+    }
+
+    #[test]
+    fn requests_are_handed_only_while_their_attempt_is_open_and_the_node_quiet() {
+        let ledger = Ledger::new(2);
+        assert_eq!(
+            ledger.hand_acquire(1, 0, 1).err(),
+            Some(Refused::Decided),
+            "no attempt yet"
+        );
+        let first = ledger.begin();
+        let in_flight = ledger.hand_acquire(first, 0, 1).unwrap();
+        assert_eq!(ledger.plan(0), Plan::Wait);
+        assert_eq!(ledger.plan(1), Plan::Skip);
+        ledger.decide();
+        assert_eq!(
+            ledger.hand_acquire(first, 1, 1).err(),
+            Some(Refused::Decided)
+        );
+        drop(in_flight);
+        assert_eq!(ledger.plan(0), Plan::Send);
+
+        let (release, after_all) = ledger.hand_release(0, 1);
+        assert!(after_all);
+        let second = ledger.begin();
+        assert_eq!(
+            ledger.hand_acquire(first, 1, 1).err(),
+            Some(Refused::Decided)
+        );
+        assert_eq!(ledger.hand_acquire(second, 0, 1).err(), Some(Refused::Busy));
+        release.finish(true);
+        assert!(ledger.hand_acquire(second, 0, 1).is_ok());
+        assert_eq!(
+            ledger.hand_acquire(second, 7, 1).err(),
+            Some(Refused::Decided)
+        );
+        assert_eq!(ledger.plan(7), Plan::Send);
+        assert!(!ledger.settle(7, 1));
+    }
+
+    #[tokio::test]
+    async fn waiting_ends_when_the_request_finishes_or_at_the_bound() {
+        let ledger = std::sync::Arc::new(Ledger::new(2));
+        let attempt = ledger.begin();
+        assert!(ledger.wait_quiet(Some(0), Duration::ZERO).await);
+
+        let in_flight = ledger.hand_acquire(attempt, 0, 1).unwrap();
+        assert!(!ledger.wait_quiet(Some(0), Duration::from_millis(5)).await);
+        assert!(!ledger.wait_quiet(None, Duration::from_millis(5)).await);
+        assert!(ledger.wait_quiet(Some(1), Duration::ZERO).await);
+        // A release sent while a request is in flight is not after it.
+        let (release, after_all) = ledger.hand_release(0, 1);
+        assert!(!after_all);
+        drop(release);
+        drop(in_flight);
+        assert!(ledger.wait_quiet(Some(0), Duration::ZERO).await);
+
+        // Finished from another task while we wait.
+        let (handed_tx, handed_rx) = tokio::sync::oneshot::channel();
+        let other = std::sync::Arc::clone(&ledger);
+        let task = tokio::spawn(async move {
+            let in_flight = other.hand_acquire(attempt, 1, 1).unwrap();
+            let _ = handed_tx.send(());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            in_flight.finish(true);
+        });
+        handed_rx.await.unwrap();
+        assert!(ledger.wait_quiet(None, Duration::from_secs(60)).await);
+        task.await.unwrap();
+    }
+}
