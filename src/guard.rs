@@ -12,9 +12,9 @@ use crate::commands;
 use crate::error::{Error, NodeOutcome, NodeReply};
 use crate::fanout::{Until, fan_out};
 use crate::ledger::Ledger;
-use crate::lock::{Shared, release_all, release_in_background};
 use crate::options::validate_ttl;
 use crate::quorum::Verdict;
+use crate::shared::{Shared, release_all, release_in_background};
 use crate::token::Token;
 use crate::validity::{drift, ttl_millis, validity};
 

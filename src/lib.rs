@@ -64,6 +64,7 @@ mod node;
 mod options;
 mod quorum;
 mod retry;
+mod shared;
 mod token;
 mod validity;
 
