@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
 
+use crate::clock::Moment;
 use crate::commands;
 use crate::error::{Error, NodeOutcome, NodeReply};
 use crate::fanout::{Until, fan_out};
@@ -35,7 +36,7 @@ pub struct Guard {
     token: Token,
     /// The acquisition's requests per node, which the release is ordered after.
     ledger: Arc<Ledger>,
-    valid_until: Instant,
+    valid_until: Moment,
     outcomes: Vec<NodeOutcome>,
     runtime: Option<Handle>,
     released: bool,
@@ -62,7 +63,7 @@ impl Guard {
         resource_len: usize,
         token: Token,
         ledger: Arc<Ledger>,
-        valid_until: Instant,
+        valid_until: Moment,
         outcomes: Vec<NodeOutcome>,
     ) -> Guard {
         Guard {
@@ -94,19 +95,29 @@ impl Guard {
         &self.token
     }
 
-    /// The instant the lock stops being safe to rely on.
+    /// The instant the lock stops being safe to rely on, on the `Instant` clock, read now.
+    ///
+    /// Validity is measured on a clock that counts time the machine spends suspended
+    /// (CLOCK_BOOTTIME on Linux and Android), because Redis expires the keys by the nodes' wall
+    /// clocks, which run on during a suspend, while `Instant` does not advance there. So this is
+    /// recomputed at each call as now + [`remaining`](Guard::remaining) (or in the past, once
+    /// expired): after a suspend it moves earlier. On other platforms validity is measured on
+    /// `Instant` itself, which may not count suspended time; there a suspended client can
+    /// overestimate its validity.
     pub fn valid_until(&self) -> Instant {
-        self.valid_until
+        self.valid_until.to_instant()
     }
 
-    /// Validity left now (zero once expired).
+    /// Validity left now (zero once expired), counting time spent suspended (see
+    /// [`valid_until`](Guard::valid_until)).
     pub fn remaining(&self) -> Duration {
-        self.valid_until.saturating_duration_since(Instant::now())
+        self.valid_until.saturating_duration_since(Moment::now())
     }
 
-    /// Whether the validity has time left.
+    /// Whether the validity has time left, counting time spent suspended (see
+    /// [`valid_until`](Guard::valid_until)).
     pub fn is_valid(&self) -> bool {
-        Instant::now() < self.valid_until
+        Moment::now() < self.valid_until
     }
 
     /// What each node said in the acquisition (or the last successful extension).
@@ -123,7 +134,7 @@ impl Guard {
         validate_ttl(ttl)?;
         let shared = &self.shared;
         let (key, token, ttl_ms) = (&self.key, &self.token, ttl_millis(ttl));
-        let started = Instant::now();
+        let started = Moment::now();
         let round = fan_out(
             &shared.nodes,
             shared.settings.quorum,
@@ -139,7 +150,7 @@ impl Guard {
             },
         )
         .await;
-        let decided = Instant::now();
+        let decided = Moment::now();
         let left = validity(
             ttl,
             decided.saturating_duration_since(started),

@@ -54,6 +54,7 @@
 #![warn(missing_docs)]
 
 mod background;
+mod clock;
 mod commands;
 mod error;
 mod fanout;

@@ -9,6 +9,7 @@ use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::clock::Moment;
 use crate::commands;
 use crate::error::{ConfigError, Error, NodeOutcome, NodeReply};
 use crate::fanout::{Round, Until, fan_out};
@@ -220,7 +221,7 @@ impl Lock {
         ledger: &Arc<Ledger>,
         renew_leftover: bool,
         cancel: Pin<&mut C>,
-    ) -> Result<(Instant, Vec<NodeOutcome>), Error>
+    ) -> Result<(Moment, Vec<NodeOutcome>), Error>
     where
         C: Future<Output = ()> + ?Sized,
     {
@@ -229,7 +230,7 @@ impl Lock {
         let ttl_ms = ttl_millis(settings.ttl);
         let mut cleanup = ReleaseOnDrop::new(shared, key, token, ledger);
         let attempt = ledger.begin();
-        let started = Instant::now();
+        let started = Moment::now();
         let round = fan_out(
             &shared.nodes,
             settings.quorum,
@@ -258,7 +259,7 @@ impl Lock {
         // polled inside `fan_out`, so none of them is handed to a connection from now on unless
         // it already was; those that were are in flight in the ledger until they finish.
         ledger.decide();
-        let decided = Instant::now();
+        let decided = Moment::now();
         let elapsed = decided.saturating_duration_since(started);
         let Round {
             verdict,
@@ -280,7 +281,7 @@ impl Lock {
                             // node waits until its request has finished.
                             shared.background.spawn(None, unanswered);
                         }
-                        // An Instant that far out does not exist: treat the lock as expiring now.
+                        // A moment that far out does not exist: treat the lock as expiring now.
                         let valid_until = decided.checked_add(left).unwrap_or(decided);
                         return Ok((valid_until, outcomes));
                     }

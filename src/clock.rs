@@ -1,0 +1,94 @@
+//! The clock a lease is measured on: one that keeps counting while the machine is suspended.
+//!
+//! Redis expires keys by the node's wall clock, which runs on while a laptop sleeps or a VM is
+//! suspended. `std::time::Instant` does not (CLOCK_MONOTONIC stops during suspend on Linux), so
+//! a client that slept past its TTL would wake up believing it still held the lock. On Linux and
+//! Android a [`Moment`] reads CLOCK_BOOTTIME, which counts suspended time; elsewhere it falls back
+//! to `Instant`, and the docs of [`Guard`](crate::Guard) say so.
+
+use std::time::{Duration, Instant};
+
+/// A point on the lease clock. Only differences between moments mean anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Moment(Duration);
+
+impl Moment {
+    /// Now, on the lease clock.
+    pub(crate) fn now() -> Moment {
+        Moment(since_origin())
+    }
+
+    /// How long after `earlier` this moment is; zero if it is not later.
+    pub(crate) fn saturating_duration_since(self, earlier: Moment) -> Duration {
+        self.0.saturating_sub(earlier.0)
+    }
+
+    /// This moment plus `duration`, or `None` if that cannot be represented.
+    pub(crate) fn checked_add(self, duration: Duration) -> Option<Moment> {
+        self.0.checked_add(duration).map(Moment)
+    }
+
+    /// The `Instant` that corresponds to this moment, read now: the moment's offset from now on
+    /// the lease clock, applied to `Instant::now()`. A moment too far off for an `Instant` gives
+    /// the nearest one that exists (now).
+    pub(crate) fn to_instant(self) -> Instant {
+        let (now, instant_now) = (Moment::now(), Instant::now());
+        if self >= now {
+            instant_now.checked_add(self.0.saturating_sub(now.0))
+        } else {
+            instant_now.checked_sub(now.0.saturating_sub(self.0))
+        }
+        .unwrap_or(instant_now)
+    }
+}
+
+/// Time since boot, suspended time included.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn since_origin() -> Duration {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    // The kernel never reports negative boot times; clamp rather than trust that.
+    let secs = u64::try_from(now.tv_sec).unwrap_or(0);
+    let nanos = u32::try_from(now.tv_nsec).unwrap_or(0).min(999_999_999);
+    Duration::new(secs, nanos)
+}
+
+/// Time since the first reading in this process, on `Instant` (which may not count suspended
+/// time on this platform).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn since_origin() -> Duration {
+    static ORIGIN: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+    ORIGIN.elapsed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moments_move_forward_and_differences_saturate() {
+        let earlier = Moment::now();
+        std::thread::sleep(Duration::from_millis(2));
+        let later = Moment::now();
+        assert!(later > earlier);
+        assert!(later.saturating_duration_since(earlier) >= Duration::from_millis(2));
+        assert_eq!(earlier.saturating_duration_since(later), Duration::ZERO);
+        assert_eq!(
+            Moment(Duration::MAX).checked_add(Duration::from_secs(1)),
+            None
+        );
+    }
+
+    #[test]
+    fn a_moment_maps_to_the_instant_at_the_same_offset_from_now() {
+        let now = Moment::now();
+        let ahead = now.checked_add(Duration::from_secs(60)).unwrap();
+        let until = ahead.to_instant().saturating_duration_since(Instant::now());
+        assert!(
+            until > Duration::from_secs(59) && until <= Duration::from_secs(60),
+            "{until:?}"
+        );
+        assert!(Moment(Duration::ZERO).to_instant() <= Instant::now());
+        // Far beyond what an Instant can hold: the nearest instant that exists, no panic.
+        let _ = Moment(Duration::MAX).to_instant();
+    }
+}
