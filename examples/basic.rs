@@ -20,8 +20,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("acquired; valid for {:?}", guard.remaining());
 
     match lock.try_acquire("example").await {
-        Err(Error::Held { outcomes }) => {
-            println!("a second client is refused:");
+        Err(Error::Held {
+            unreachable,
+            outcomes,
+            ..
+        }) => {
+            println!("a second client is refused ({unreachable} nodes unreachable):");
             for outcome in outcomes {
                 println!("  {outcome}");
             }

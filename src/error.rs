@@ -16,9 +16,25 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     Config(#[from] ConfigError),
 
-    /// Enough nodes answered, but too many of them hold the resource for another owner.
-    #[error("resource is held by another owner ({})", Summary(outcomes))]
+    /// Another owner holds the resource: too few nodes can still say yes, and failed nodes alone
+    /// would not have prevented the quorum (that is [`Error::Unavailable`]).
+    ///
+    /// Decided as soon as it was known, so some nodes may not have answered. `unreachable`
+    /// counts the nodes that had failed by then (timed out, refused, answered an error): zero
+    /// means every node that answered was reachable and the lock is simply held; more means the
+    /// owner's keys and those failures together kept the quorum out of reach.
+    #[error(
+        "{} is held by another owner{} ({})",
+        Resource(resource),
+        Unreachable(*unreachable),
+        Summary(outcomes)
+    )]
+    #[non_exhaustive]
     Held {
+        /// The resource, as given to `acquire`.
+        resource: Vec<u8>,
+        /// Nodes that had failed when the round was decided.
+        unreachable: usize,
         /// What each node said.
         outcomes: Vec<NodeOutcome>,
     },
@@ -28,6 +44,7 @@ pub enum Error {
         "not enough nodes reachable for a quorum of {quorum} ({})",
         Summary(outcomes)
     )]
+    #[non_exhaustive]
     Unavailable {
         /// The number of nodes that must agree.
         quorum: usize,
@@ -38,6 +55,7 @@ pub enum Error {
     /// A quorum said yes, but the round trip and clock drift used up the whole TTL, so the lock
     /// was not safe to hand out.
     #[error("lock validity used up during acquisition ({elapsed:?} elapsed of a {ttl:?} TTL)")]
+    #[non_exhaustive]
     ValidityExpired {
         /// The TTL that was asked for.
         ttl: Duration,
@@ -50,6 +68,7 @@ pub enum Error {
     /// The caller's cancel signal fired before the operation was decided. Whatever was set on
     /// the nodes has been released.
     #[error("cancelled before a decision ({})", Summary(outcomes))]
+    #[non_exhaustive]
     Cancelled {
         /// What each node had said by then.
         outcomes: Vec<NodeOutcome>,
@@ -61,6 +80,7 @@ pub enum Error {
         if *still_valid { "still valid until its previous deadline" } else { "no longer valid" },
         Summary(outcomes)
     )]
+    #[non_exhaustive]
     ExtendFailed {
         /// Whether the validity from before the extension attempt has time left.
         still_valid: bool,
@@ -74,10 +94,10 @@ impl Error {
     pub fn outcomes(&self) -> &[NodeOutcome] {
         match self {
             Error::Config(_) => &[],
-            Error::Held { outcomes }
+            Error::Held { outcomes, .. }
             | Error::Unavailable { outcomes, .. }
             | Error::ValidityExpired { outcomes, .. }
-            | Error::Cancelled { outcomes }
+            | Error::Cancelled { outcomes, .. }
             | Error::ExtendFailed { outcomes, .. } => outcomes,
         }
     }
@@ -285,6 +305,28 @@ impl From<redis::RedisError> for NodeError {
 
 /// Formats outcomes as "3 ours, 1 not ours, 1 failed: node 4 (…): timed out after 50ms".
 struct Summary<'a>(&'a [NodeOutcome]);
+
+/// A resource name for a message: its bytes as UTF-8, invalid sequences replaced.
+struct Resource<'a>(&'a [u8]);
+
+impl fmt::Display for Resource<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self.0))
+    }
+}
+
+/// ", and N nodes unreachable" when N > 0.
+struct Unreachable(usize);
+
+impl fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            0 => Ok(()),
+            1 => f.write_str(", and 1 node unreachable"),
+            n => write!(f, ", and {n} nodes unreachable"),
+        }
+    }
+}
 
 impl fmt::Display for Summary<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

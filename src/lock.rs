@@ -164,7 +164,14 @@ impl Lock {
         let mut attempts_made = 0u32;
         loop {
             let result = self
-                .attempt(&key, &token, &ledger, attempts_made > 0, cancel.as_mut())
+                .attempt(
+                    resource,
+                    &key,
+                    &token,
+                    &ledger,
+                    attempts_made > 0,
+                    cancel.as_mut(),
+                )
                 .await;
             attempts_made = attempts_made.saturating_add(1);
             let error = match result {
@@ -216,6 +223,7 @@ impl Lock {
     /// One attempt: the fan-out, the verdict, the validity, and the cleanup if it failed.
     async fn attempt<C>(
         &self,
+        resource: &[u8],
         key: &Arc<[u8]>,
         token: &Token,
         ledger: &Arc<Ledger>,
@@ -292,7 +300,14 @@ impl Lock {
                     },
                 }
             }
-            Some(Verdict::Held) => Error::Held { outcomes },
+            Some(Verdict::Held) => Error::Held {
+                resource: resource.to_vec(),
+                unreachable: outcomes
+                    .iter()
+                    .filter(|outcome| matches!(outcome.reply, NodeReply::Failed(_)))
+                    .count(),
+                outcomes,
+            },
             Some(Verdict::Unavailable | Verdict::Pending) => Error::Unavailable {
                 quorum: settings.quorum,
                 outcomes,

@@ -72,7 +72,7 @@ async fn a_cancelled_acquire_releases_and_reports_cancelled() {
         cluster.resume(1).unwrap();
         cluster.resume(2).unwrap();
         let error = acquire.await.unwrap().unwrap_err();
-        let Error::Cancelled { outcomes } = &error else {
+        let Error::Cancelled { outcomes, .. } = &error else {
             panic!("expected Cancelled, got {error}");
         };
         assert_eq!(outcomes[0].reply, NodeReply::Ours);

@@ -1,8 +1,9 @@
-//! Mutual exclusion and ownership: one winner among many callers, and a stale holder never frees the next holder's lock.
+//! Mutual exclusion and ownership: one winner among many callers, a stale holder never frees
+//! the next holder's lock, and a refused caller learns who holds it and what was reachable.
 
 use std::time::Duration;
 
-use quorumlock::{Error, Guard, RetryPolicy};
+use quorumlock::{Error, Guard, Lock, RetryPolicy};
 
 use crate::common::*;
 
@@ -84,6 +85,51 @@ async fn a_stale_holder_cannot_release_the_next_holders_lock() {
             }
             lock.try_acquire("ledger").await.unwrap().release().await;
         }
+    })
+    .await;
+}
+
+/// `Held` names the resource and tells "held, every node reachable" from "held, and some nodes
+/// unreachable": with three of five nodes frozen, two "not ours" and one timeout decide the round
+/// before the other frozen nodes answer.
+#[tokio::test]
+async fn held_names_the_resource_and_counts_the_unreachable_nodes() {
+    bounded(async {
+        // The holder's key is on every node.
+        let (mut cluster, holder) = quorum_lock(5, once().quorum(5)).await;
+        let guard = holder.try_acquire("report").await.unwrap();
+        let contender = Lock::quorum(
+            cluster.urls(),
+            once().node_timeout(Duration::from_millis(300)),
+        )
+        .unwrap();
+
+        let error = contender.try_acquire("report").await.unwrap_err();
+        let Error::Held {
+            resource,
+            unreachable,
+            ..
+        } = &error
+        else {
+            panic!("expected Held, got {error}");
+        };
+        assert_eq!(resource.as_slice(), b"report");
+        assert_eq!(*unreachable, 0, "every node answered: {error}");
+        assert!(error.to_string().contains("\"report\""), "{error}");
+
+        for node in 2..5 {
+            cluster.pause(node).unwrap();
+        }
+        let error = contender.try_acquire("report").await.unwrap_err();
+        let Error::Held { unreachable, .. } = &error else {
+            panic!("expected Held, got {error}");
+        };
+        assert!(*unreachable >= 1, "{error}");
+        assert!(error.to_string().contains("unreachable"), "{error}");
+        for node in 2..5 {
+            cluster.resume(node).unwrap();
+        }
+        guard.release().await;
     })
     .await;
 }

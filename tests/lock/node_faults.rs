@@ -43,7 +43,10 @@ async fn three_dead_nodes_of_five_fail_as_unavailable_and_leave_no_key() {
         }
 
         let error = lock.try_acquire("three-dead").await.unwrap_err();
-        let Error::Unavailable { quorum, outcomes } = &error else {
+        let Error::Unavailable {
+            quorum, outcomes, ..
+        } = &error
+        else {
             panic!("expected Unavailable, got {error}");
         };
         assert_eq!(*quorum, 3);

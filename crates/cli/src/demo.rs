@@ -74,7 +74,7 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
     print_outcomes(guard.outcomes());
 
     match lock.try_acquire(resource).await {
-        Err(Error::Held { outcomes }) => {
+        Err(Error::Held { outcomes, .. }) => {
             println!("\na second client is refused while the lock is held:");
             print_outcomes(&outcomes);
         }
