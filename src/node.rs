@@ -16,7 +16,7 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use redis::aio::MultiplexedConnection;
 use redis::io::tcp::TcpSettings;
-use redis::{AsyncConnectionConfig, IntoConnectionInfo, RedisResult};
+use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo, RedisResult};
 
 use crate::error::{ConfigError, NodeError};
 use crate::options::Settings;
@@ -54,7 +54,7 @@ impl Node {
             .into_connection_info()
             .map_err(invalid)?
             .set_tcp_settings(TcpSettings::default().set_nodelay(settings.tcp_nodelay));
-        let client = redis::Client::open(info).map_err(invalid)?;
+        let client = open_client(info, settings).map_err(invalid)?;
         Ok(Node {
             index,
             addr: client.get_connection_info().addr().to_string().into(),
@@ -174,6 +174,23 @@ impl Node {
             guard.1 = Slot::Idle;
         }
     }
+}
+
+/// A client for one node: with the configured certificate authorities for a TLS node, if any.
+fn open_client(info: ConnectionInfo, settings: &Settings) -> RedisResult<redis::Client> {
+    #[cfg(feature = "tls")]
+    if let Some(pem) = &settings.tls_root_certificates
+        && matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. })
+    {
+        let certificates = redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(pem.clone()),
+        };
+        return redis::Client::build_with_tls(info, certificates);
+    }
+    #[cfg(not(feature = "tls"))]
+    let _ = settings;
+    redis::Client::open(info)
 }
 
 /// A URL fit for an error message: any credentials replaced by `***`.

@@ -57,6 +57,8 @@ pub struct LockOptions {
     retry: RetryPolicy,
     key_prefix: Vec<u8>,
     tcp_nodelay: bool,
+    #[cfg(feature = "tls")]
+    tls_root_certificates: Option<Vec<u8>>,
 }
 
 impl Default for LockOptions {
@@ -70,6 +72,8 @@ impl Default for LockOptions {
             retry: RetryPolicy::default(),
             key_prefix: b"quorumlock:".to_vec(),
             tcp_nodelay: true,
+            #[cfg(feature = "tls")]
+            tls_root_certificates: None,
         }
     }
 }
@@ -134,6 +138,16 @@ impl LockOptions {
         self
     }
 
+    /// For `rediss://` nodes: trust these certificate authorities (PEM, one or more) instead of
+    /// the bundled public roots, as a private CA or a test needs. Needs the `tls` feature; a PEM
+    /// that cannot be parsed is a configuration error when the [`Lock`](crate::Lock) is built.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root_certificates = Some(pem.into());
+        self
+    }
+
     /// Checks every setting against a node count and resolves the defaults that depend on others.
     pub(crate) fn validate(&self, nodes: usize) -> Result<Settings, ConfigError> {
         if nodes == 0 {
@@ -170,6 +184,8 @@ impl LockOptions {
             retry: self.retry.clone(),
             key_prefix: self.key_prefix.clone(),
             tcp_nodelay: self.tcp_nodelay,
+            #[cfg(feature = "tls")]
+            tls_root_certificates: self.tls_root_certificates.clone(),
         })
     }
 }
@@ -193,6 +209,9 @@ pub(crate) struct Settings {
     pub(crate) retry: RetryPolicy,
     pub(crate) key_prefix: Vec<u8>,
     pub(crate) tcp_nodelay: bool,
+    /// Certificate authorities for `rediss://` nodes (PEM), instead of the public roots.
+    #[cfg(feature = "tls")]
+    pub(crate) tls_root_certificates: Option<Vec<u8>>,
 }
 
 #[cfg(test)]

@@ -1,19 +1,13 @@
-//! `rediss://` URLs: typed errors with the `tls` feature and without it, never a panic, and the
-//! TLS path against real TLS-only servers (the harness's `ClusterOptions::tls`).
-//!
-//! What these tests cannot show yet: an acquisition that succeeds over TLS. The library trusts
-//! the webpki roots alone (redis' `tls-rustls-webpki-roots`) and has no option to add a root
-//! certificate, and a `rediss://…#insecure` URL needs redis' `tls-rustls-insecure` feature,
-//! which the library's `tls` feature does not turn on. The CA the harness makes for each cluster
-//! is in neither, so every handshake below fails: the tests pin how it fails. The library
-//! change that would let a test (and a deployment with a private CA) succeed is described in
-//! `docs/deployment.md`, "TLS".
+//! `rediss://` URLs against real TLS-only servers (the harness's `ClusterOptions::tls`): locks
+//! over TLS with the cluster's own CA trusted (`LockOptions::tls_root_certificates`), and typed
+//! errors, never a panic, for an untrusted CA, a bad PEM, a plain server, and the URL without the
+//! `tls` feature.
 
 #[cfg(feature = "tls")]
 mod with_the_feature {
     use std::time::Duration;
 
-    use quorumlock::{Error, Lock, NodeError, NodeReply, RetryPolicy};
+    use quorumlock::{ConfigError, Error, Lock, NodeError, NodeReply, RetryPolicy};
     use quorumlock_harness::{ClusterOptions, TestCluster};
 
     use crate::common::*;
@@ -57,8 +51,44 @@ mod with_the_feature {
         .await;
     }
 
-    /// The nodes present a certificate from the cluster's own CA; the library trusts the webpki
-    /// roots only, so it is a client that trusts a different CA: each node fails with
+    /// With the cluster's CA trusted, the lock works over TLS: acquire, extend, release, and
+    /// no key left.
+    #[tokio::test]
+    async fn a_lock_over_tls_works_with_the_clusters_ca_trusted() {
+        bounded(async {
+            let cluster = tls_cluster(3).await;
+            let ca = cluster
+                .tls_ca_pem()
+                .expect("a TLS cluster has a CA")
+                .to_owned();
+            let lock = Lock::quorum(cluster.urls(), once().tls_root_certificates(ca)).unwrap();
+            let mut guard = lock.try_acquire("tls").await.unwrap();
+            assert!(holders(guard.outcomes()).len() >= 2, "{guard:?}");
+            guard.extend(Duration::from_secs(20)).await.unwrap();
+            assert!(guard.release().await.held >= 2);
+            lock.settle().await;
+            assert_no_keys(&cluster, 0..3).await;
+        })
+        .await;
+    }
+
+    /// A certificate authority that cannot be parsed is a configuration error, not a failure at
+    /// the first acquisition.
+    #[test]
+    fn an_unparsable_root_certificate_is_a_configuration_error() {
+        let options = once().tls_root_certificates("-----BEGIN CERTIFICATE-----\nnot base64\n");
+        let error = Lock::single("rediss://127.0.0.1:6380", options).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::Config(ConfigError::InvalidUrl { index: 0, .. })
+            ),
+            "{error}"
+        );
+    }
+
+    /// Without the cluster's CA the nodes present a certificate the library does not trust (it
+    /// trusts the public webpki roots by default), so it is a client that trusts a different CA: each node fails with
     /// `NodeError::Connection("invalid peer certificate: UnknownIssuer")`, the acquisition is
     /// `Unavailable`, and no node stores a key.
     #[tokio::test]
