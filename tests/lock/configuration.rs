@@ -11,7 +11,11 @@ async fn extreme_ttls_are_handled_not_panics() {
     bounded(async {
         let cluster = cluster(3).await;
         // The largest TTL Redis can store: accepted, valid, and released.
-        let lock = Lock::quorum(cluster.urls(), once().ttl(quorumlock::MAX_TTL)).unwrap();
+        let lock = Lock::quorum(
+            cluster.urls(),
+            once().ttl(quorumlock::MAX_TTL).max_ttl(quorumlock::MAX_TTL),
+        )
+        .unwrap();
         let mut guard = lock.try_acquire("forever").await.unwrap();
         assert!(guard.remaining() > Duration::from_secs(86_400 * 365 * 1000));
         guard.extend(quorumlock::MAX_TTL).await.unwrap();
