@@ -17,6 +17,7 @@ pub struct RunOptions {
     pub(super) writes_per_hold: u32,
     pub(super) nodes: Option<Vec<String>>,
     pub(super) cluster: ClusterOptions,
+    pub(super) restart_guard: Option<bool>,
 }
 
 impl Default for RunOptions {
@@ -29,6 +30,7 @@ impl Default for RunOptions {
             writes_per_hold: 3,
             nodes: None,
             cluster: ClusterOptions::default(),
+            restart_guard: None,
         }
     }
 }
@@ -90,6 +92,22 @@ impl RunOptions {
     pub fn cluster(mut self, cluster: ClusterOptions) -> Self {
         self.cluster = cluster;
         self
+    }
+
+    /// Runs every scenario's clients with the lock's restart guard on or off
+    /// ([`LockOptions::restart_guard`](quorumlock::LockOptions::restart_guard)). By default each
+    /// scenario decides ([`Scenario::restart_guard`](crate::Scenario::restart_guard)): on, but
+    /// off for `restart-no-persistence`, so that it keeps showing the hazard the guard
+    /// prevents. A report's expected safety follows the guard it ran with.
+    #[must_use]
+    pub fn restart_guard(mut self, on: bool) -> Self {
+        self.restart_guard = Some(on);
+        self
+    }
+
+    /// The restart guard asked for, if any (else each scenario's default).
+    pub fn get_restart_guard(&self) -> Option<bool> {
+        self.restart_guard
     }
 
     /// The duration.
