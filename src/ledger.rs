@@ -154,10 +154,10 @@ struct State {
     open: bool,
     /// Whether someone waits for a request to finish.
     waiting: bool,
-    nodes: Vec<Record>,
-    /// The servers (`run_id`s) the latest attempt handed a request to, and through which node:
-    /// at most one node per server and attempt.
-    servers: Vec<(usize, Arc<str>)>,
+    /// Per node: its record, and the server (`run_id`) the latest attempt handed a request to
+    /// through it, if any: at most one node per server and attempt. (Side by side in one
+    /// allocation, and apart from the record, which a release's settling resets.)
+    nodes: Vec<(Record, Option<Arc<str>>)>,
 }
 
 impl Ledger {
@@ -168,8 +168,7 @@ impl Ledger {
                 attempt: 0,
                 open: false,
                 waiting: false,
-                nodes: vec![Record::default(); nodes],
-                servers: Vec::new(),
+                nodes: vec![(Record::default(), None); nodes],
             }),
             finished: Notify::new(),
         }
@@ -184,7 +183,9 @@ impl Ledger {
         let mut state = self.lock();
         state.attempt = state.attempt.wrapping_add(1);
         state.open = true;
-        state.servers.clear();
+        for (_, server) in &mut state.nodes {
+            *server = None;
+        }
         state.attempt
     }
 
@@ -210,21 +211,24 @@ impl Ledger {
         if !state.open || state.attempt != attempt {
             return Err(Refused::Decided);
         }
-        if let Some(&(other, _)) = state
-            .servers
+        if let Some(other) = state
+            .nodes
             .iter()
-            .find(|(other, handed)| *other != node && handed == server)
+            .enumerate()
+            .find_map(|(other, (_, handed))| {
+                (other != node && handed.as_ref() == Some(server)).then_some(other)
+            })
         {
             return Err(Refused::SameServer(other));
         }
-        let Some(record) = state.nodes.get_mut(node) else {
+        let Some((record, handed)) = state.nodes.get_mut(node) else {
             return Err(Refused::Decided);
         };
         if !record.quiet() {
             return Err(Refused::Busy);
         }
         record.hand(Kind::Acquire);
-        state.servers.push((node, Arc::clone(server)));
+        *handed = Some(Arc::clone(server));
         Ok(InFlight::new(self, node, Kind::Acquire, generation))
     }
 
@@ -234,7 +238,7 @@ impl Ledger {
     /// the connection's queue after it (and finish before the release's answer is read).
     pub(crate) fn hand_release(&self, node: usize, generation: u64) -> (InFlight<'_>, bool) {
         let after_all = match self.lock().nodes.get_mut(node) {
-            Some(record) => {
+            Some((record, _)) => {
                 let quiet = record.quiet();
                 record.hand(Kind::Release);
                 quiet
@@ -249,7 +253,10 @@ impl Ledger {
 
     /// What a release does on `node` now (an unknown node is sent to).
     pub(crate) fn plan(&self, node: usize) -> Plan {
-        self.lock().nodes.get(node).map_or(Plan::Send, Record::plan)
+        self.lock()
+            .nodes
+            .get(node)
+            .map_or(Plan::Send, |(record, _)| record.plan())
     }
 
     /// See [`Record::settle`] (an unknown node is never settled).
@@ -257,7 +264,7 @@ impl Ledger {
         self.lock()
             .nodes
             .get_mut(node)
-            .is_some_and(|record| record.settle(generation))
+            .is_some_and(|(record, _)| record.settle(generation))
     }
 
     /// Waits until nothing of ours is in flight to `node` (to any node if `None`), at most
@@ -271,8 +278,11 @@ impl Ledger {
                 {
                     let mut state = self.lock();
                     let quiet = match node {
-                        Some(node) => state.nodes.get(node).is_none_or(Record::quiet),
-                        None => state.nodes.iter().all(Record::quiet),
+                        Some(node) => state
+                            .nodes
+                            .get(node)
+                            .is_none_or(|(record, _)| record.quiet()),
+                        None => state.nodes.iter().all(|(record, _)| record.quiet()),
                     };
                     if quiet {
                         return;
@@ -288,7 +298,7 @@ impl Ledger {
     fn finish(&self, node: usize, kind: Kind, generation: u64, answered: bool) {
         let wake = {
             let mut state = self.lock();
-            if let Some(record) = state.nodes.get_mut(node) {
+            if let Some((record, _)) = state.nodes.get_mut(node) {
                 record.finish(kind, generation, answered);
             }
             std::mem::take(&mut state.waiting)
