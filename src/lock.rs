@@ -77,7 +77,10 @@ impl Lock {
             return Err(ConfigError::DuplicateNode {
                 first,
                 second,
-                addr: endpoints[second].as_str().to_owned(),
+                addr: endpoints
+                    .get(second)
+                    .map(|endpoint| endpoint.as_str().to_owned())
+                    .unwrap_or_default(),
             }
             .into());
         }

@@ -425,6 +425,17 @@ mod tests {
     use crate::LockOptions;
 
     #[test]
+    fn a_config_get_reply_reads_the_same_in_resp2_and_resp3() {
+        let text = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let resp2 = Value::Array(vec![text("appendfsync"), text("always")]);
+        let resp3 = Value::Map(vec![(text("appendfsync"), text("everysec"))]);
+        assert_eq!(fsync_always(&flatten(resp2)), Some(true));
+        assert_eq!(fsync_always(&flatten(resp3)), Some(false));
+        assert_eq!(fsync_always(&flatten(Value::Array(Vec::new()))), None);
+        assert_eq!(fsync_always(&flatten(Value::Nil)), None);
+    }
+
+    #[test]
     fn credentials_never_reach_error_messages() {
         assert_eq!(
             redact("redis://user:secret@host:6379/0"),
