@@ -25,7 +25,7 @@ use criterion::{Criterion, Throughput};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use quorumlock::{Lock, LockOptions, RetryPolicy};
-use quorumlock_harness::{ClusterOptions, CountingAllocator, TestCluster};
+use quorumlock_harness::{ClusterOptions, CountingAllocator, Persistence, TestCluster};
 use redis::aio::MultiplexedConnection;
 use tokio::runtime::Runtime;
 
@@ -59,10 +59,13 @@ fn options() -> LockOptions {
 
 impl Env {
     async fn start() -> Env {
-        let direct = TestCluster::start(ClusterOptions::default().nodes(7))
+        // AOF appendfsync always, on tmpfs (the fsync costs nothing): the restart guard, on as
+        // by default, lets the fresh nodes vote at once.
+        let aof = ClusterOptions::default().persistence(Persistence::AofAlways);
+        let direct = TestCluster::start(aof.clone().nodes(7))
             .await
             .expect("start 7 redis-server processes (is redis-server installed?)");
-        let proxied = TestCluster::start(ClusterOptions::default().nodes(5).proxies(true))
+        let proxied = TestCluster::start(aof.nodes(5).proxies(true))
             .await
             .expect("start 5 redis-server processes behind proxies");
         let urls = direct.urls();

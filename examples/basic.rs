@@ -6,13 +6,23 @@
 use std::time::Duration;
 
 use quorumlock::{Error, Lock, LockOptions, RetryPolicy};
-use quorumlock_harness::TestCluster;
+use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let cluster = TestCluster::with_nodes(3).await?;
+    // Masters that persist every write (AOF, appendfsync always): the restart guard lets them
+    // vote at once. Without persistence, a freshly started master sits out acquisitions for
+    // the TTL plus the drift, in case it lost keys in a crash.
+    let cluster = TestCluster::start(
+        ClusterOptions::default()
+            .nodes(3)
+            .persistence(Persistence::AofAlways),
+    )
+    .await?;
     let options = LockOptions::new()
         .ttl(Duration::from_secs(5))
+        // The longest TTL an extension below asks for: the restart guard covers keys this long.
+        .max_ttl(Duration::from_secs(10))
         .retry(RetryPolicy::once());
     let lock = Lock::quorum(cluster.urls(), options)?;
 

@@ -6,7 +6,7 @@
 //! Acquire and release keep the acquisition's [`Ledger`] up to date, so that a release is sent to
 //! a node only after every request of ours that could still set the key there (see `ledger.rs`).
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use redis::{RedisResult, Script};
@@ -46,8 +46,8 @@ return 0",
 enum Sent {
     /// The server answered 1 (set for us) or 0.
     Reply(i64),
-    /// Not handed to the connection; see [`Refused`].
-    Refused(Refused),
+    /// Not handed to the connection; see [`Refused`]. With the server's `run_id`.
+    Refused(Refused, Arc<str>),
 }
 
 /// Takes the key for `token` in attempt `attempt` of the acquisition that `ledger` belongs to.
@@ -63,6 +63,11 @@ enum Sent {
 /// release to this node waits until the request has finished (answered, failed, timed out or
 /// dropped), which the ledger records. A node that a release of ours is still in flight to gets
 /// no request (it fails as a timeout): that release could otherwise delete the new key.
+///
+/// Nothing is sent either when the node may not vote (see [`Node::run_vote`]: its server's
+/// identity is unknown, another node votes for that server, or the restart guard holds it
+/// back), or when this attempt already sent to the same server through another node
+/// ([`NodeError::SameServer`]).
 pub(crate) async fn acquire(
     node: &Node,
     key: &[u8],
@@ -74,10 +79,10 @@ pub(crate) async fn acquire(
 ) -> Result<bool, NodeError> {
     let index = node.index();
     let sent = node
-        .run(|mut connection, generation| async move {
-            let in_flight = match ledger.hand_acquire(attempt, index, generation) {
+        .run_vote(|mut connection, generation, server| async move {
+            let in_flight = match ledger.hand_acquire(attempt, index, generation, &server) {
                 Ok(in_flight) => in_flight,
-                Err(refused) => return Ok(Sent::Refused(refused)),
+                Err(refused) => return Ok(Sent::Refused(refused, server)),
             };
             let reply = if renew_leftover {
                 redis::cmd("EVAL")
@@ -105,8 +110,12 @@ pub(crate) async fn acquire(
         .await?;
     match sent {
         Sent::Reply(reply) => flag(reply),
-        Sent::Refused(Refused::Decided) => Ok(false),
-        Sent::Refused(Refused::Busy) => Err(NodeError::Timeout(node.command_timeout())),
+        Sent::Refused(Refused::Decided, _) => Ok(false),
+        Sent::Refused(Refused::Busy, _) => Err(NodeError::Timeout(node.command_timeout())),
+        Sent::Refused(Refused::SameServer(other), server) => Err(NodeError::SameServer {
+            node: other,
+            run_id: server.to_string(),
+        }),
     }
 }
 
@@ -207,8 +216,19 @@ fn flag(reply: i64) -> Result<bool, NodeError> {
 mod tests {
     use super::*;
     use crate::LockOptions;
-    use quorumlock_harness::TestCluster;
+    use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
     use redis::AsyncCommands;
+
+    /// One server that persists every write, so that the restart guard lets it vote at once.
+    async fn one_node() -> TestCluster {
+        TestCluster::start(
+            ClusterOptions::default()
+                .nodes(1)
+                .persistence(Persistence::AofAlways),
+        )
+        .await
+        .unwrap()
+    }
 
     fn node(url: &str) -> Node {
         let settings = LockOptions::new()
@@ -221,7 +241,7 @@ mod tests {
     /// the new TTL); a key of someone else's does not; a free key is taken.
     #[tokio::test]
     async fn acquire_or_renew_counts_only_our_own_leftovers() {
-        let cluster = TestCluster::with_nodes(1).await.unwrap();
+        let cluster = one_node().await;
         let node = node(&cluster.urls()[0]);
         let mut direct = cluster.connection(0).await.unwrap();
         let ledger = Ledger::new(1);
@@ -270,6 +290,50 @@ mod tests {
         assert!(!exists);
     }
 
+    /// Two nodes of one acquisition that reach the same server, each believing it holds the
+    /// claim on it (as when a claim changes hands in the middle of an acquisition): the attempt
+    /// still sends to that server once. Only the next attempt may send there again.
+    #[tokio::test]
+    async fn one_attempt_sends_to_one_server_once_whatever_the_claims_say() {
+        let cluster = one_node().await;
+        let settings = LockOptions::new()
+            .node_timeout(Duration::from_secs(5))
+            .connect_timeout(Duration::from_secs(5))
+            .validate(2)
+            .unwrap();
+        let url = &cluster.urls()[0];
+        // Separate claim tables: neither node knows of the other.
+        let first = Node::new(0, url, &settings).unwrap();
+        let second = Node::new(1, url, &settings).unwrap();
+        let ledger = Ledger::new(2);
+        let attempt = ledger.begin();
+        assert!(
+            acquire(&first, b"k", "t", 60_000, false, &ledger, attempt)
+                .await
+                .unwrap()
+        );
+        let error = acquire(&second, b"k", "t", 60_000, true, &ledger, attempt)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, NodeError::SameServer { node: 0, .. }),
+            "{error:?}"
+        );
+        ledger.decide();
+        assert_eq!(
+            ledger.plan(1),
+            Plan::Skip,
+            "nothing went out through node 1"
+        );
+
+        let attempt = ledger.begin();
+        assert!(
+            acquire(&second, b"k", "t", 60_000, true, &ledger, attempt)
+                .await
+                .unwrap()
+        );
+    }
+
     /// A release sends nothing to a node no request of ours went out to: not even a connection
     /// attempt (nothing listens on port 1, so dialing would fail).
     #[tokio::test]
@@ -290,7 +354,7 @@ mod tests {
     /// cannot say the node is free; over the same connection it can.
     #[tokio::test]
     async fn a_release_after_an_unanswered_request_on_an_older_connection_is_in_doubt() {
-        let cluster = TestCluster::with_nodes(1).await.unwrap();
+        let cluster = one_node().await;
         let node = node(&cluster.urls()[0]);
         let ledger = Ledger::new(1);
         let attempt = ledger.begin();
@@ -301,7 +365,11 @@ mod tests {
         );
         // As if a request had gone out on an earlier connection (generation 0 is never used)
         // and timed out there.
-        drop(ledger.hand_acquire(attempt, 0, 0).unwrap());
+        drop(
+            ledger
+                .hand_acquire(attempt, 0, 0, &"another".into())
+                .unwrap(),
+        );
         ledger.decide();
         let reply = release(&node, b"k", "t", &ledger, Duration::from_secs(1)).await;
         assert_eq!(reply, NodeReply::InDoubt);

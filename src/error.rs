@@ -146,6 +146,37 @@ pub enum ConfigError {
     /// An empty resource name.
     #[error("the resource name is empty")]
     EmptyResource,
+    /// Two node URLs point at the same server: the same host (ASCII case ignored) and port, or
+    /// the same Unix socket, whatever the database number, credentials or scheme. One server
+    /// must never count as two votes.
+    #[error("nodes {first} and {second} are the same server ({addr}): one server, one vote")]
+    DuplicateNode {
+        /// Position of the first URL naming it.
+        first: usize,
+        /// Position of the second.
+        second: usize,
+        /// `host:port` (host in lower case), without credentials.
+        addr: String,
+    },
+    /// `max_ttl` is below the lock's TTL or above [`MAX_TTL`](crate::MAX_TTL).
+    #[error("max_ttl {max_ttl:?} must be at least the ttl {ttl:?} and at most {max:?}", max = crate::validity::MAX_TTL)]
+    InvalidMaxTtl {
+        /// The `max_ttl` asked for.
+        max_ttl: Duration,
+        /// The lock's TTL.
+        ttl: Duration,
+    },
+    /// An extension asked for a TTL above `max_ttl`, which the restart guard would not cover:
+    /// a node restarted without its data could vote again before such a key would have expired.
+    #[error(
+        "extending by {ttl:?} exceeds max_ttl {max_ttl:?}, the longest TTL the restart guard covers"
+    )]
+    TtlAboveMaxTtl {
+        /// The TTL asked for.
+        ttl: Duration,
+        /// The lock's `max_ttl`.
+        max_ttl: Duration,
+    },
 }
 
 /// What one node did during one operation.
@@ -261,6 +292,28 @@ pub enum NodeError {
     /// The reply had a shape the lock protocol never produces.
     #[error("unexpected reply: {0}")]
     Protocol(String),
+    /// Acquire only: this node reaches the same Redis server (the same `run_id`) as another
+    /// configured node, which holds the claim on it, so its acquire votes are refused and nothing
+    /// is sent: one server never counts as two votes. (Two URLs for one server, e.g.
+    /// `127.0.0.1:P` and `localhost:P`.)
+    #[error("same server as node {node} (run_id {run_id}): one server, one vote")]
+    SameServer {
+        /// The configured node that votes for that server.
+        node: usize,
+        /// The server's `run_id`.
+        run_id: String,
+    },
+    /// Acquire only: the node (re)started recently and may have lost keys it held (it does not
+    /// persist every write: AOF with `appendfsync always`), so it stays out of acquisitions
+    /// until it has been up for longer than `max_ttl` plus the drift allowance (the restart
+    /// guard, [`LockOptions::restart_guard`](crate::LockOptions::restart_guard)). Nothing is
+    /// sent to it. Extend and release are not held back.
+    #[error("recovering from a restart: may vote again in {left:?} (restart guard)")]
+    Recovering {
+        /// How long from the moment of this error until the node may vote again (at most; it
+        /// counts from when its uptime was read, on connect).
+        left: Duration,
+    },
 }
 
 impl NodeError {

@@ -129,9 +129,13 @@ impl Guard {
     /// recomputes the validity by the same quorum rule as an acquisition.
     ///
     /// On failure nothing is deleted: nodes that still hold the key keep it, and
-    /// [`Error::ExtendFailed`] says whether the previous validity still runs.
+    /// [`Error::ExtendFailed`] says whether the previous validity still runs. With the restart
+    /// guard on, a `ttl` above [`LockOptions::max_ttl`](crate::LockOptions::max_ttl) is refused
+    /// ([`ConfigError::TtlAboveMaxTtl`](crate::ConfigError::TtlAboveMaxTtl)) before anything is
+    /// sent: the guard would not cover such keys.
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
         validate_ttl(ttl)?;
+        self.shared.settings.check_extension(ttl)?;
         let shared = &self.shared;
         let (key, token, ttl_ms) = (&self.key, &self.token, ttl_millis(ttl));
         let started = Moment::now();

@@ -22,12 +22,17 @@
 //!    reply on a connection that has since been replaced may still reach the node late: the
 //!    release then reports [`NodeReply::InDoubt`](crate::NodeReply::InDoubt), never "free".
 //!
+//! One server, one vote: within one attempt, at most one request that can set the key goes to
+//! each server (by the `run_id` its connection read), whichever configured node it goes through.
+//! The claims of `identity.rs` pick that node; this rule holds even while a claim changes hands
+//! in the middle of an attempt.
+//!
 //! Releases are recorded in flight too: the next attempt of a retrying acquisition waits for the
 //! previous attempt's releases before it starts, and never sends to a node one is still in flight
 //! to, so a late release cannot delete the next attempt's key (all attempts share one token).
 
 use std::pin::pin;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -127,6 +132,9 @@ pub(crate) enum Refused {
     /// A request of ours to that node (a release of an earlier attempt) is still in flight and
     /// could land after it.
     Busy,
+    /// The node's connection reaches a server (`run_id`) that this attempt already handed a
+    /// request to through the node given: one server, one vote.
+    SameServer(usize),
 }
 
 /// One acquisition's [`Record`]s, shared by its requests (some of them finishing in background
@@ -146,7 +154,10 @@ struct State {
     open: bool,
     /// Whether someone waits for a request to finish.
     waiting: bool,
-    nodes: Vec<Record>,
+    /// Per node: its record, and the server (`run_id`) the latest attempt handed a request to
+    /// through it, if any: at most one node per server and attempt. (Side by side in one
+    /// allocation, and apart from the record, which a release's settling resets.)
+    nodes: Vec<(Record, Option<Arc<str>>)>,
 }
 
 impl Ledger {
@@ -157,7 +168,7 @@ impl Ledger {
                 attempt: 0,
                 open: false,
                 waiting: false,
-                nodes: vec![Record::default(); nodes],
+                nodes: vec![(Record::default(), None); nodes],
             }),
             finished: Notify::new(),
         }
@@ -172,6 +183,9 @@ impl Ledger {
         let mut state = self.lock();
         state.attempt = state.attempt.wrapping_add(1);
         state.open = true;
+        for (_, server) in &mut state.nodes {
+            *server = None;
+        }
         state.attempt
     }
 
@@ -180,27 +194,41 @@ impl Ledger {
         self.lock().open = false;
     }
 
-    /// Hands attempt `attempt`'s request to `node`'s connection of `generation`, unless the
-    /// attempt is decided or a request of ours to that node is still in flight. Call it in the
-    /// same step (poll) that gives the request to the connection, and keep the returned
-    /// [`InFlight`] until the request has finished.
+    /// Hands attempt `attempt`'s request to `node`'s connection of `generation`, which reaches
+    /// the server `server` (its `run_id`), unless the attempt is decided, a request of ours to
+    /// that node is still in flight, or the attempt already handed a request to that server
+    /// through another node (whatever the claims on it say by now: one server never counts
+    /// twice in a round). Call it in the same step (poll) that gives the request to the
+    /// connection, and keep the returned [`InFlight`] until the request has finished.
     pub(crate) fn hand_acquire(
         &self,
         attempt: u32,
         node: usize,
         generation: u64,
+        server: &Arc<str>,
     ) -> Result<InFlight<'_>, Refused> {
         let mut state = self.lock();
         if !state.open || state.attempt != attempt {
             return Err(Refused::Decided);
         }
-        let Some(record) = state.nodes.get_mut(node) else {
+        if let Some(other) = state
+            .nodes
+            .iter()
+            .enumerate()
+            .find_map(|(other, (_, handed))| {
+                (other != node && handed.as_ref() == Some(server)).then_some(other)
+            })
+        {
+            return Err(Refused::SameServer(other));
+        }
+        let Some((record, handed)) = state.nodes.get_mut(node) else {
             return Err(Refused::Decided);
         };
         if !record.quiet() {
             return Err(Refused::Busy);
         }
         record.hand(Kind::Acquire);
+        *handed = Some(Arc::clone(server));
         Ok(InFlight::new(self, node, Kind::Acquire, generation))
     }
 
@@ -210,7 +238,7 @@ impl Ledger {
     /// the connection's queue after it (and finish before the release's answer is read).
     pub(crate) fn hand_release(&self, node: usize, generation: u64) -> (InFlight<'_>, bool) {
         let after_all = match self.lock().nodes.get_mut(node) {
-            Some(record) => {
+            Some((record, _)) => {
                 let quiet = record.quiet();
                 record.hand(Kind::Release);
                 quiet
@@ -225,7 +253,10 @@ impl Ledger {
 
     /// What a release does on `node` now (an unknown node is sent to).
     pub(crate) fn plan(&self, node: usize) -> Plan {
-        self.lock().nodes.get(node).map_or(Plan::Send, Record::plan)
+        self.lock()
+            .nodes
+            .get(node)
+            .map_or(Plan::Send, |(record, _)| record.plan())
     }
 
     /// See [`Record::settle`] (an unknown node is never settled).
@@ -233,7 +264,7 @@ impl Ledger {
         self.lock()
             .nodes
             .get_mut(node)
-            .is_some_and(|record| record.settle(generation))
+            .is_some_and(|(record, _)| record.settle(generation))
     }
 
     /// Waits until nothing of ours is in flight to `node` (to any node if `None`), at most
@@ -247,8 +278,11 @@ impl Ledger {
                 {
                     let mut state = self.lock();
                     let quiet = match node {
-                        Some(node) => state.nodes.get(node).is_none_or(Record::quiet),
-                        None => state.nodes.iter().all(Record::quiet),
+                        Some(node) => state
+                            .nodes
+                            .get(node)
+                            .is_none_or(|(record, _)| record.quiet()),
+                        None => state.nodes.iter().all(|(record, _)| record.quiet()),
                     };
                     if quiet {
                         return;
@@ -264,7 +298,7 @@ impl Ledger {
     fn finish(&self, node: usize, kind: Kind, generation: u64, answered: bool) {
         let wake = {
             let mut state = self.lock();
-            if let Some(record) = state.nodes.get_mut(node) {
+            if let Some((record, _)) = state.nodes.get_mut(node) {
                 record.finish(kind, generation, answered);
             }
             std::mem::take(&mut state.waiting)
@@ -318,6 +352,11 @@ impl Drop for InFlight<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server's `run_id`: node `node`'s own, unless a test says otherwise.
+    fn server(node: usize) -> Arc<str> {
+        Arc::from(format!("run-{node}"))
+    }
 
     #[test]
     fn a_node_never_sent_to_is_skipped() {
@@ -382,17 +421,17 @@ mod tests {
     fn requests_are_handed_only_while_their_attempt_is_open_and_the_node_quiet() {
         let ledger = Ledger::new(2);
         assert_eq!(
-            ledger.hand_acquire(1, 0, 1).err(),
+            ledger.hand_acquire(1, 0, 1, &server(0)).err(),
             Some(Refused::Decided),
             "no attempt yet"
         );
         let first = ledger.begin();
-        let in_flight = ledger.hand_acquire(first, 0, 1).unwrap();
+        let in_flight = ledger.hand_acquire(first, 0, 1, &server(0)).unwrap();
         assert_eq!(ledger.plan(0), Plan::Wait);
         assert_eq!(ledger.plan(1), Plan::Skip);
         ledger.decide();
         assert_eq!(
-            ledger.hand_acquire(first, 1, 1).err(),
+            ledger.hand_acquire(first, 1, 1, &server(1)).err(),
             Some(Refused::Decided)
         );
         drop(in_flight);
@@ -402,18 +441,54 @@ mod tests {
         assert!(after_all);
         let second = ledger.begin();
         assert_eq!(
-            ledger.hand_acquire(first, 1, 1).err(),
+            ledger.hand_acquire(first, 1, 1, &server(1)).err(),
             Some(Refused::Decided)
         );
-        assert_eq!(ledger.hand_acquire(second, 0, 1).err(), Some(Refused::Busy));
-        release.finish(true);
-        assert!(ledger.hand_acquire(second, 0, 1).is_ok());
         assert_eq!(
-            ledger.hand_acquire(second, 7, 1).err(),
+            ledger.hand_acquire(second, 0, 1, &server(0)).err(),
+            Some(Refused::Busy)
+        );
+        release.finish(true);
+        assert!(ledger.hand_acquire(second, 0, 1, &server(0)).is_ok());
+        assert_eq!(
+            ledger.hand_acquire(second, 7, 1, &server(7)).err(),
             Some(Refused::Decided)
         );
         assert_eq!(ledger.plan(7), Plan::Send);
         assert!(!ledger.settle(7, 1));
+    }
+
+    #[test]
+    fn one_attempt_hands_one_request_per_server_whatever_the_node() {
+        let ledger = Ledger::new(3);
+        let shared = server(9);
+        let first = ledger.begin();
+        let in_flight = ledger.hand_acquire(first, 1, 1, &shared).unwrap();
+        // Nodes 0 and 2 reach the same server: refused, naming the node that got it.
+        assert_eq!(
+            ledger.hand_acquire(first, 0, 1, &shared).err(),
+            Some(Refused::SameServer(1))
+        );
+        assert_eq!(
+            ledger.hand_acquire(first, 2, 4, &shared).err(),
+            Some(Refused::SameServer(1))
+        );
+        assert_eq!(ledger.plan(0), Plan::Skip, "nothing went out to node 0");
+        // Still refused once node 1's request has finished: it counted in this round.
+        in_flight.finish(true);
+        assert_eq!(
+            ledger.hand_acquire(first, 0, 1, &shared).err(),
+            Some(Refused::SameServer(1))
+        );
+        assert!(ledger.hand_acquire(first, 2, 1, &server(2)).is_ok());
+        ledger.decide();
+        // A new attempt starts with no server counted yet.
+        let second = ledger.begin();
+        assert!(ledger.hand_acquire(second, 0, 1, &shared).is_ok());
+        assert_eq!(
+            ledger.hand_acquire(second, 1, 1, &shared).err(),
+            Some(Refused::SameServer(0))
+        );
     }
 
     #[tokio::test]
@@ -422,7 +497,7 @@ mod tests {
         let attempt = ledger.begin();
         assert!(ledger.wait_quiet(Some(0), Duration::ZERO).await);
 
-        let in_flight = ledger.hand_acquire(attempt, 0, 1).unwrap();
+        let in_flight = ledger.hand_acquire(attempt, 0, 1, &server(0)).unwrap();
         assert!(!ledger.wait_quiet(Some(0), Duration::from_millis(5)).await);
         assert!(!ledger.wait_quiet(None, Duration::from_millis(5)).await);
         assert!(ledger.wait_quiet(Some(1), Duration::ZERO).await);
@@ -437,7 +512,7 @@ mod tests {
         let (handed_tx, handed_rx) = tokio::sync::oneshot::channel();
         let other = std::sync::Arc::clone(&ledger);
         let task = tokio::spawn(async move {
-            let in_flight = other.hand_acquire(attempt, 1, 1).unwrap();
+            let in_flight = other.hand_acquire(attempt, 1, 1, &server(1)).unwrap();
             let _ = handed_tx.send(());
             tokio::time::sleep(Duration::from_millis(20)).await;
             in_flight.finish(true);

@@ -30,18 +30,33 @@
 //!
 //! While [`Guard::is_valid`] is true, no other client holding a guard for the same resource from
 //! the same nodes is valid too, *provided* the timing assumptions hold: process pauses, network
-//! delays and clock-rate differences stay within the drift allowance, and a crashed node does not
-//! come back without its data before the TTL has passed. A pause after acquiring (a long GC,
-//! a stopped VM) can outlast the validity: check `is_valid()` before each protected write.
-//! See `docs/ARCHITECTURE.md` for the full list.
+//! delays and clock-rate differences stay within the drift allowance. A pause after acquiring (a
+//! long GC, a stopped VM) can outlast the validity: check `is_valid()` before each protected
+//! write. See `docs/ARCHITECTURE.md` for the full list.
+//!
+//! Two rules the lock enforces on every connection, from what each server says about itself
+//! (`INFO`):
+//!
+//! - **One server, one vote.** The same host and port twice is a configuration error
+//!   ([`ConfigError::DuplicateNode`]); one server under two names (`127.0.0.1:P`,
+//!   `localhost:P`) is recognised by its `run_id`, and only one of its nodes votes
+//!   ([`NodeError::SameServer`] for the other).
+//! - **A restarted node waits its turn** (the restart guard, on by default): a node that does not
+//!   persist every write (AOF with `appendfsync always`) may have forgotten keys in a crash, so
+//!   it sits out acquisitions until it has been up for longer than the largest TTL plus the
+//!   drift ([`NodeError::Recovering`]). See [`LockOptions::restart_guard`] and
+//!   [`LockOptions::max_ttl`].
 //!
 //! # Layout
 //!
 //! - Pure algorithm, no I/O: `quorum` (the vote tally), `validity` (lease
 //!   arithmetic), [`retry`](crate::RetryPolicy) (the retry schedule), `token` (tokens, keys),
 //!   `ledger` (which of an acquisition's requests may still reach each node, so that a release
-//!   runs after them).
-//! - I/O: `node` (one master's lazy connection and timeouts), `commands` (SET NX PX and the Lua
+//!   runs after them, and one request per server and attempt), `recovery` (the restart guard:
+//!   what `INFO` says, and from when a node may vote), `identity` (duplicate addresses, and
+//!   which node votes for which `run_id`).
+//! - I/O: `node` (one master's lazy connection, what its server says about itself on connect,
+//!   and timeouts), `commands` (SET NX PX and the Lua
 //!   scripts on one node), `fanout` (all nodes at once, early decision), `background` (releases
 //!   started from `Drop`).
 //! - The API: [`Lock`], [`Guard`], [`LockOptions`], [`Topology`], [`Error`].
@@ -59,11 +74,13 @@ mod commands;
 mod error;
 mod fanout;
 mod guard;
+mod identity;
 mod ledger;
 mod lock;
 mod node;
 mod options;
 mod quorum;
+mod recovery;
 mod retry;
 mod shared;
 mod token;

@@ -14,6 +14,7 @@ use crate::commands;
 use crate::error::{ConfigError, Error, NodeOutcome, NodeReply};
 use crate::fanout::{Round, Until, fan_out};
 use crate::guard::Guard;
+use crate::identity::{Claims, first_duplicate};
 use crate::ledger::Ledger;
 use crate::node::Node;
 use crate::options::{LockOptions, Topology};
@@ -62,11 +63,28 @@ impl Lock {
     pub fn new(topology: Topology, options: LockOptions) -> Result<Lock, Error> {
         let urls = topology.urls();
         let settings = options.validate(urls.len())?;
+        let claims = Arc::new(Claims::default());
         let nodes = urls
             .iter()
             .enumerate()
-            .map(|(index, url)| Node::new(index, url, &settings).map(Arc::new))
+            .map(|(index, url)| {
+                Node::new(index, url, &settings).map(|node| Arc::new(node.with_claims(&claims)))
+            })
             .collect::<Result<Vec<_>, ConfigError>>()?;
+        // One server, one vote: the same host and port twice is a configuration error (the
+        // same server under two names is caught on connect, by its run_id).
+        let endpoints: Vec<_> = nodes.iter().map(|node| node.endpoint()).collect();
+        if let Some((first, second)) = first_duplicate(&endpoints) {
+            return Err(ConfigError::DuplicateNode {
+                first,
+                second,
+                addr: endpoints
+                    .get(second)
+                    .map(|endpoint| endpoint.as_str().to_owned())
+                    .unwrap_or_default(),
+            }
+            .into());
+        }
         Ok(Lock {
             shared: Arc::new(Shared {
                 nodes,
@@ -115,6 +133,13 @@ impl Lock {
     /// The longest one command waits for one node.
     pub fn node_timeout(&self) -> Duration {
         self.shared.settings.node_timeout
+    }
+
+    /// With the restart guard on (the default, see [`LockOptions::restart_guard`]), how long a
+    /// node that does not persist every write stays out of acquisitions after it (re)started:
+    /// `max_ttl` plus its drift allowance. `None` with the guard off.
+    pub fn restart_guard(&self) -> Option<Duration> {
+        self.shared.settings.restart_guard
     }
 
     /// One attempt, no retry: `Held` at once if someone else has the lock.

@@ -7,29 +7,60 @@
 //! the next command connects again: a node that comes back is used without restarting anything.
 //! Each connection made gets a new generation number, which commands are told, so that a release
 //! can tell whether an earlier request went out over the same connection (see `ledger.rs`).
+//!
+//! Every connection, once made, asks its server who it is, once (not per command): `INFO server`
+//! (`run_id`, `uptime_in_seconds`), `INFO persistence` (`aof_enabled`) and `CONFIG GET
+//! appendfsync`, all three at once (one round trip). What that means for the node's vote is the
+//! pure logic of `recovery.rs` (the restart guard) and `identity.rs` (one server, one vote);
+//! acquisitions go through [`Node::run_vote`], which applies it before anything is sent.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use redis::aio::MultiplexedConnection;
 use redis::io::tcp::TcpSettings;
-use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo, RedisResult};
+use redis::{
+    AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisResult, Value,
+};
 
 use crate::error::{ConfigError, NodeError};
+use crate::identity::{Claims, Endpoint};
 use crate::options::Settings;
+use crate::recovery::{ServerFacts, fsync_always};
 
 /// A connection attempt in flight, awaited by every caller that needs the node meanwhile.
-type Connecting = Shared<BoxFuture<'static, Result<MultiplexedConnection, NodeError>>>;
+type Connecting = Shared<BoxFuture<'static, Result<Connected, NodeError>>>;
 
 /// The state of a node's connection. Each new connection attempt gets a new generation, so a
 /// caller that saw a connection break only discards that connection, never a newer one.
 enum Slot {
     Idle,
     Connecting(u64, Connecting),
-    Ready(u64, MultiplexedConnection),
+    Ready(u64, Connected),
+}
+
+/// A connection and what its server said about itself when it was made.
+#[derive(Clone)]
+struct Connected {
+    connection: MultiplexedConnection,
+    /// The server's identity and from when on it may vote, or why that could not be read (an
+    /// error reply to `INFO`, or an `INFO` without `run_id` or uptime): then it never votes.
+    identity: Result<Arc<Identity>, NodeError>,
+}
+
+/// Who a connection's server is, for its acquire votes.
+struct Identity {
+    /// `run_id`: new at every server start.
+    run_id: Arc<str>,
+    /// From when on the node may vote: `None` while the restart guard holds it back beyond any
+    /// representable instant; the instant the facts were read when it may vote at once.
+    votes_from: Option<Instant>,
+    /// Whether a refused claim on `run_id` was logged for this connection already.
+    warned: AtomicBool,
 }
 
 /// One Redis master as the lock sees it.
@@ -40,6 +71,11 @@ pub(crate) struct Node {
     connect_timeout: Duration,
     command_timeout: Duration,
     slot: Mutex<(u64, Slot)>,
+    /// With the restart guard on, how long a server that may have lost writes stays out of
+    /// acquisitions after it started.
+    restart_guard: Option<Duration>,
+    /// Which node of the lock votes for which server; shared by the lock's nodes.
+    claims: Arc<Claims>,
 }
 
 impl Node {
@@ -62,7 +98,27 @@ impl Node {
             connect_timeout: settings.connect_timeout,
             command_timeout: settings.node_timeout,
             slot: Mutex::new((0, Slot::Idle)),
+            restart_guard: settings.restart_guard,
+            claims: Arc::default(),
         })
+    }
+
+    /// This node, deciding with the other nodes of its lock which of them votes for a server
+    /// that several of them reach.
+    pub(crate) fn with_claims(mut self, claims: &Arc<Claims>) -> Node {
+        self.claims = Arc::clone(claims);
+        self
+    }
+
+    /// Where the URL points, for telling duplicate URLs apart: host (lower case) and port, or
+    /// the Unix socket.
+    pub(crate) fn endpoint(&self) -> Endpoint {
+        match self.client.get_connection_info().addr() {
+            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                Endpoint::tcp(host, *port)
+            }
+            other => Endpoint::other(other.to_string()),
+        }
     }
 
     /// Position in the configured node list.
@@ -92,8 +148,88 @@ impl Node {
         F: FnOnce(MultiplexedConnection, u64) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        let (generation, connection) = self.connection().await?;
-        let command = command(connection, generation);
+        let (generation, connected) = self.connection().await?;
+        self.finish(generation, command(connected.connection, generation))
+            .await
+    }
+
+    /// As [`run`](Node::run), for a request that votes in an acquisition: `command` is called
+    /// (and so anything sent) only if this node may vote now, and it is also told the server's
+    /// `run_id`, which it must hand to the acquisition's ledger in the same step as the request
+    /// (one request per server and attempt). Otherwise, without sending anything:
+    ///
+    /// - the server's identity could not be read on connect: that error (the connection is
+    ///   dropped, so that the next command reads it again, e.g. once an ACL allows `INFO`);
+    /// - another node of the lock holds the claim on the same server:
+    ///   [`NodeError::SameServer`];
+    /// - the restart guard holds the node back: [`NodeError::Recovering`].
+    pub(crate) async fn run_vote<T, F, Fut>(&self, command: F) -> Result<T, NodeError>
+    where
+        F: FnOnce(MultiplexedConnection, u64, Arc<str>) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let (generation, connected) = self.connection().await?;
+        let run_id = match self.may_vote(&connected.identity) {
+            Ok(run_id) => run_id,
+            Err(error) => {
+                if connected.identity.is_err() {
+                    self.reset(generation);
+                }
+                return Err(error);
+            }
+        };
+        self.finish(
+            generation,
+            command(connected.connection, generation, run_id),
+        )
+        .await
+    }
+
+    /// Whether this node may vote now, and for which server.
+    fn may_vote(&self, identity: &Result<Arc<Identity>, NodeError>) -> Result<Arc<str>, NodeError> {
+        let identity = identity.as_ref().map_err(Clone::clone)?;
+        if let Err(owner) = self.claims.claim(self.index, &identity.run_id) {
+            if !identity.warned.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    node = self.index,
+                    addr = %self.addr,
+                    same_as = owner,
+                    run_id = %identity.run_id,
+                    "this node reaches the same Redis server as another node of the lock; \
+                     only that one votes for it"
+                );
+            }
+            return Err(NodeError::SameServer {
+                node: owner,
+                run_id: identity.run_id.to_string(),
+            });
+        }
+        if self.restart_guard.is_some() {
+            let now = Instant::now();
+            match identity.votes_from {
+                Some(from) if from <= now => {}
+                Some(from) => {
+                    return Err(NodeError::Recovering {
+                        left: from.saturating_duration_since(now),
+                    });
+                }
+                None => {
+                    return Err(NodeError::Recovering {
+                        left: self.restart_guard.unwrap_or(Duration::MAX),
+                    });
+                }
+            }
+        }
+        Ok(Arc::clone(&identity.run_id))
+    }
+
+    /// Runs a command already given its connection of `generation`, within the command
+    /// timeout, and drops that connection if the failure broke it.
+    async fn finish<T>(
+        &self,
+        generation: u64,
+        command: impl Future<Output = RedisResult<T>>,
+    ) -> Result<T, NodeError> {
         let result = match tokio::time::timeout(self.command_timeout, command).await {
             Ok(Ok(reply)) => return Ok(reply),
             Ok(Err(err)) if err.is_timeout() => NodeError::Timeout(self.command_timeout),
@@ -108,13 +244,13 @@ impl Node {
     }
 
     /// The current connection, or a new one: joins an attempt already in flight, else starts one.
-    async fn connection(&self) -> Result<(u64, MultiplexedConnection), NodeError> {
+    async fn connection(&self) -> Result<(u64, Connected), NodeError> {
         let (generation, connecting) = {
             let mut guard = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
             let (next_generation, slot) = &mut *guard;
             match slot {
-                Slot::Ready(generation, connection) => {
-                    return Ok((*generation, connection.clone()));
+                Slot::Ready(generation, connected) => {
+                    return Ok((*generation, connected.clone()));
                 }
                 Slot::Connecting(generation, connecting) => (*generation, connecting.clone()),
                 Slot::Idle => {
@@ -133,28 +269,60 @@ impl Node {
         let mut guard = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
         if matches!(guard.1, Slot::Connecting(current, _) if current == generation) {
             guard.1 = match &result {
-                Ok(connection) => Slot::Ready(generation, connection.clone()),
+                Ok(connected) => Slot::Ready(generation, connected.clone()),
                 Err(_) => Slot::Idle,
             };
         }
-        result.map(|connection| (generation, connection))
+        result.map(|connected| (generation, connected))
     }
 
     /// Starts a connection attempt as its own task, so it completes even when every caller
-    /// waiting for it has given up.
+    /// waiting for it has given up. The attempt includes asking the server who it is.
     fn connect(&self) -> Connecting {
         let client = self.client.clone();
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.command_timeout));
-        let (index, addr) = (self.index, self.addr.clone());
+        let (index, addr, restart_guard) = (self.index, self.addr.clone(), self.restart_guard);
         let task = tokio::spawn(async move {
-            let result = client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await
-                .map_err(NodeError::from);
+            let result = async {
+                let connection = client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await?;
+                let identity = identify(&connection, restart_guard).await?;
+                Ok::<_, redis::RedisError>(Connected {
+                    connection,
+                    identity,
+                })
+            }
+            .await
+            .map_err(NodeError::from);
             match &result {
-                Ok(_) => tracing::debug!(node = index, %addr, "connected"),
+                Ok(Connected {
+                    identity: Ok(identity),
+                    ..
+                }) => {
+                    let left = identity
+                        .votes_from
+                        .map(|from| from.saturating_duration_since(Instant::now()));
+                    if restart_guard.is_some() && left != Some(Duration::ZERO) {
+                        tracing::info!(
+                            node = index, %addr, run_id = %identity.run_id, ?left,
+                            "connected to a recently started server that may have lost writes; \
+                             it votes in acquisitions once the restart guard has passed"
+                        );
+                    } else {
+                        tracing::debug!(node = index, %addr, run_id = %identity.run_id, "connected");
+                    }
+                }
+                Ok(Connected {
+                    identity: Err(error),
+                    ..
+                }) => tracing::warn!(
+                    node = index, %addr, %error,
+                    "connected, but the server's identity (INFO) could not be read; \
+                     it does not vote in acquisitions"
+                ),
                 Err(error) => tracing::debug!(node = index, %addr, %error, "connect failed"),
             }
             result
@@ -193,6 +361,73 @@ fn open_client(info: ConnectionInfo, settings: &Settings) -> RedisResult<redis::
     redis::Client::open(info)
 }
 
+/// Asks a new connection's server who it is: `INFO server`, `INFO persistence` and `CONFIG GET
+/// appendfsync`, sent at once (one round trip). An error reply to `INFO`, or an `INFO` without a
+/// `run_id` or uptime, is the identity's error (the connection itself works); one to `CONFIG GET`
+/// (a user without `+config|get`) means the fsync policy is unknown: not `always`. Any other
+/// failure (I/O, timeout) fails the connection.
+async fn identify(
+    connection: &MultiplexedConnection,
+    restart_guard: Option<Duration>,
+) -> RedisResult<Result<Arc<Identity>, NodeError>> {
+    let info = |section: &'static str| {
+        let mut connection = connection.clone();
+        async move {
+            redis::cmd("INFO")
+                .arg(section)
+                .query_async::<String>(&mut connection)
+                .await
+        }
+    };
+    let mut config_connection = connection.clone();
+    let config = async move {
+        redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("appendfsync")
+            .query_async::<Value>(&mut config_connection)
+            .await
+    };
+    let (server, persistence, config) = futures::join!(info("server"), info("persistence"), config);
+    let read_at = Instant::now();
+    let fsync = match config {
+        Ok(reply) => fsync_always(&flatten(reply)),
+        Err(error) if error.code().is_some() => None,
+        Err(error) => return Err(error),
+    };
+    let text = match (server, persistence) {
+        (Ok(server), Ok(persistence)) => server + "\r\n" + &persistence,
+        (Err(error), _) | (_, Err(error)) if error.code().is_some() => {
+            return Ok(Err(NodeError::from(error)));
+        }
+        (Err(error), _) | (_, Err(error)) => return Err(error),
+    };
+    let Some(facts) = ServerFacts::from_info(&text, fsync) else {
+        return Ok(Err(NodeError::Protocol(
+            "INFO server gave no run_id or uptime_in_seconds".to_owned(),
+        )));
+    };
+    let wait = restart_guard.map_or(Duration::ZERO, |guard| facts.votes_after(guard));
+    Ok(Ok(Arc::new(Identity {
+        run_id: facts.run_id.into(),
+        votes_from: read_at.checked_add(wait),
+        warned: AtomicBool::new(false),
+    })))
+}
+
+/// A `CONFIG GET` reply as a flat list of strings: RESP2 sends `[name, value]`, RESP3 a map.
+fn flatten(reply: Value) -> Vec<String> {
+    let text = |value: &Value| redis::from_redis_value_ref::<String>(value).ok();
+    match reply {
+        Value::Array(items) => items.iter().filter_map(text).collect(),
+        Value::Map(pairs) => pairs
+            .iter()
+            .flat_map(|(name, value)| [text(name), text(value)])
+            .flatten()
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// A URL fit for an error message: any credentials replaced by `***`.
 fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -207,6 +442,17 @@ fn redact(url: &str) -> String {
 mod tests {
     use super::*;
     use crate::LockOptions;
+
+    #[test]
+    fn a_config_get_reply_reads_the_same_in_resp2_and_resp3() {
+        let text = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let resp2 = Value::Array(vec![text("appendfsync"), text("always")]);
+        let resp3 = Value::Map(vec![(text("appendfsync"), text("everysec"))]);
+        assert_eq!(fsync_always(&flatten(resp2)), Some(true));
+        assert_eq!(fsync_always(&flatten(resp3)), Some(false));
+        assert_eq!(fsync_always(&flatten(Value::Array(Vec::new()))), None);
+        assert_eq!(fsync_always(&flatten(Value::Nil)), None);
+    }
 
     #[test]
     fn credentials_never_reach_error_messages() {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::error::ConfigError;
 use crate::quorum::majority;
 use crate::retry::RetryPolicy;
-use crate::validity::MAX_TTL;
+use crate::validity::{MAX_TTL, drift};
 
 /// Which Redis servers the lock runs on.
 ///
@@ -59,6 +59,8 @@ pub struct LockOptions {
     tcp_nodelay: bool,
     #[cfg(feature = "tls")]
     tls_root_certificates: Option<Vec<u8>>,
+    max_ttl: Option<Duration>,
+    restart_guard: bool,
 }
 
 impl Default for LockOptions {
@@ -74,6 +76,8 @@ impl Default for LockOptions {
             tcp_nodelay: true,
             #[cfg(feature = "tls")]
             tls_root_certificates: None,
+            max_ttl: None,
+            restart_guard: true,
         }
     }
 }
@@ -148,6 +152,39 @@ impl LockOptions {
         self
     }
 
+    /// The largest TTL any client gives keys on these nodes, extensions included (default: this
+    /// lock's [`ttl`](LockOptions::ttl)); at least the TTL, at most [`MAX_TTL`]. The restart
+    /// guard keeps a restarted node out of acquisitions for this long plus the drift
+    /// allowance, and [`Guard::extend`](crate::Guard::extend) refuses longer TTLs while the
+    /// guard is on.
+    pub fn max_ttl(mut self, max_ttl: Duration) -> Self {
+        self.max_ttl = Some(max_ttl);
+        self
+    }
+
+    /// The restart guard (default on): a node that (re)started without persisting every write
+    /// may have forgotten keys it held, and could grant a lock that another client still holds
+    /// there. With the guard on, every (re)connect reads the node's `INFO server` (`run_id`,
+    /// `uptime_in_seconds`), `INFO persistence` (`aof_enabled`) and `CONFIG GET appendfsync`
+    /// (a user not allowed `CONFIG` counts as "not `always`"), and the node votes in
+    /// acquisitions only if it persists every write (AOF on, `appendfsync always`) or has been
+    /// up for longer than [`max_ttl`](LockOptions::max_ttl) plus the drift allowance
+    /// (`max_ttl × drift_factor + 2 ms`, plus one second for the whole-second uptime). Until
+    /// then its acquire vote fails at once with
+    /// [`NodeError::Recovering`](crate::NodeError::Recovering) and nothing is sent to it. A
+    /// minority of recovering nodes costs nothing; a majority makes acquisitions fail with
+    /// [`Error::Unavailable`](crate::Error::Unavailable), never grant twice. Extend and release
+    /// are not held back.
+    ///
+    /// `restart_guard(false)` turns it off, for deployments that keep a crashed node down for
+    /// longer than the largest TTL themselves. **Unsafe otherwise**: a node restarted empty
+    /// votes at once and can grant a lock a second time. (The `run_id` is read either way, so
+    /// that one server never votes twice.)
+    pub fn restart_guard(mut self, on: bool) -> Self {
+        self.restart_guard = on;
+        self
+    }
+
     /// Checks every setting against a node count and resolves the defaults that depend on others.
     pub(crate) fn validate(&self, nodes: usize) -> Result<Settings, ConfigError> {
         if nodes == 0 {
@@ -175,6 +212,13 @@ impl LockOptions {
             });
         }
         self.retry.validate()?;
+        let max_ttl = self.max_ttl.unwrap_or(self.ttl);
+        if max_ttl < self.ttl || max_ttl > MAX_TTL {
+            return Err(ConfigError::InvalidMaxTtl {
+                max_ttl,
+                ttl: self.ttl,
+            });
+        }
         Ok(Settings {
             ttl: self.ttl,
             drift_factor: self.drift_factor,
@@ -186,6 +230,10 @@ impl LockOptions {
             tcp_nodelay: self.tcp_nodelay,
             #[cfg(feature = "tls")]
             tls_root_certificates: self.tls_root_certificates.clone(),
+            max_ttl,
+            restart_guard: self
+                .restart_guard
+                .then(|| max_ttl.saturating_add(drift(max_ttl, self.drift_factor))),
         })
     }
 }
@@ -212,6 +260,24 @@ pub(crate) struct Settings {
     /// Certificate authorities for `rediss://` nodes (PEM), instead of the public roots.
     #[cfg(feature = "tls")]
     pub(crate) tls_root_certificates: Option<Vec<u8>>,
+    /// The largest TTL in use, extensions included.
+    pub(crate) max_ttl: Duration,
+    /// With the restart guard on, how long a node that may have lost writes stays out of
+    /// acquisitions after it started: `max_ttl` plus its drift.
+    pub(crate) restart_guard: Option<Duration>,
+}
+
+impl Settings {
+    /// Rejects an extension the restart guard would not cover (a TTL above `max_ttl`).
+    pub(crate) fn check_extension(&self, ttl: Duration) -> Result<(), ConfigError> {
+        if self.restart_guard.is_some() && ttl > self.max_ttl {
+            return Err(ConfigError::TtlAboveMaxTtl {
+                ttl,
+                max_ttl: self.max_ttl,
+            });
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -284,6 +350,42 @@ mod tests {
                 .unwrap_err(),
             ConfigError::ZeroAttempts
         );
+    }
+
+    #[test]
+    fn the_restart_guard_covers_the_largest_ttl_and_its_drift() {
+        let s = LockOptions::new().validate(5).unwrap();
+        assert_eq!(s.max_ttl, Duration::from_secs(10));
+        assert_eq!(s.restart_guard, Some(Duration::from_millis(10_102)));
+        let s = LockOptions::new()
+            .ttl(Duration::from_secs(1))
+            .max_ttl(Duration::from_secs(30))
+            .validate(5)
+            .unwrap();
+        assert_eq!(s.restart_guard, Some(Duration::from_millis(30_302)));
+        assert_eq!(s.check_extension(Duration::from_secs(30)), Ok(()));
+        assert_eq!(
+            s.check_extension(Duration::from_secs(31)),
+            Err(ConfigError::TtlAboveMaxTtl {
+                ttl: Duration::from_secs(31),
+                max_ttl: Duration::from_secs(30)
+            })
+        );
+        let off = LockOptions::new().restart_guard(false).validate(5).unwrap();
+        assert_eq!(off.restart_guard, None);
+        assert_eq!(off.check_extension(Duration::from_secs(3600)), Ok(()));
+        for max_ttl in [Duration::from_secs(9), MAX_TTL + Duration::from_millis(1)] {
+            assert_eq!(
+                LockOptions::new().max_ttl(max_ttl).validate(5).unwrap_err(),
+                ConfigError::InvalidMaxTtl {
+                    max_ttl,
+                    ttl: Duration::from_secs(10)
+                }
+            );
+        }
+        // The largest allowed guard is representable.
+        let s = LockOptions::new().max_ttl(MAX_TTL).validate(5).unwrap();
+        assert!(s.restart_guard.unwrap() > MAX_TTL);
     }
 
     #[test]

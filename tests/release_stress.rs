@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use quorumlock::{Lock, LockOptions, NodeOutcome, NodeReply};
-use quorumlock_harness::{ClusterOptions, TestCluster};
+use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 
 /// Tasks cycling at once, each on its own keys.
 const TASKS: usize = 64;
@@ -144,9 +144,14 @@ async fn leftovers(cluster: &TestCluster) -> Vec<Vec<String>> {
 /// a per-node account of every key left behind.
 async fn stress(nodes: usize) {
     assert!(nodes <= MAX_NODES);
-    let cluster = TestCluster::start(ClusterOptions::default().nodes(nodes))
-        .await
-        .expect("start redis-server processes");
+    // AOF always (on tmpfs): the restart guard lets fresh nodes vote at once.
+    let cluster = TestCluster::start(
+        ClusterOptions::default()
+            .nodes(nodes)
+            .persistence(Persistence::AofAlways),
+    )
+    .await
+    .expect("start redis-server processes");
     let lock = match cluster.urls().as_slice() {
         [single] => Lock::single(single.clone(), options()),
         urls => Lock::quorum(urls.to_vec(), options()),

@@ -8,9 +8,11 @@
 //! attempt; `EVAL` (SET, GET, PEXPIRE inside) for a retry; `EVALSHA` for release (GET, DEL
 //! inside) and extend (GET, PEXPIRE inside), and on `NOSCRIPT` redis-rs' `Script::invoke_async`
 //! sends `SCRIPT LOAD` and the `EVALSHA` again (never `EVAL`). Commands a script calls are
-//! ACL-checked like the script's own, and so are its keys. `INFO` is in the line for the
-//! restart guard (it reads `INFO server` and `INFO persistence`); `CONFIG GET appendfsync` is
-//! deliberately not: the guard must take a refusal as "no fsync always".
+//! ACL-checked like the script's own, and so are its keys. On every connection the lock also
+//! asks the server who it is: `INFO server` and `INFO persistence` (its `run_id`, so that one
+//! server never votes twice, and what the restart guard needs), which is why `INFO` is in the
+//! line, and `CONFIG GET appendfsync`, which deliberately is not: the guard takes the refusal as
+//! "not `appendfsync always`".
 
 use std::time::Duration;
 
@@ -128,10 +130,19 @@ async fn as_user(cluster: &TestCluster) -> MultiplexedConnection {
         .unwrap()
 }
 
+/// The options of the tests about which commands the lock sends: [`once`], with extensions of
+/// up to 20 s, and the restart guard off. The recommended user may not run `CONFIG GET`, so the
+/// guard would take every node as one that may lose writes and hold it back for `max_ttl` after
+/// it started; the guard with such a user has its own test
+/// (`the_recommended_user_has_no_config_get_so_the_restart_guard_assumes_no_fsync`).
+fn acl_options() -> LockOptions {
+    once().max_ttl(Duration::from_secs(20)).restart_guard(false)
+}
+
 /// Retries far enough apart that a key held elsewhere for 200 ms has expired by the second
 /// attempt, which therefore runs the acquire-or-renew script (`EVAL`).
 fn retrying() -> LockOptions {
-    once().retry(
+    acl_options().retry(
         RetryPolicy::new()
             .attempts(3)
             .delay(Duration::from_millis(400))
@@ -173,7 +184,7 @@ async fn the_recommended_user_acquires_extends_and_releases() {
             let urls = user_urls(&cluster, PASSWORD)
                 .into_iter()
                 .map(|url| format!("{url}{protocol}"));
-            let lock = Lock::quorum(urls, once()).unwrap();
+            let lock = Lock::quorum(urls, acl_options()).unwrap();
             // A quorum decides; the third node may still be answering (or never asked).
             let mut guard = lock.try_acquire("acl").await.unwrap();
             assert!(holders(guard.outcomes()).len() >= 2, "{protocol}");
@@ -216,7 +227,7 @@ async fn the_recommended_user_survives_a_flushed_script_cache() {
     bounded(async {
         let cluster = cluster(3).await;
         set_user(&cluster, &recommended()).await;
-        let lock = Lock::quorum(user_urls(&cluster, PASSWORD), once()).unwrap();
+        let lock = Lock::quorum(user_urls(&cluster, PASSWORD), acl_options()).unwrap();
         let mut guard = lock.try_acquire("acl").await.unwrap();
         guard.extend(Duration::from_secs(20)).await.unwrap();
         // The scripts are cached now; flushing makes the next EVALSHA answer NOSCRIPT.
@@ -240,8 +251,12 @@ async fn the_recommended_user_survives_a_flushed_script_cache() {
     .await;
 }
 
+/// A user without `+config|get` cannot read the fsync policy: the restart guard takes the node
+/// as one that may lose writes, although this one runs AOF with `appendfsync always`, and holds
+/// it back for `max_ttl` plus the drift after it started; then the user's lock works. The
+/// default user, who may read the policy, gets the same node's vote at once.
 #[tokio::test]
-async fn the_recommended_user_has_no_config_get_and_the_lock_does_not_need_it() {
+async fn the_recommended_user_has_no_config_get_so_the_restart_guard_assumes_no_fsync() {
     bounded(async {
         let cluster = cluster(1).await;
         set_user(&cluster, &recommended()).await;
@@ -265,9 +280,24 @@ async fn the_recommended_user_has_no_config_get_and_the_lock_does_not_need_it() 
             );
         }
 
-        let lock = Lock::single(user_urls(&cluster, PASSWORD)[0].clone(), once()).unwrap();
+        let ttl = Duration::from_millis(500);
+        let options = once().ttl(ttl);
+        let admin = Lock::single(cluster.urls()[0].clone(), options.clone()).unwrap();
+        admin.try_acquire("admin").await.unwrap().release().await;
+
+        let user_url = user_urls(&cluster, PASSWORD)[0].clone();
+        let lock = Lock::single(user_url, options).unwrap();
+        let guard_period = lock.restart_guard().unwrap();
+        let error = lock.try_acquire("acl").await.unwrap_err();
+        assert!(matches!(error, Error::Unavailable { .. }), "{error}");
+        let left = recovering(&error.outcomes()[0]).unwrap_or_else(|| panic!("{error}"));
+        assert!(left <= guard_period, "{left:?}");
+        // Nothing was sent.
+        assert_eq!(calls(&cluster, 0, "set").await, 1, "only the admin's SET");
+
+        tokio::time::sleep(left).await;
         let mut guard = lock.try_acquire("acl").await.unwrap();
-        guard.extend(Duration::from_secs(20)).await.unwrap();
+        guard.extend(ttl).await.unwrap();
         assert_eq!(guard.release().await.held, 1);
     })
     .await;
@@ -285,7 +315,7 @@ async fn a_user_without_set_gets_no_permission_on_every_node() {
     bounded(async {
         let cluster = cluster(3).await;
         set_user(&cluster, &recommended_without("set")).await;
-        let lock = Lock::quorum(user_urls(&cluster, PASSWORD), once()).unwrap();
+        let lock = Lock::quorum(user_urls(&cluster, PASSWORD), acl_options()).unwrap();
         let error = lock.try_acquire("acl").await.unwrap_err();
         assert!(matches!(error, Error::Unavailable { .. }), "{error}");
         let failed = failures(error.outcomes());
@@ -311,7 +341,7 @@ async fn a_key_pattern_that_misses_the_prefix_gets_no_permission() {
         set_user(&cluster, &rules).await;
         let urls = user_urls(&cluster, PASSWORD);
 
-        let error = Lock::quorum(urls.clone(), once())
+        let error = Lock::quorum(urls.clone(), acl_options())
             .unwrap()
             .try_acquire("acl")
             .await
@@ -328,7 +358,7 @@ async fn a_key_pattern_that_misses_the_prefix_gets_no_permission() {
         }
 
         // The pattern follows the key prefix: with the prefix it names, everything works.
-        let lock = Lock::quorum(urls, once().key_prefix("app:locks:")).unwrap();
+        let lock = Lock::quorum(urls, acl_options().key_prefix("app:locks:")).unwrap();
         let mut guard = lock.try_acquire("acl").await.unwrap();
         guard.extend(Duration::from_secs(20)).await.unwrap();
         assert!(guard.release().await.held >= 2);
@@ -339,22 +369,32 @@ async fn a_key_pattern_that_misses_the_prefix_gets_no_permission() {
 }
 
 /// Each command of the recommended line, taken away on its own, breaks the operation that needs
-/// it with a typed ACL refusal on the node, and nothing panics. (`info` is left out: only the
-/// restart guard, not yet in the library, sends it.)
+/// it with a typed ACL refusal on the node, and nothing panics.
 #[tokio::test]
 async fn every_command_in_the_line_is_needed() {
     bounded(async {
         let cluster = cluster(1).await;
         let url = user_urls(&cluster, PASSWORD)[0].clone();
-        for command in COMMANDS.iter().filter(|&&command| command != "info") {
+        for command in COMMANDS.iter() {
             set_user(&cluster, &recommended_without(command)).await;
             // A cold script cache, as on a fresh or restarted server.
             on_every_node(&cluster, &["SCRIPT", "FLUSH"]).await;
             on_every_node(&cluster, &["FLUSHALL"]).await;
             let refusal = match *command {
+                // The server's identity, read on connect: without it the node never votes, and
+                // nothing is sent to it (the guard being off changes nothing).
+                "info" => {
+                    let sets = calls(&cluster, 0, "set").await;
+                    let lock = Lock::single(url.clone(), acl_options()).unwrap();
+                    let reply = lock.try_acquire("acl").await.unwrap_err().outcomes()[0]
+                        .reply
+                        .clone();
+                    assert_eq!(calls(&cluster, 0, "set").await, sets, "nothing was sent");
+                    reply
+                }
                 // The first attempt's SET NX PX.
                 "set" => {
-                    let lock = Lock::single(url.clone(), once()).unwrap();
+                    let lock = Lock::single(url.clone(), acl_options()).unwrap();
                     lock.try_acquire("acl").await.unwrap_err().outcomes()[0]
                         .reply
                         .clone()
@@ -369,7 +409,7 @@ async fn every_command_in_the_line_is_needed() {
                 }
                 // Extend: EVALSHA, SCRIPT LOAD on the cold cache, PEXPIRE in the script.
                 "pexpire" | "evalsha" | "script|load" => {
-                    let lock = Lock::single(url.clone(), once()).unwrap();
+                    let lock = Lock::single(url.clone(), acl_options()).unwrap();
                     let mut guard = lock.try_acquire("acl").await.unwrap();
                     let error = guard.extend(Duration::from_secs(20)).await.unwrap_err();
                     assert!(matches!(error, Error::ExtendFailed { .. }), "{error}");
@@ -377,7 +417,7 @@ async fn every_command_in_the_line_is_needed() {
                 }
                 // Release: one EVAL, with GET and DEL in the script.
                 "get" | "del" => {
-                    let lock = Lock::single(url.clone(), once()).unwrap();
+                    let lock = Lock::single(url.clone(), acl_options()).unwrap();
                     let guard = lock.try_acquire("acl").await.unwrap();
                     let report = guard.release().await;
                     assert_eq!(report.held, 0, "{command}: {report:?}");
@@ -391,7 +431,10 @@ async fn every_command_in_the_line_is_needed() {
             }
             // Whatever Redis refuses outright is NoPermission; only commands inside a script
             // may come back as the script's ERR.
-            if matches!(*command, "set" | "eval" | "evalsha" | "script|load") {
+            if matches!(
+                *command,
+                "info" | "set" | "eval" | "evalsha" | "script|load"
+            ) {
                 assert!(
                     matches!(refusal, NodeReply::Failed(NodeError::NoPermission(_))),
                     "without +{command}: {refusal:?}"
@@ -407,7 +450,7 @@ async fn a_wrong_password_is_an_auth_error() {
     bounded(async {
         let cluster = cluster(3).await;
         set_user(&cluster, &recommended()).await;
-        let lock = Lock::quorum(user_urls(&cluster, "not-the-password"), once()).unwrap();
+        let lock = Lock::quorum(user_urls(&cluster, "not-the-password"), acl_options()).unwrap();
         let error = lock.try_acquire("acl").await.unwrap_err();
         assert!(matches!(error, Error::Unavailable { .. }), "{error}");
         let failed = failures(error.outcomes());

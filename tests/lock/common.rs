@@ -3,8 +3,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use quorumlock::{Lock, LockOptions, NodeOutcome, NodeReply, RetryPolicy, Topology};
-use quorumlock_harness::{ClusterOptions, TestCluster};
+use quorumlock::{
+    Guard, Lock, LockOptions, NodeError, NodeOutcome, NodeReply, RetryPolicy, Topology,
+};
+use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 use redis::AsyncCommands;
 
 /// Generous bound on every test, so a hang fails the test instead of stalling CI.
@@ -17,16 +19,73 @@ pub async fn bounded<F: Future>(test: F) -> F::Output {
         .expect("test did not finish within its bound")
 }
 
+/// `nodes` local masters that persist every write (AOF, `appendfsync always`, on tmpfs where
+/// there is one, so it costs nothing): the restart guard lets them vote at once, so tests need
+/// not wait a TTL after starting them.
 pub async fn cluster(nodes: usize) -> TestCluster {
-    TestCluster::start(ClusterOptions::default().nodes(nodes))
-        .await
-        .expect("start redis-server processes")
+    TestCluster::start(
+        ClusterOptions::default()
+            .nodes(nodes)
+            .persistence(Persistence::AofAlways),
+    )
+    .await
+    .expect("start redis-server processes")
 }
 
+/// As [`cluster`], each node behind a fault proxy.
 pub async fn proxied_cluster(nodes: usize) -> TestCluster {
-    TestCluster::start(ClusterOptions::default().nodes(nodes).proxies(true))
-        .await
-        .expect("start redis-server processes behind proxies")
+    TestCluster::start(
+        ClusterOptions::default()
+            .nodes(nodes)
+            .proxies(true)
+            .persistence(Persistence::AofAlways),
+    )
+    .await
+    .expect("start redis-server processes behind proxies")
+}
+
+/// `nodes` local masters without persistence: a restarted one comes back empty, and the
+/// restart guard holds each of them back for `max_ttl` plus the drift after it starts.
+pub async fn volatile_cluster(nodes: usize) -> TestCluster {
+    TestCluster::start(
+        ClusterOptions::default()
+            .nodes(nodes)
+            .persistence(Persistence::None),
+    )
+    .await
+    .expect("start redis-server processes")
+}
+
+/// How long the restart guard still holds this node back, if that is why it failed.
+pub fn recovering(outcome: &NodeOutcome) -> Option<Duration> {
+    match outcome.reply {
+        NodeReply::Failed(NodeError::Recovering { left }) => Some(left),
+        _ => None,
+    }
+}
+
+/// Acquires `resource` once every node that the restart guard holds back may vote: after an
+/// attempt that some node failed as recovering, waits out the time it said was left (on the
+/// clock: that is the guard), and tries again. A node whose old connection broke (it was
+/// restarted) fails once before it reconnects; that attempt is simply made again.
+pub async fn acquire_once_voting(lock: &Lock, resource: &str) -> Guard {
+    for _ in 0..10 {
+        match lock.try_acquire(resource).await {
+            Ok(guard) if guard.outcomes().iter().all(|o| recovering(o).is_none()) => {
+                return guard;
+            }
+            Ok(guard) => {
+                let left = guard.outcomes().iter().filter_map(recovering).max();
+                guard.release().await;
+                tokio::time::sleep(left.unwrap_or_default()).await;
+            }
+            Err(error) => {
+                let left = error.outcomes().iter().filter_map(recovering).max();
+                tokio::time::sleep(left.unwrap_or_default()).await;
+            }
+        }
+    }
+    panic!("{resource}: the nodes never all voted")
 }
 
 /// Both kinds of lock over the same cluster: the single-node lock on node 0, the quorum lock

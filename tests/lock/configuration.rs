@@ -11,7 +11,11 @@ async fn extreme_ttls_are_handled_not_panics() {
     bounded(async {
         let cluster = cluster(3).await;
         // The largest TTL Redis can store: accepted, valid, and released.
-        let lock = Lock::quorum(cluster.urls(), once().ttl(quorumlock::MAX_TTL)).unwrap();
+        let lock = Lock::quorum(
+            cluster.urls(),
+            once().ttl(quorumlock::MAX_TTL).max_ttl(quorumlock::MAX_TTL),
+        )
+        .unwrap();
         let mut guard = lock.try_acquire("forever").await.unwrap();
         assert!(guard.remaining() > Duration::from_secs(86_400 * 365 * 1000));
         guard.extend(quorumlock::MAX_TTL).await.unwrap();
@@ -85,4 +89,49 @@ async fn bad_calls_are_errors_not_panics() {
             .await,
         Err(Error::Config(ConfigError::ZeroAttempts))
     ));
+}
+
+/// With the restart guard on, an extension beyond `max_ttl` is refused before anything is
+/// sent: the guard would not cover such keys. `max_ttl` itself is checked at construction. With
+/// the guard off, any valid TTL goes.
+#[tokio::test]
+async fn an_extension_beyond_max_ttl_is_refused_while_the_restart_guard_is_on() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        let ttl = Duration::from_secs(10);
+        let lock = Lock::quorum(cluster.urls(), once().quorum(3).ttl(ttl)).unwrap();
+        let mut guard = lock.try_acquire("max-ttl").await.unwrap();
+        let error = guard.extend(ttl * 2).await.unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::Config(ConfigError::TtlAboveMaxTtl { ttl: asked, max_ttl })
+                    if asked == ttl * 2 && max_ttl == ttl
+            ),
+            "{error}"
+        );
+        for node in 0..3 {
+            let mut connection = cluster.connection(node).await.unwrap();
+            let left: u64 = redis::cmd("PTTL")
+                .arg(guard.key())
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            assert!(left <= 10_000, "node {node} was extended: {left} ms");
+        }
+        guard.extend(ttl).await.unwrap();
+        guard.release().await;
+
+        let unguarded = Lock::quorum(cluster.urls(), once().restart_guard(false)).unwrap();
+        let mut guard = unguarded.try_acquire("max-ttl").await.unwrap();
+        guard.extend(ttl * 2).await.unwrap();
+        assert!(guard.remaining() > ttl);
+        guard.release().await;
+
+        assert!(matches!(
+            Lock::quorum(cluster.urls(), once().max_ttl(ttl / 2)),
+            Err(Error::Config(ConfigError::InvalidMaxTtl { .. }))
+        ));
+    })
+    .await;
 }

@@ -11,7 +11,9 @@ use crate::common::*;
 async fn a_failed_extend_keeps_the_keys_that_still_hold() {
     bounded(async {
         // A quorum of all five, so that every node is known to hold the key.
-        let (cluster, lock) = quorum_lock(5, once().quorum(5)).await;
+        // Extensions of up to 30 s, which the restart guard must cover.
+        let (cluster, lock) =
+            quorum_lock(5, once().quorum(5).max_ttl(Duration::from_secs(30))).await;
         let mut guard = lock.try_acquire("extend-me").await.unwrap();
         guard.extend(Duration::from_secs(20)).await.unwrap();
         assert!(guard.remaining() > Duration::from_secs(10));

@@ -11,5 +11,7 @@ mod configuration;
 mod exclusion;
 mod extend_release;
 mod node_faults;
+mod node_identity;
+mod restart_guard;
 mod server_errors;
 mod tls;

@@ -76,7 +76,7 @@ async fn server_errors_are_typed_per_node() {
 #[tokio::test]
 async fn scripts_flushed_from_a_node_are_reloaded_transparently() {
     bounded(async {
-        let (cluster, lock) = quorum_lock(3, once()).await;
+        let (cluster, lock) = quorum_lock(3, once().max_ttl(Duration::from_secs(30))).await;
         // Extend runs its script by hash; a cold script cache makes each node answer NOSCRIPT
         // first.
         let mut guard = lock.try_acquire("noscript").await.unwrap();

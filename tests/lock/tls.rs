@@ -8,14 +8,19 @@ mod with_the_feature {
     use std::time::Duration;
 
     use quorumlock::{ConfigError, Error, Lock, NodeError, NodeReply, RetryPolicy};
-    use quorumlock_harness::{ClusterOptions, TestCluster};
+    use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 
     use crate::common::*;
 
     async fn tls_cluster(nodes: usize) -> TestCluster {
-        TestCluster::start(ClusterOptions::default().nodes(nodes).tls(true))
-            .await
-            .expect("start TLS-only redis-server processes")
+        TestCluster::start(
+            ClusterOptions::default()
+                .nodes(nodes)
+                .tls(true)
+                .persistence(Persistence::AofAlways),
+        )
+        .await
+        .expect("start TLS-only redis-server processes")
     }
 
     /// The message of a `NodeError::Connection`, or a failure naming what the reply was.

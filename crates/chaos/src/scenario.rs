@@ -31,8 +31,14 @@ pub enum Scenario {
     /// Holds are taken while nodes 3 and 4 are unreachable (their keys land on nodes 0–2 only);
     /// then node 1, and after it node 2, is killed and restarted at once without persistence,
     /// forgetting its keys, and another client wins nodes 1, 3 and 4 while the holder still
-    /// believes its hold on nodes 0 and 2. Unsafe: shows violations.
+    /// believes its hold on nodes 0 and 2. Run with the lock's restart guard off (unless
+    /// [`RunOptions::restart_guard`](crate::RunOptions::restart_guard) says otherwise), to show
+    /// the hazard the guard prevents. Unsafe: shows violations.
     RestartNoPersistence,
+    /// The faults of [`RestartNoPersistence`](Scenario::RestartNoPersistence), with the
+    /// lock's restart guard on: the restarted nodes sit out acquisitions for the TTL plus the
+    /// drift, so the contender cannot win them. Safe.
+    RestartGuarded,
     /// As [`RestartNoPersistence`](Scenario::RestartNoPersistence), but the killed nodes stay
     /// down for longer than the TTL. Safe.
     RestartDelayed,
@@ -49,7 +55,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 12] = [
+    pub const ALL: [Scenario; 13] = [
         Scenario::Baseline,
         Scenario::MinorityCrash,
         Scenario::MinorityFreeze,
@@ -58,6 +64,7 @@ impl Scenario {
         Scenario::PartitionMinority,
         Scenario::PartitionMajority,
         Scenario::RestartNoPersistence,
+        Scenario::RestartGuarded,
         Scenario::RestartDelayed,
         Scenario::RestartAof,
         Scenario::ClockFast,
@@ -75,6 +82,7 @@ impl Scenario {
             Scenario::PartitionMinority => "partition-minority",
             Scenario::PartitionMajority => "partition-majority",
             Scenario::RestartNoPersistence => "restart-no-persistence",
+            Scenario::RestartGuarded => "restart-guarded",
             Scenario::RestartDelayed => "restart-delayed",
             Scenario::RestartAof => "restart-aof",
             Scenario::ClockFast => "clock-fast",
@@ -97,7 +105,10 @@ impl Scenario {
             Scenario::PartitionMinority => "black-hole nodes 3,4 for 2×TTL",
             Scenario::PartitionMajority => "cut and refuse nodes 0,1,2 for 2×TTL",
             Scenario::RestartNoPersistence => {
-                "holds taken while 3,4 are cut off; then nodes 1, 2 killed and restarted empty at once"
+                "holds taken while 3,4 are cut off; then nodes 1, 2 killed and restarted empty at once (restart guard off)"
+            }
+            Scenario::RestartGuarded => {
+                "as restart-no-persistence, with the restart guard on (the library's default)"
             }
             Scenario::RestartDelayed => {
                 "as restart-no-persistence, but nodes 1,2 stay down 1.5×TTL before restarting"
@@ -110,12 +121,28 @@ impl Scenario {
         }
     }
 
-    /// Whether Redlock is expected to keep mutual exclusion through this scenario.
+    /// Whether Redlock is expected to keep mutual exclusion through this scenario, run with the
+    /// restart guard as the scenario runs it by default ([`restart_guard`](Scenario::restart_guard)).
     pub fn expected_safe(self) -> bool {
-        !matches!(
-            self,
-            Scenario::RestartNoPersistence | Scenario::ClockFast | Scenario::ClientStall
-        )
+        self.expected_safe_with(self.restart_guard())
+    }
+
+    /// Whether Redlock is expected to keep mutual exclusion through this scenario with the
+    /// lock's restart guard on or off: the restart scenarios without persistence are safe only
+    /// with it on.
+    pub fn expected_safe_with(self, restart_guard: bool) -> bool {
+        match self {
+            Scenario::RestartNoPersistence | Scenario::RestartGuarded => restart_guard,
+            Scenario::ClockFast | Scenario::ClientStall => false,
+            _ => true,
+        }
+    }
+
+    /// Whether the clients' locks run with the restart guard by default: on (the library's
+    /// default) everywhere but [`RestartNoPersistence`](Scenario::RestartNoPersistence), which
+    /// shows what happens without it.
+    pub fn restart_guard(self) -> bool {
+        self != Scenario::RestartNoPersistence
     }
 
     /// Whether the scenario needs to control the nodes (kill, pause, proxies, clocks), so it can
@@ -176,5 +203,21 @@ mod tests {
             .filter(|s| !s.needs_node_control())
             .collect();
         assert_eq!(free, [Scenario::Baseline, Scenario::ClientStall]);
+    }
+
+    #[test]
+    fn only_the_restart_without_persistence_runs_without_the_guard_by_default() {
+        for scenario in Scenario::ALL {
+            assert_eq!(
+                scenario.restart_guard(),
+                scenario != Scenario::RestartNoPersistence,
+                "{scenario}"
+            );
+        }
+        assert!(!Scenario::RestartNoPersistence.expected_safe());
+        assert!(Scenario::RestartNoPersistence.expected_safe_with(true));
+        assert!(Scenario::RestartGuarded.expected_safe());
+        assert!(!Scenario::RestartGuarded.expected_safe_with(false));
+        assert!(Scenario::MinorityCrash.expected_safe_with(false));
     }
 }

@@ -88,7 +88,14 @@ async fn aof_restart_is_safe() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_without_persistence_grants_twice() {
     let report = assert_unsafe(Scenario::RestartNoPersistence).await;
+    assert!(!report.restart_guard, "run with the restart guard off");
     assert!(!report.check.violations.is_empty());
+}
+
+/// The same faults with the restart guard on (the library's default): no violation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_without_persistence_is_safe_with_the_restart_guard() {
+    assert_safe(Scenario::RestartGuarded).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use quorumlock::{Error, Lock, LockOptions, NodeOutcome, RetryPolicy};
-use quorumlock_harness::{ClusterOptions, TestCluster};
+use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 
 use crate::flags::{self, NODES_ENV};
 
@@ -40,10 +40,19 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
     // Kept alive until the end of the demo: dropping it stops the servers.
     let mut local = None;
     let urls = if nodes.is_empty() {
-        println!("no --nodes given: starting 5 local redis-server processes");
-        let cluster = TestCluster::start(ClusterOptions::default().nodes(5))
-            .await
-            .map_err(|e| format!("starting local Redis masters: {e}"))?;
+        println!(
+            "no --nodes given: starting 5 local redis-server processes \
+             (appendonly yes, appendfsync always)"
+        );
+        // Persisting every write lets the restart guard (on by default) count the fresh nodes'
+        // votes at once; without persistence they would sit out the first TTL.
+        let cluster = TestCluster::start(
+            ClusterOptions::default()
+                .nodes(5)
+                .persistence(Persistence::AofAlways),
+        )
+        .await
+        .map_err(|e| format!("starting local Redis masters: {e}"))?;
         let urls = cluster.urls();
         local = Some(cluster);
         urls
@@ -53,11 +62,15 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
     let options = LockOptions::new().ttl(ttl).retry(RetryPolicy::once());
     let lock = Lock::quorum(urls, options).map_err(|e| e.to_string())?;
     println!(
-        "lock over {} nodes, quorum {}, ttl {:?}, per-node timeout {:?}\n",
+        "lock over {} nodes, quorum {}, ttl {:?}, per-node timeout {:?}, restart guard {}\n",
         lock.node_addrs().len(),
         lock.quorum_size(),
         lock.ttl(),
-        lock.node_timeout()
+        lock.node_timeout(),
+        match lock.restart_guard() {
+            Some(period) => format!("{period:?} for nodes that do not persist every write"),
+            None => "off".to_owned(),
+        }
     );
 
     let started = Instant::now();

@@ -29,9 +29,11 @@
 //! | [`pid`](crate::TestCluster::pid) | the server's host process id, as the engine reports it |
 //!
 //! A node's container lives as long as the cluster: a restart stops and starts the same
-//! container, so with [`Persistence::AofAlways`](crate::Persistence::AofAlways) its data (kept in
-//! the container's `/data`) survives, and with [`Persistence::None`](crate::Persistence::None) it
-//! does not. Each node's host port is chosen by the harness (a free loopback port) and mapped
+//! container, so with [`Persistence::AofAlways`](crate::Persistence::AofAlways) its data survives
+//! (its `/data` is a host directory bind-mounted from
+//! [`ClusterOptions::data_dir`](crate::ClusterOptions::data_dir), `/dev/shm` by default, deleted
+//! with the cluster), and with [`Persistence::None`](crate::Persistence::None) it does not. (Not a
+//! tmpfs mount: Docker empties those at every stop, append-only file and all.) Each node's host port is chosen by the harness (a free loopback port) and mapped
 //! explicitly, `127.0.0.1:<port> -> 6379/tcp`, so it stays the same across restarts; the
 //! container's bridge address is never used.
 //!

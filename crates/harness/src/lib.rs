@@ -24,7 +24,9 @@
 //!   behind the same [`TestCluster`] API; [`Backend::from_env`] reads
 //!   `QUORUMLOCK_BACKEND`;
 //! * the [`Persistence`]: none (a restarted node comes back empty) or AOF with
-//!   `appendfsync always` (it comes back with its data, even after SIGKILL);
+//!   `appendfsync always` (it comes back with its data, even after SIGKILL), and where node
+//!   data lives ([`ClusterOptions::data_dir`]; on `/dev/shm` by default with AOF, where the
+//!   fsync costs nothing);
 //! * a clock rate per node ([`ClusterOptions::clock_rate`], libfaketime): that
 //!   node's clocks, and so its key expiry, run faster or slower than real time;
 //! * with the `tls` cargo feature, TLS-only nodes (`ClusterOptions::tls`): a CA and

@@ -55,10 +55,18 @@ pub enum Persistence {
     /// [`restart`](crate::TestCluster::restart) empty (the default).
     #[default]
     None,
-    /// `--appendonly yes --appendfsync always`: every write is on disk before it is answered,
-    /// and a node comes back with all its acknowledged data, even after SIGKILL.
+    /// `--appendonly yes --appendfsync always`: every write is in the append-only file (and
+    /// fsynced) before it is answered, and a node comes back with all its acknowledged data,
+    /// even after SIGKILL. Unless [`ClusterOptions::data_dir`] says otherwise, the files live
+    /// on `/dev/shm` (tmpfs) where it exists: they survive any kill or restart of a node, not a
+    /// reboot of the machine, and the fsync costs nothing (on a disk it can cost milliseconds
+    /// per write).
     AofAlways,
 }
+
+/// Where node data directories are made when [`ClusterOptions::data_dir`] is not set and AOF is
+/// on: memory-backed, so that `appendfsync always` is cheap.
+const TMPFS: &str = "/dev/shm";
 
 /// How to start a [`TestCluster`](crate::TestCluster); build it from `ClusterOptions::default()`.
 #[derive(Debug, Clone)]
@@ -71,6 +79,7 @@ pub struct ClusterOptions {
     pub(crate) ready_timeout: Duration,
     pub(crate) backend: Backend,
     persistence: Persistence,
+    data_dir: Option<PathBuf>,
     pub(crate) clock_rates: BTreeMap<usize, f64>,
     #[cfg(feature = "tls")]
     pub(crate) tls: bool,
@@ -81,7 +90,8 @@ impl Default for ClusterOptions {
     /// `QUORUMLOCK_REDIS_SERVER` (or found on `PATH`), no extra arguments,
     /// ten seconds to become ready, the process backend (whatever
     /// `QUORUMLOCK_BACKEND` says: use [`Backend::from_env`] to honour it), no
-    /// persistence, every clock at real time, plain TCP (no TLS).
+    /// persistence, node data in the system's temporary directory (on `/dev/shm` with
+    /// [`Persistence::AofAlways`]), every clock at real time, plain TCP (no TLS).
     fn default() -> Self {
         let redis_server = std::env::var_os(REDIS_SERVER_ENV)
             .filter(|path| !path.is_empty())
@@ -94,6 +104,7 @@ impl Default for ClusterOptions {
             ready_timeout: Duration::from_secs(10),
             backend: Backend::Process,
             persistence: Persistence::None,
+            data_dir: None,
             clock_rates: BTreeMap::new(),
             #[cfg(feature = "tls")]
             tls: false,
@@ -156,6 +167,48 @@ impl ClusterOptions {
     pub fn persistence(mut self, persistence: Persistence) -> Self {
         self.persistence = persistence;
         self
+    }
+
+    /// The directory in which each node gets its own data directory (deleted with the
+    /// cluster). By default: `/dev/shm` (tmpfs) with [`Persistence::AofAlways`] when it exists,
+    /// so that `appendfsync always` costs nothing, else the system's temporary directory. Give
+    /// a directory on a disk to measure what the fsync really costs there.
+    ///
+    /// On the docker backend this matters only with [`Persistence::AofAlways`]: each container
+    /// then bind-mounts its own directory made here at `/data`, so its append-only file survives
+    /// the container being stopped and started (a tmpfs mount would not: Docker empties it at
+    /// every stop). The engine must run on this machine.
+    #[must_use]
+    pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.data_dir = Some(dir.into());
+        self
+    }
+
+    /// The persistence asked for.
+    #[cfg(feature = "docker")]
+    pub(crate) fn persistence_mode(&self) -> Persistence {
+        self.persistence
+    }
+
+    /// Where node data directories are made: the one set, else `/dev/shm` with AOF on (if it is
+    /// a directory), else `None` for the system's temporary directory.
+    pub(crate) fn data_parent(&self) -> Option<PathBuf> {
+        if let Some(dir) = &self.data_dir {
+            return Some(dir.clone());
+        }
+        let tmpfs = Path::new(TMPFS);
+        (self.persistence == Persistence::AofAlways && tmpfs.is_dir()).then(|| tmpfs.to_owned())
+    }
+
+    /// A new, empty data directory for node `index` (see [`data_parent`](Self::data_parent)).
+    pub(crate) fn node_data_dir(&self, index: usize) -> std::io::Result<tempfile::TempDir> {
+        let prefix = format!("quorumlock-node{index}-");
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(&prefix);
+        match self.data_parent() {
+            Some(parent) => builder.tempdir_in(parent),
+            None => builder.tempdir(),
+        }
     }
 
     /// Makes node `node`'s clocks (wall and monotonic) run at `rate` times real time, from the

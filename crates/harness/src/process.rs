@@ -44,9 +44,7 @@ impl ProcessServer {
         libfaketime: Option<&Path>,
         index: usize,
     ) -> Result<(ProcessServer, u16), HarnessError> {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("quorumlock-node{index}-"))
-            .tempdir()?;
+        let dir = options.node_data_dir(index)?;
         let env: Vec<(String, String)> = libfaketime
             .and_then(|path| options.clock_env(index, path))
             .map(Vec::from)

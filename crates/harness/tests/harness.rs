@@ -518,3 +518,44 @@ async fn the_docker_backend_needs_the_docker_feature() {
         "{err}"
     );
 }
+
+/// Where the node data goes: `/dev/shm` with AOF when it exists (the fsync costs nothing
+/// there), the system's temporary directory without, and wherever `data_dir` says if set;
+/// deleted with the cluster.
+#[tokio::test]
+async fn aof_nodes_keep_their_data_on_tmpfs_unless_told_otherwise() {
+    bounded(async {
+        async fn dir_of(options: ClusterOptions) -> (PathBuf, TestCluster) {
+            let cluster = TestCluster::start(options.nodes(1)).await.unwrap();
+            let mut connection = cluster.connection(0).await.unwrap();
+            let reply: Vec<String> = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("dir")
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            (PathBuf::from(&reply[1]), cluster)
+        }
+        let shm = PathBuf::from("/dev/shm");
+        let (dir, cluster) =
+            dir_of(ClusterOptions::default().persistence(Persistence::AofAlways)).await;
+        if shm.is_dir() {
+            assert!(dir.starts_with(&shm), "{}", dir.display());
+        }
+        drop(cluster);
+        assert!(!dir.exists(), "{} outlived its cluster", dir.display());
+
+        let (dir, _cluster) = dir_of(ClusterOptions::default()).await;
+        assert!(!dir.starts_with(&shm), "{}", dir.display());
+
+        let parent = tempfile::tempdir().unwrap();
+        let (dir, _cluster) = dir_of(
+            ClusterOptions::default()
+                .persistence(Persistence::AofAlways)
+                .data_dir(parent.path()),
+        )
+        .await;
+        assert!(dir.starts_with(parent.path()), "{}", dir.display());
+    })
+    .await;
+}

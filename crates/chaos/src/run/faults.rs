@@ -112,7 +112,7 @@ impl Faults<'_> {
                     self.recorder.lift(fault);
                 }
             }
-            Scenario::RestartNoPersistence | Scenario::RestartAof => {
+            Scenario::RestartNoPersistence | Scenario::RestartGuarded | Scenario::RestartAof => {
                 self.restarts(cluster, None).await?;
             }
             Scenario::RestartDelayed => self.restarts(cluster, Some(t * 3 / 2)).await?,

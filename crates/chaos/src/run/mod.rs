@@ -24,7 +24,7 @@ use crate::history::{Clock, Recorder};
 use crate::scenario::Scenario;
 use clocks::with_fast_clocks;
 use faults::Faults;
-use workload::{ClientPlan, run_client};
+use workload::{ClientPlan, run_client, warm_up};
 
 pub use error::ChaosError;
 pub use options::RunOptions;
@@ -62,7 +62,7 @@ pub async fn run(scenario: Scenario, options: &RunOptions) -> Result<ScenarioRep
     let urls = cluster.urls();
     let target = format!("{LOCAL_NODES} local nodes behind fault proxies");
     if scenario == Scenario::RestartAof {
-        notes.push("every node: appendonly yes, appendfsync always".to_owned());
+        notes.push("every node: appendonly yes, appendfsync always (data on tmpfs)".to_owned());
     }
     // Dropping the cluster (here, or while unwinding) kills every process and proxy it started.
     run_on(scenario, options, urls, Some(&mut cluster), target, notes).await
@@ -89,15 +89,44 @@ async fn run_on(
     target: String,
     mut notes: Vec<String>,
 ) -> Result<ScenarioReport, ChaosError> {
-    let recorder = Recorder::new(Clock::start());
-    let started = Instant::now();
-    let deadline = started + options.duration;
     let prefix = format!("quorumlock:chaos:{scenario}:{:08x}:", rand::random::<u32>());
     let resources: Vec<String> = (0..options.resources).map(|i| format!("res-{i}")).collect();
+    let restart_guard = options
+        .restart_guard
+        .unwrap_or_else(|| scenario.restart_guard());
     let lock_options = LockOptions::new()
         .ttl(options.ttl)
         .retry(RetryPolicy::once())
-        .key_prefix(prefix.clone());
+        .key_prefix(prefix.clone())
+        .restart_guard(restart_guard);
+    if !restart_guard {
+        notes.push(
+            "restart guard off (LockOptions::restart_guard(false)): restarted nodes vote at once"
+                .to_owned(),
+        );
+    }
+    let locks = (0..options.clients)
+        .map(|_| Lock::quorum(urls.clone(), lock_options.clone()))
+        .collect::<Result<Vec<_>, _>>()?;
+    if restart_guard {
+        // Freshly started nodes that do not persist every write sit out acquisitions for the
+        // TTL plus the drift: every client connects and waits that out before the clock starts,
+        // so that the run measures the faults, not the start.
+        let waits = locks
+            .iter()
+            .enumerate()
+            .map(|(id, lock)| warm_up(lock, format!("warm-up-{id}")));
+        let ready = futures::future::join_all(waits).await;
+        let cold = ready.iter().filter(|ready| !**ready).count();
+        if cold > 0 {
+            notes.push(format!(
+                "{cold} client(s) could not acquire before the run (restart guard warm-up)"
+            ));
+        }
+    }
+    let recorder = Recorder::new(Clock::start());
+    let started = Instant::now();
+    let deadline = started + options.duration;
     let client = Arc::new(ClientPlan {
         resources: resources.clone(),
         writes_per_hold: options.writes_per_hold.max(1),
@@ -107,8 +136,7 @@ async fn run_on(
         recorder: recorder.clone(),
     });
     let mut clients = JoinSet::new();
-    for id in 0..options.clients {
-        let lock = Lock::quorum(urls.clone(), lock_options.clone())?;
+    for (id, lock) in locks.into_iter().enumerate() {
         clients.spawn(run_client(id, lock, Arc::clone(&client)));
     }
 
@@ -146,7 +174,8 @@ async fn run_on(
     let history = recorder.snapshot();
     Ok(ScenarioReport {
         scenario,
-        expected_safe: scenario.expected_safe(),
+        expected_safe: scenario.expected_safe_with(restart_guard),
+        restart_guard,
         description: scenario.description().to_owned(),
         target,
         ttl_ms: u64::try_from(options.ttl.as_millis()).unwrap_or(u64::MAX),

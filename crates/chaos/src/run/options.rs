@@ -17,6 +17,7 @@ pub struct RunOptions {
     pub(super) writes_per_hold: u32,
     pub(super) nodes: Option<Vec<String>>,
     pub(super) cluster: ClusterOptions,
+    pub(super) restart_guard: Option<bool>,
 }
 
 impl Default for RunOptions {
@@ -29,6 +30,7 @@ impl Default for RunOptions {
             writes_per_hold: 3,
             nodes: None,
             cluster: ClusterOptions::default(),
+            restart_guard: None,
         }
     }
 }
@@ -92,19 +94,15 @@ impl RunOptions {
         self
     }
 
-    /// The duration.
-    pub fn get_duration(&self) -> Duration {
-        self.duration
-    }
-
-    /// The TTL.
-    pub fn get_ttl(&self) -> Duration {
-        self.ttl
-    }
-
-    /// The user's nodes, if given.
-    pub fn get_nodes(&self) -> Option<&[String]> {
-        self.nodes.as_deref()
+    /// Runs every scenario's clients with the lock's restart guard on or off
+    /// ([`LockOptions::restart_guard`](quorumlock::LockOptions::restart_guard)). By default each
+    /// scenario decides ([`Scenario::restart_guard`](crate::Scenario::restart_guard)): on, but
+    /// off for `restart-no-persistence`, so that it keeps showing the hazard the guard
+    /// prevents. A report's expected safety follows the guard it ran with.
+    #[must_use]
+    pub fn restart_guard(mut self, on: bool) -> Self {
+        self.restart_guard = Some(on);
+        self
     }
 
     pub(super) fn validate(&self) -> Result<(), ChaosError> {

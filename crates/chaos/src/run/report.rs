@@ -28,8 +28,10 @@ pub enum ExpectedVsObserved {
 pub struct ScenarioReport {
     /// The scenario.
     pub scenario: Scenario,
-    /// Whether Redlock is expected to stay safe through it.
+    /// Whether Redlock is expected to stay safe through it, with the restart guard it ran with.
     pub expected_safe: bool,
+    /// Whether the clients' locks ran with the restart guard on.
+    pub restart_guard: bool,
     /// What it does.
     pub description: String,
     /// Where it ran, e.g. `5 local redis-server processes`.

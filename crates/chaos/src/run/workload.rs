@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quorumlock::Lock;
+use quorumlock::{Lock, NodeError, NodeOutcome, NodeReply};
 
 use crate::history::{Outcome, Recorder};
 
@@ -89,4 +89,48 @@ pub(super) async fn run_client(id: usize, lock: Lock, plan: Arc<ClientPlan>) {
         tokio::time::sleep(random_between(Duration::ZERO, ms(20))).await;
     }
     lock.settle().await;
+}
+
+/// Upper bound on warm-up attempts per client, on top of the time bound.
+const MAX_WARM_UP_ATTEMPTS: u32 = 100;
+/// How long a client may wait for the nodes to vote before a run, beyond the guard itself.
+const WARM_UP_GRACE: Duration = Duration::from_secs(5);
+
+/// Makes `lock`'s connections and waits until every node votes (the restart guard holds back
+/// freshly started nodes that do not persist every write): acquires and releases `resource`,
+/// after each attempt a node failed as recovering waiting out the time it said was left.
+/// Returns whether an acquisition with no node recovering succeeded in time.
+pub(super) async fn warm_up(lock: &Lock, resource: String) -> bool {
+    let bound = lock.restart_guard().unwrap_or_default() + WARM_UP_GRACE;
+    let deadline = Instant::now() + bound;
+    for _ in 0..MAX_WARM_UP_ATTEMPTS {
+        if Instant::now() >= deadline {
+            break;
+        }
+        let result = lock.try_acquire(&resource).await;
+        let left = match &result {
+            Ok(guard) => recovering(guard.outcomes()),
+            Err(error) => recovering(error.outcomes()),
+        };
+        if let Ok(guard) = result {
+            guard.release().await;
+            if left.is_none() {
+                return true;
+            }
+        }
+        let pause = left.unwrap_or(Duration::from_millis(20));
+        tokio::time::sleep_until((Instant::now() + pause).min(deadline).into()).await;
+    }
+    false
+}
+
+/// The longest time a node said it is still recovering, if any did.
+fn recovering(outcomes: &[NodeOutcome]) -> Option<Duration> {
+    outcomes
+        .iter()
+        .filter_map(|outcome| match outcome.reply {
+            NodeReply::Failed(NodeError::Recovering { left }) => Some(left),
+            _ => None,
+        })
+        .max()
 }

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use quorumlock::{Lock, LockOptions, RetryPolicy};
-use quorumlock_harness::{ClusterOptions, TestCluster};
+use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 
 use crate::flags::{self, NODES_ENV};
 
@@ -103,13 +103,19 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     let local = args.nodes.is_empty();
     let (_direct, proxied, urls) = if local {
         eprintln!("starting 7 + 5 local redis-server processes on 127.0.0.1 …");
-        let direct = TestCluster::start(ClusterOptions::default().nodes(7))
+        // AOF appendfsync always (on tmpfs: the fsync costs nothing), so that the restart
+        // guard, on as by default, lets the fresh nodes vote at once.
+        let aof = ClusterOptions::default().persistence(Persistence::AofAlways);
+        let direct = TestCluster::start(aof.clone().nodes(7))
             .await
             .map_err(|e| format!("starting local Redis masters: {e}"))?;
-        let proxied =
-            TestCluster::start(ClusterOptions::default().nodes(TARGET_NODES).proxies(true))
-                .await
-                .map_err(|e| format!("starting local Redis masters behind fault proxies: {e}"))?;
+        let proxied = TestCluster::start(aof.nodes(TARGET_NODES).proxies(true))
+            .await
+            .map_err(|e| format!("starting local Redis masters behind fault proxies: {e}"))?;
+        notes.push(
+            "local nodes: appendonly yes, appendfsync always, data on tmpfs (restart guard on)"
+                .to_owned(),
+        );
         let urls = direct.urls();
         (Some(direct), Some(proxied), urls)
     } else {

@@ -27,12 +27,13 @@ Examples:
   quorumlock chaos --scenario all --duration 2s
   quorumlock chaos --scenario minority-crash,clock-fast --plots timelines/ --json chaos.json
   quorumlock chaos --scenario restart-no-persistence --ttl 2s --duration 20s --backend docker
+  quorumlock chaos --scenario restart-no-persistence,restart-guarded --duration 5s
   quorumlock chaos --scenario client-stall --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379")]
 pub struct ChaosArgs {
     /// A scenario name, several separated by commas, or `all`. Scenarios: baseline,
     /// minority-crash, minority-freeze, minority-latency, majority-latency, partition-minority,
-    /// partition-majority, restart-no-persistence, restart-delayed, restart-aof, clock-fast,
-    /// client-stall.
+    /// partition-majority, restart-no-persistence, restart-guarded, restart-delayed,
+    /// restart-aof, clock-fast, client-stall.
     #[arg(long, default_value = "all")]
     scenario: String,
     /// How long each scenario runs, e.g. `10s`, `1500ms`, `2m`.
@@ -60,6 +61,20 @@ pub struct ChaosArgs {
     /// Resources they contend for.
     #[arg(long, default_value_t = 3)]
     resources: usize,
+    /// The clients' restart guard (LockOptions::restart_guard), for every scenario. Default:
+    /// on, except in restart-no-persistence, which runs without it to show the hazard it
+    /// prevents (restart-guarded runs the same faults with it on).
+    #[arg(long, value_enum)]
+    restart_guard: Option<Switch>,
+}
+
+/// `on` or `off`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Switch {
+    /// On.
+    On,
+    /// Off.
+    Off,
 }
 
 /// Where the local test nodes run.
@@ -95,6 +110,9 @@ pub async fn run_chaos(args: ChaosArgs) -> Result<(), String> {
         .ttl(args.ttl)
         .clients(args.clients)
         .resources(args.resources);
+    if let Some(switch) = args.restart_guard {
+        options = options.restart_guard(switch == Switch::On);
+    }
     if args.nodes.is_empty() {
         options = options.cluster(ClusterOptions::default().backend(backend(args.backend)?));
     } else {

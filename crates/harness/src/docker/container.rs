@@ -78,6 +78,9 @@ pub(crate) struct DockerServer {
     /// Whether the engine's process ids name processes here (not so when the engine runs in
     /// a VM or elsewhere); only then can a server that exited by itself be noticed from `pid`.
     pid_visible: bool,
+    /// The host directory bind-mounted at `/data`, if any: deleted after the container (the
+    /// last field, so it drops after `Drop::drop` has removed the container).
+    data_dir: Option<tempfile::TempDir>,
 }
 
 impl DockerServer {
@@ -138,6 +141,7 @@ impl DockerServer {
             paused: false,
             pid: None,
             pid_visible: false,
+            data_dir: None,
         };
         match server.start(index, spec.ready_timeout).await {
             Ok(()) => Ok(Created::Ready(server)),
@@ -399,6 +403,11 @@ impl DockerServer {
         if let Some(id) = self.id.take() {
             remove(&self.docker, &id).await;
         }
+    }
+
+    /// Keeps `dir` (bind-mounted at `/data`) until the container is gone.
+    pub(crate) fn keep_data_dir(&mut self, dir: tempfile::TempDir) {
+        self.data_dir = Some(dir);
     }
 
     /// Takes the container id for removal elsewhere; the server forgets the container.

@@ -10,12 +10,14 @@ use tracing::debug;
 use crate::docker::container::{CONTAINER_PORT_NUMBER, ContainerSpec, Created, DockerServer};
 use crate::docker::engine::{LIBFAKETIME_IN_IMAGE, is_port_conflict_error};
 use crate::error::HarnessError;
-use crate::options::ClusterOptions;
+use crate::options::{ClusterOptions, Persistence};
 use crate::port::{FRESH_PORT_ATTEMPTS, SAME_PORT_ATTEMPTS, SAME_PORT_RETRY_DELAY, free_port};
 use crate::transport::Transport;
 
 /// Where a TLS cluster's certificate directory is mounted (read-only) in each container.
 const TLS_DIR_IN_CONTAINER: &str = "/tls";
+/// The server's working directory in each container (its append-only file, with AOF).
+const DATA_DIR_IN_CONTAINER: &str = "/data";
 
 impl DockerServer {
     /// Creates and starts node `index`'s container on a free host port (a few tries, as the
@@ -39,7 +41,7 @@ impl DockerServer {
                 "--enable-debug-command",
                 "yes",
                 "--dir",
-                "/data",
+                DATA_DIR_IN_CONTAINER,
             ]
             .map(String::from),
         );
@@ -54,10 +56,21 @@ impl DockerServer {
                     .collect()
             })
             .unwrap_or_default();
-        let binds = transport
+        let mut binds = transport
             .host_dir()
             .map(|dir| vec![format!("{}:{TLS_DIR_IN_CONTAINER}:ro", dir.display())])
             .unwrap_or_default();
+        // With AOF, /data is a host directory (on tmpfs by default): it survives the container
+        // being stopped and started, and fsync there is cheap. A tmpfs mount would be emptied
+        // by every stop, taking the append-only file with it.
+        let mut data = match options.persistence_mode() {
+            Persistence::AofAlways => {
+                let dir = options.node_data_dir(index)?;
+                binds.push(format!("{}:{DATA_DIR_IN_CONTAINER}", dir.path().display()));
+                Some(dir)
+            }
+            _ => None,
+        };
         let spec = ContainerSpec {
             image,
             args,
@@ -70,7 +83,12 @@ impl DockerServer {
         for attempt in 1..=FRESH_PORT_ATTEMPTS {
             port = free_port()?;
             match DockerServer::create(docker, index, port, &spec).await? {
-                Created::Ready(server) => return Ok((server, port)),
+                Created::Ready(mut server) => {
+                    if let Some(dir) = data.take() {
+                        server.keep_data_dir(dir);
+                    }
+                    return Ok((server, port));
+                }
                 Created::PortTaken => {
                     debug!(node = index, port, attempt, "port taken, trying another")
                 }
