@@ -69,7 +69,7 @@ mod with_the_feature {
             let lock = Lock::quorum(cluster.urls(), once().tls_root_certificates(ca)).unwrap();
             let mut guard = lock.try_acquire("tls").await.unwrap();
             assert!(holders(guard.outcomes()).len() >= 2, "{guard:?}");
-            guard.extend(Duration::from_secs(20)).await.unwrap();
+            guard.extend(Duration::from_secs(10)).await.unwrap();
             assert!(guard.release().await.held >= 2);
             lock.settle().await;
             assert_no_keys(&cluster, 0..3).await;
