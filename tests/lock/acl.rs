@@ -139,13 +139,13 @@ fn acl_options() -> LockOptions {
     once().max_ttl(Duration::from_secs(20)).restart_guard(false)
 }
 
-/// Retries far enough apart that a key held elsewhere for 200 ms has expired by the second
+/// Retries far enough apart that a key held elsewhere for 500 ms has expired by the second
 /// attempt, which therefore runs the acquire-or-renew script (`EVAL`).
 fn retrying() -> LockOptions {
     acl_options().retry(
         RetryPolicy::new()
             .attempts(3)
-            .delay(Duration::from_millis(400))
+            .delay(Duration::from_millis(700))
             .jitter(Duration::ZERO),
     )
 }
@@ -204,16 +204,17 @@ async fn the_recommended_user_retries_with_the_acquire_or_renew_script() {
     bounded(async {
         let cluster = cluster(3).await;
         set_user(&cluster, &recommended()).await;
-        held_elsewhere(&cluster, "quorumlock:acl", Duration::from_millis(200)).await;
+        held_elsewhere(&cluster, "quorumlock:acl", Duration::from_millis(500)).await;
         let lock = Lock::quorum(user_urls(&cluster, PASSWORD), retrying()).unwrap();
         let guard = lock.acquire("acl").await.unwrap();
         let holders = holders(guard.outcomes());
         assert!(holders.len() >= 2, "{holders:?}");
-        // The first attempt found the key held elsewhere and was released (one EVAL of the
-        // compare-and-delete); the holders took the key in a retry (one EVAL of the
-        // acquire-or-renew script).
+        // The first attempt's plain SET found the key held elsewhere; the holders took the key
+        // in a retry, which runs the acquire-or-renew script with EVAL. (A node the first
+        // attempt sent its SET to also got that attempt's release, one more EVAL.)
         for node in holders {
-            assert_eq!(calls(&cluster, node, "eval").await, 2, "node {node}");
+            let evals = calls(&cluster, node, "eval").await;
+            assert!((1..=2).contains(&evals), "node {node}: {evals} EVALs");
         }
         guard.release().await;
         lock.settle().await;
@@ -401,7 +402,7 @@ async fn every_command_in_the_line_is_needed() {
                 }
                 // A retry's EVAL.
                 "eval" => {
-                    held_elsewhere(&cluster, "quorumlock:acl", Duration::from_millis(200)).await;
+                    held_elsewhere(&cluster, "quorumlock:acl", Duration::from_millis(500)).await;
                     let lock = Lock::single(url.clone(), retrying()).unwrap();
                     lock.acquire("acl").await.unwrap_err().outcomes()[0]
                         .reply

@@ -52,8 +52,10 @@ async fn a_node_restarted_without_persistence_recovers_for_the_ttl_and_drift_the
             "votes {:?} after the restart, before the guard period",
             votes_at - restarted
         );
+        // Bounded, not timed: the guard counts the server's whole-second uptime one second
+        // short, and the reconnect itself may wait on a loaded machine.
         assert!(
-            votes_at < restarted + guard_period + Duration::from_secs(1),
+            votes_at < restarted + guard_period + Duration::from_secs(5),
             "about ttl + drift, not much longer: {:?}",
             votes_at - restarted
         );
@@ -161,10 +163,13 @@ async fn with_the_guard_off_a_restarted_node_votes_at_once_and_can_grant_twice()
 
         let again = second.try_acquire("twice").await.unwrap();
         assert!(held.is_valid() && again.is_valid(), "two holders at once");
-        assert_eq!(
-            holders(again.outcomes()),
-            [0, 1],
-            "the restarted nodes granted it"
+        // A restarted node granted it (node 2 may hold the first key, or may never have got it:
+        // the first acquisition was decided by two nodes, and a third request still waiting for
+        // its connection is never sent).
+        let granted_by = holders(again.outcomes());
+        assert!(
+            granted_by.iter().any(|node| *node < 2),
+            "the restarted nodes granted it: {granted_by:?}"
         );
         again.release().await;
         drop(held);
@@ -194,18 +199,22 @@ async fn a_majority_in_recovery_makes_the_lock_unavailable_never_granted_twice()
             cluster.start_node(node).await.unwrap();
         }
 
-        // The second client's old connections to nodes 0 and 1 broke (a first attempt may
-        // fail on them); once it has reconnected, both are recovering. Never granted.
+        // The second client's old connections to nodes 0 and 1 broke: a first attempt may fail
+        // on them, as Held (node 2 still holds the first client's key) with those nodes
+        // unreachable. Once it has reconnected, both are recovering and the lock is Unavailable.
+        // Never granted.
         let mut both_recovering = false;
         for _ in 0..3 {
             let error = second.try_acquire("twice").await.unwrap_err();
             assert!(held.is_valid(), "the first holder still holds it");
-            let Error::Unavailable { outcomes, .. } = &error else {
-                panic!("expected Unavailable, got {error}");
+            let (Error::Unavailable { outcomes, .. } | Error::Held { outcomes, .. }) = &error
+            else {
+                panic!("expected Unavailable or Held, got {error}");
             };
             // Decided by the failures alone, maybe before node 2 answered.
             assert_ne!(outcomes[2].reply, NodeReply::Ours, "{error}");
-            both_recovering = outcomes[..2].iter().all(|o| recovering(o).is_some());
+            both_recovering = matches!(error, Error::Unavailable { .. })
+                && outcomes[..2].iter().all(|o| recovering(o).is_some());
             if both_recovering {
                 break;
             }
