@@ -308,7 +308,10 @@ pub enum NodeError {
     /// until it has been up for longer than `max_ttl` plus the drift allowance (the restart
     /// guard, [`LockOptions::restart_guard`](crate::LockOptions::restart_guard)). Nothing is
     /// sent to it. Extend and release are not held back.
-    #[error("recovering from a restart: may vote again in {left:?} (restart guard)")]
+    #[error(
+        "recovering from a (re)start: may vote in {left:?} (restart guard: the node does not persist \
+         every write; AOF with appendfsync always lets it vote at once, see LockOptions::restart_guard)"
+    )]
     Recovering {
         /// How long from the moment of this error until the node may vote again (at most; it
         /// counts from when its uptime was read, on connect).
