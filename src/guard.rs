@@ -36,10 +36,19 @@ pub struct Guard {
     token: Token,
     /// The acquisition's requests per node, which the release is ordered after.
     ledger: Arc<Ledger>,
+    /// When the acquisition's round was decided.
+    decided: Moment,
     valid_until: Moment,
     outcomes: Vec<NodeOutcome>,
     runtime: Option<Handle>,
     released: bool,
+}
+
+/// The times of one grant: when its round was decided and until when it is valid.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lease {
+    pub(crate) decided: Moment,
+    pub(crate) valid_until: Moment,
 }
 
 /// What a release found on the nodes that had answered when it returned.
@@ -63,7 +72,7 @@ impl Guard {
         resource_len: usize,
         token: Token,
         ledger: Arc<Ledger>,
-        valid_until: Moment,
+        lease: Lease,
         outcomes: Vec<NodeOutcome>,
     ) -> Guard {
         Guard {
@@ -72,7 +81,8 @@ impl Guard {
             resource_len,
             token,
             ledger,
-            valid_until,
+            decided: lease.decided,
+            valid_until: lease.valid_until,
             outcomes,
             runtime: Handle::try_current().ok(),
             released: false,
@@ -93,6 +103,14 @@ impl Guard {
     /// This acquisition's token.
     pub fn token(&self) -> &Token {
         &self.token
+    }
+
+    /// The instant the acquisition was decided: when the deciding node's reply arrived, just
+    /// before `acquire` returned. The holder may rely on the lock from here until
+    /// [`valid_until`](Guard::valid_until) (a history checker's window starts here). Mapped to
+    /// the `Instant` clock at each call, as `valid_until` is; not moved by an extension.
+    pub fn decided_at(&self) -> Instant {
+        self.decided.to_instant()
     }
 
     /// The instant the lock stops being safe to rely on, on the `Instant` clock, read now.

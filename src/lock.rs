@@ -13,7 +13,7 @@ use crate::clock::Moment;
 use crate::commands;
 use crate::error::{ConfigError, Error, NodeOutcome, NodeReply};
 use crate::fanout::{Round, Until, fan_out};
-use crate::guard::Guard;
+use crate::guard::{Guard, Lease};
 use crate::identity::{Claims, first_duplicate};
 use crate::ledger::Ledger;
 use crate::node::Node;
@@ -200,14 +200,14 @@ impl Lock {
                 .await;
             attempts_made = attempts_made.saturating_add(1);
             let error = match result {
-                Ok((valid_until, outcomes)) => {
+                Ok((lease, outcomes)) => {
                     return Ok(Guard::new(
                         Arc::clone(&self.shared),
                         key,
                         resource.len(),
                         token,
                         ledger,
-                        valid_until,
+                        lease,
                         outcomes,
                     ));
                 }
@@ -254,7 +254,7 @@ impl Lock {
         ledger: &Arc<Ledger>,
         renew_leftover: bool,
         cancel: Pin<&mut C>,
-    ) -> Result<(Moment, Vec<NodeOutcome>), Error>
+    ) -> Result<(Lease, Vec<NodeOutcome>), Error>
     where
         C: Future<Output = ()> + ?Sized,
     {
@@ -316,7 +316,13 @@ impl Lock {
                         }
                         // A moment that far out does not exist: treat the lock as expiring now.
                         let valid_until = decided.checked_add(left).unwrap_or(decided);
-                        return Ok((valid_until, outcomes));
+                        return Ok((
+                            Lease {
+                                decided,
+                                valid_until,
+                            },
+                            outcomes,
+                        ));
                     }
                     None => Error::ValidityExpired {
                         ttl: settings.ttl,

@@ -61,3 +61,26 @@ async fn a_guard_dropped_without_release_is_released_in_the_background() {
     })
     .await;
 }
+
+/// The grant's decision instant lies between the call's start and its return, before the
+/// validity ends, and an extension moves the validity, not the decision.
+#[tokio::test]
+async fn the_decision_instant_is_inside_the_call_and_survives_an_extension() {
+    bounded(async {
+        let (_cluster, lock) = quorum_lock(3, once()).await;
+        let called = std::time::Instant::now();
+        let mut guard = lock.try_acquire("decided").await.unwrap();
+        let returned = std::time::Instant::now();
+        let decided = guard.decided_at();
+        assert!(called <= decided && decided <= returned, "{decided:?}");
+        assert!(decided < guard.valid_until());
+        let before = guard.valid_until();
+        guard.extend(Duration::from_secs(10)).await.unwrap();
+        assert!(guard.valid_until() > before);
+        // Both are mapped at each call: equal up to the mapping's rounding.
+        let moved = guard.decided_at().max(decided) - guard.decided_at().min(decided);
+        assert!(moved < Duration::from_millis(1), "{moved:?}");
+        guard.release().await;
+    })
+    .await;
+}

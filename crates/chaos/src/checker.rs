@@ -1,30 +1,31 @@
 //! The history checker: pure functions from a [`History`] to a [`CheckReport`].
 //!
-//! (A little over 500 lines: the checker itself is about 340; its unit and property tests stay
+//! (A little over 500 lines: the checker itself is about 350; its unit and property tests stay
 //! beside it, as they pin down exactly the instants explained below.)
 //!
 //! # Which instants, and why
 //!
-//! A holder relies on the lock from the moment its acquire call returned the guard
-//! ([`Hold::acquired_us`]) until the earlier of the guard's validity
+//! A holder relies on the lock from the moment its grant was decided ([`Hold::acquired_us`],
+//! the guard's `decided_at`) until the earlier of the guard's validity
 //! ([`Hold::valid_until_us`]) and the moment it started to release ([`Hold::released_us`]):
-//! its [`window`](Hold::window). Two holds of one resource under different tokens whose windows
-//! overlap are a mutual-exclusion violation.
+//! its [`window`](Hold::window). Two holds of one resource whose windows overlap are a
+//! mutual-exclusion violation, also under one token: a token names one acquisition, so two
+//! holds under it are two holders the lock let in at once.
 //!
 //! No false positives when the lock behaves: a second client can only win a quorum of nodes on
 //! which the first one's key is gone. Each of those keys was set after the first acquire call
 //! started (T1), so it lives until T1 + ttl on the node's clock, which (under the timing
 //! assumptions) is later than `valid_until` = T1 + ttl − drift; or it was deleted by the first
 //! holder's release, which started at `released_us`. Both happen before the second decision,
-//! and `acquired_us` is read after that decision. So in a correct run every later window starts
+//! which is `acquired_us`. So in a correct run every later window starts
 //! at or after every earlier one ends; back-to-back windows (`start == end`) do not overlap.
 //!
 //! No false negatives by construction of the window: it uses exactly what the holder believed
 //! (the guard's own validity), so any two holders that both believed they held the lock at one
 //! instant are reported.
 //!
-//! A write is stale when it happened at or after the end of its own hold's window (or carries a
-//! token no hold has): its writer no longer held the lock.
+//! A write is stale when it happened outside its own hold's window, carries a token no hold has,
+//! or carries the token of another client's hold: its writer did not hold the lock.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -85,6 +86,8 @@ pub enum StaleReason {
     BeforeAcquired,
     /// The write's token belongs to no recorded hold.
     UnknownHold,
+    /// The write's token belongs to another client's hold.
+    NotWritersHold,
 }
 
 /// A write made by a holder that did not hold the lock at that moment.
@@ -235,7 +238,7 @@ fn holds_by_resource(holds: &[Hold]) -> BTreeMap<&str, Vec<&Hold>> {
     groups
 }
 
-/// Every pair of holds of one resource, under different tokens, whose windows overlap.
+/// Every pair of holds of one resource whose windows overlap (under one token or two).
 fn violations(by_resource: &BTreeMap<&str, Vec<&Hold>>) -> Vec<Violation> {
     let mut found = Vec::new();
     for (resource, holds) in by_resource {
@@ -248,7 +251,7 @@ fn violations(by_resource: &BTreeMap<&str, Vec<&Hold>>) -> Vec<Violation> {
                 if second_start >= first_end {
                     break;
                 }
-                if second.token == first.token || second_start >= second_end {
+                if second_start >= second_end {
                     continue;
                 }
                 found.push(Violation {
@@ -275,6 +278,7 @@ fn stale_writes(history: &History, by_resource: &BTreeMap<&str, Vec<&Hold>>) -> 
         let own = by_token.get(&(write.resource.as_str(), write.token.as_str()));
         let (reason, late_by_us) = match own {
             None => (StaleReason::UnknownHold, 0),
+            Some(hold) if hold.holder != write.holder => (StaleReason::NotWritersHold, 0),
             Some(hold) => {
                 let (start, end) = hold.window();
                 if write.at_us < start {
@@ -365,6 +369,37 @@ mod tests {
         assert_eq!((violation.first.holder, violation.second.holder), (1, 2));
         assert_eq!(violation.overlap_us, 40);
         assert!(!report.is_safe());
+    }
+
+    /// A token names one acquisition: two holds under it that overlap are two holders at once
+    /// (a lock that handed one grant to two clients), not one.
+    #[test]
+    fn overlapping_holds_under_one_token_are_a_violation() {
+        let report = check(&history(
+            vec![
+                Hold::new("r", 1, "a", 0, 100),
+                Hold::new("r", 2, "a", 50, 150),
+            ],
+            vec![],
+        ));
+        assert_eq!(report.violations.len(), 1, "{report:#?}");
+        assert_eq!(report.violations[0].overlap_us, 50);
+    }
+
+    /// A write under another client's token is stale even inside that hold's window: the writer
+    /// held nothing.
+    #[test]
+    fn a_write_under_another_clients_token_is_stale() {
+        let report = check(&history(
+            vec![Hold::new("r", 1, "a", 0, 100)],
+            vec![Write::new("r", 1, "a", 10), Write::new("r", 2, "a", 20)],
+        ));
+        let stale: Vec<_> = report
+            .stale_writes
+            .iter()
+            .map(|s| (s.write.holder, s.reason))
+            .collect();
+        assert_eq!(stale, vec![(2, StaleReason::NotWritersHold)]);
     }
 
     #[test]

@@ -47,9 +47,10 @@ impl Clock {
 
 /// One successful acquisition, from the holder's point of view.
 ///
-/// The holder believes it holds the lock from `acquired_us` (the acquire call returned the
-/// guard) until the earlier of `valid_until_us` (the guard's validity) and `released_us` (it
-/// started to release). That is its [`window`](Hold::window).
+/// The holder believes it holds the lock from `acquired_us` (the moment the grant was decided,
+/// [`Guard::decided_at`](quorumlock::Guard::decided_at)) until the earlier of `valid_until_us`
+/// (the guard's validity) and `released_us` (it started to release). That is its
+/// [`window`](Hold::window).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Hold {
@@ -62,8 +63,8 @@ pub struct Hold {
     /// When the acquire call started: no key of this hold was set before. Its lease on the nodes
     /// starts no earlier.
     pub acquire_started_us: u64,
-    /// When the acquire call returned the guard: the holder believes it holds from here on. It is
-    /// read just after the decision, so it is never earlier than the decision.
+    /// When the grant was decided ([`Guard::decided_at`](quorumlock::Guard::decided_at)): the
+    /// holder believes it holds from here on.
     pub acquired_us: u64,
     /// [`Guard::valid_until`](quorumlock::Guard::valid_until).
     pub valid_until_us: u64,

@@ -57,7 +57,14 @@ pub(super) async fn run_client(id: usize, lock: Lock, plan: Arc<ClientPlan>) {
         holds += 1;
         let token = guard.token().as_str().to_owned();
         let valid_until = guard.valid_until();
-        let hold = recorder.begin_hold(resource, id, &token, started, finished, valid_until);
+        let hold = recorder.begin_hold(
+            resource,
+            id,
+            &token,
+            started,
+            guard.decided_at(),
+            valid_until,
+        );
         // Stalling clients: the first client on each resource, every other hold.
         let stall_now = plan.stall && id < plan.resources.len() && !holds.is_multiple_of(2);
         let validity = valid_until.saturating_duration_since(finished);
