@@ -17,7 +17,7 @@ use self::child::{RedisProcess, spawn_server};
 use self::output::OutputStart;
 use crate::error::HarnessError;
 use crate::options::ClusterOptions;
-use crate::port::{FRESH_PORT_ATTEMPTS, SAME_PORT_ATTEMPTS, SAME_PORT_RETRY_DELAY, free_port};
+use crate::port::{OwnPortRetry, on_a_free_port};
 use crate::probe::{PROBE_TIMEOUT, ProbeBackoff};
 use crate::transport::Transport;
 
@@ -49,30 +49,18 @@ impl ProcessServer {
             .and_then(|path| options.clock_env(index, path))
             .map(Vec::from)
             .unwrap_or_default();
-        let mut port = 0;
-        for attempt in 1..=FRESH_PORT_ATTEMPTS {
-            port = free_port()?;
-            match launch(options, transport, index, port, dir.path(), &env).await? {
-                Launch::Ready(process) => {
-                    debug!(node = index, pid = process.pid, port, "node started");
-                    let server = ProcessServer {
-                        process: Some(process),
-                        env,
-                        transport: transport.clone(),
-                        dir,
-                    };
-                    return Ok((server, port));
-                }
-                Launch::PortTaken => {
-                    debug!(node = index, port, attempt, "port taken, trying another")
-                }
-            }
-        }
-        Err(HarnessError::PortUnavailable {
-            node: index,
-            port,
-            attempts: FRESH_PORT_ATTEMPTS,
+        let (process, port) = on_a_free_port(index, |port| {
+            launch(options, transport, index, port, dir.path(), &env)
         })
+        .await?;
+        debug!(node = index, pid = process.pid, port, "node started");
+        let server = ProcessServer {
+            process: Some(process),
+            env,
+            transport: transport.clone(),
+            dir,
+        };
+        Ok((server, port))
     }
 
     /// The server's process id, or `None` if it is not running.
@@ -118,7 +106,8 @@ impl ProcessServer {
         if self.process.is_some() {
             return Err(HarnessError::AlreadyRunning(index));
         }
-        for attempt in 1..=SAME_PORT_ATTEMPTS {
+        let mut retry = OwnPortRetry::new(index, port);
+        let process = loop {
             let launched = launch(
                 options,
                 &self.transport,
@@ -128,22 +117,13 @@ impl ProcessServer {
                 &self.env,
             );
             match launched.await? {
-                Launch::Ready(process) => {
-                    info!(node = index, pid = process.pid, port, "node started");
-                    self.process = Some(process);
-                    return Ok(());
-                }
-                Launch::PortTaken => {
-                    debug!(node = index, port, attempt, "port busy, retrying");
-                    tokio::time::sleep(SAME_PORT_RETRY_DELAY).await;
-                }
+                Some(process) => break process,
+                None => retry.port_taken().await?,
             }
-        }
-        Err(HarnessError::PortUnavailable {
-            node: index,
-            port,
-            attempts: SAME_PORT_ATTEMPTS,
-        })
+        };
+        info!(node = index, pid = process.pid, port, "node started");
+        self.process = Some(process);
+        Ok(())
     }
 
     /// Freezes the server with SIGSTOP.
@@ -181,14 +161,8 @@ impl ProcessServer {
     }
 }
 
-/// How one attempt to start a server ended, short of an error.
-enum Launch {
-    Ready(RedisProcess),
-    /// Something else holds the port; the attempt's process is gone.
-    PortTaken,
-}
-
-/// Starts one `redis-server` on `port` in `dir` and waits until it answers.
+/// Starts one `redis-server` on `port` in `dir` and waits until it answers. `None`: something
+/// else holds the port, and the attempt's process is gone.
 async fn launch(
     options: &ClusterOptions,
     transport: &Transport,
@@ -196,7 +170,7 @@ async fn launch(
     port: u16,
     dir: &Path,
     env: &[(String, String)],
-) -> Result<Launch, HarnessError> {
+) -> Result<Option<RedisProcess>, HarnessError> {
     // The log files are appended to across restarts; only this attempt's part
     // is relevant to its errors.
     let output_start = OutputStart::of(dir);
@@ -208,7 +182,7 @@ async fn launch(
         if let Some(status) = process.child.try_wait()? {
             let output = output_start.read_since(dir);
             if output.contains("Address already in use") {
-                return Ok(Launch::PortTaken);
+                return Ok(None);
             }
             return Err(HarnessError::Exited {
                 node: index,
@@ -217,7 +191,7 @@ async fn launch(
             });
         }
         match tokio::time::timeout(2 * PROBE_TIMEOUT, probe_server_pid(transport, port)).await {
-            Ok(Ok(Some(pid))) if pid == process.pid => return Ok(Launch::Ready(process)),
+            Ok(Ok(Some(pid))) if pid == process.pid => return Ok(Some(process)),
             Ok(Ok(other)) => {
                 // Another server answered on the port: ours cannot have bound
                 // it. Dropping `process` kills it.
@@ -227,7 +201,7 @@ async fn launch(
                     ?other,
                     "port answered by another server"
                 );
-                return Ok(Launch::PortTaken);
+                return Ok(None);
             }
             Ok(Err(err)) => debug!(node = index, port, %err, "not ready yet"),
             Err(_) => debug!(node = index, port, "readiness probe timed out"),

@@ -56,13 +56,6 @@ pub(crate) struct ContainerSpec<'a> {
     pub(crate) ready_timeout: Duration,
 }
 
-/// How creating and starting a container on a given host port ended, short of an error.
-pub(crate) enum Created {
-    Ready(DockerServer),
-    /// The host port was taken; the container has been removed again.
-    PortTaken,
-}
-
 /// One node's container. Dropping it removes the container.
 #[derive(Debug)]
 pub(crate) struct DockerServer {
@@ -85,13 +78,14 @@ pub(crate) struct DockerServer {
 
 impl DockerServer {
     /// Creates node `index`'s container publishing `127.0.0.1:port`, starts it and waits
-    /// until redis answers on the port.
+    /// until redis answers on the port. `None`: the host port was taken, and the container has
+    /// been removed again.
     pub(crate) async fn create(
         docker: &Docker,
         index: usize,
         port: u16,
         spec: &ContainerSpec<'_>,
-    ) -> Result<Created, HarnessError> {
+    ) -> Result<Option<DockerServer>, HarnessError> {
         let seq = CONTAINER_SEQ.fetch_add(1, Ordering::Relaxed);
         let name = format!("quorumlock-{}-{seq}-node{index}-{port}", std::process::id());
         let mut cmd = vec!["redis-server".to_owned()];
@@ -144,11 +138,11 @@ impl DockerServer {
             data_dir: None,
         };
         match server.start(index, spec.ready_timeout).await {
-            Ok(()) => Ok(Created::Ready(server)),
+            Ok(()) => Ok(Some(server)),
             Err(HarnessError::Docker { source, .. }) if is_port_conflict(source.as_ref()) => {
                 debug!(node = index, port, "host port taken, removing container");
                 server.remove_now().await;
-                Ok(Created::PortTaken)
+                Ok(None)
             }
             Err(err) => Err(err),
         }

@@ -7,11 +7,11 @@ use std::path::Path;
 use bollard::Docker;
 use tracing::debug;
 
-use crate::docker::container::{CONTAINER_PORT_NUMBER, ContainerSpec, Created, DockerServer};
+use crate::docker::container::{CONTAINER_PORT_NUMBER, ContainerSpec, DockerServer};
 use crate::docker::engine::{LIBFAKETIME_IN_IMAGE, is_port_conflict_error};
 use crate::error::HarnessError;
 use crate::options::{ClusterOptions, Persistence};
-use crate::port::{FRESH_PORT_ATTEMPTS, SAME_PORT_ATTEMPTS, SAME_PORT_RETRY_DELAY, free_port};
+use crate::port::{OwnPortRetry, on_a_free_port};
 use crate::transport::Transport;
 
 /// Where a TLS cluster's certificate directory is mounted (read-only) in each container.
@@ -63,7 +63,7 @@ impl DockerServer {
         // With AOF, /data is a host directory (on tmpfs by default): it survives the container
         // being stopped and started, and fsync there is cheap. A tmpfs mount would be emptied
         // by every stop, taking the append-only file with it.
-        let mut data = match options.persistence_mode() {
+        let data = match options.persistence_mode() {
             Persistence::AofAlways => {
                 let dir = options.node_data_dir(index)?;
                 binds.push(format!("{}:{DATA_DIR_IN_CONTAINER}", dir.path().display()));
@@ -79,26 +79,14 @@ impl DockerServer {
             transport,
             ready_timeout: options.ready_timeout,
         };
-        let mut port = 0;
-        for attempt in 1..=FRESH_PORT_ATTEMPTS {
-            port = free_port()?;
-            match DockerServer::create(docker, index, port, &spec).await? {
-                Created::Ready(mut server) => {
-                    if let Some(dir) = data.take() {
-                        server.keep_data_dir(dir);
-                    }
-                    return Ok((server, port));
-                }
-                Created::PortTaken => {
-                    debug!(node = index, port, attempt, "port taken, trying another")
-                }
-            }
-        }
-        Err(HarnessError::PortUnavailable {
-            node: index,
-            port,
-            attempts: FRESH_PORT_ATTEMPTS,
+        let (mut server, port) = on_a_free_port(index, |port| {
+            DockerServer::create(docker, index, port, &spec)
         })
+        .await?;
+        if let Some(dir) = data {
+            server.keep_data_dir(dir);
+        }
+        Ok((server, port))
     }
 
     /// Starts the container again, on its own `port`, trying again for a while if another
@@ -112,19 +100,15 @@ impl DockerServer {
         if self.is_running() {
             return Err(HarnessError::AlreadyRunning(index));
         }
-        for attempt in 1..=SAME_PORT_ATTEMPTS {
+        let mut retry = OwnPortRetry::new(index, port);
+        loop {
             match self.start(index, options.ready_timeout).await {
                 Err(err) if is_port_conflict_error(&err) => {
-                    debug!(node = index, port, attempt, %err, "port busy, retrying");
-                    tokio::time::sleep(SAME_PORT_RETRY_DELAY).await;
+                    debug!(node = index, port, %err, "port taken");
+                    retry.port_taken().await?;
                 }
                 other => return other,
             }
         }
-        Err(HarnessError::PortUnavailable {
-            node: index,
-            port,
-            attempts: SAME_PORT_ATTEMPTS,
-        })
     }
 }
