@@ -24,14 +24,24 @@
 //! (the guard's own validity), so any two holders that both believed they held the lock at one
 //! instant are reported.
 //!
-//! A write is stale when it happened outside its own hold's window, carries a token no hold has,
-//! or carries the token of another client's hold: its writer did not hold the lock.
+//! A write is stale when it was invoked before its own hold's window began, or completed after
+//! it ended, carries a token no hold has, or carries the token of another client's hold: its
+//! writer did not hold the lock for the whole write. (An unacknowledged write's completion is
+//! unknown: only its invocation is checked here; where its effect landed is the store audit's
+//! business.)
+//!
+//! The store audit ([`audit`]) checks the protected store's final state: no write lost, and no
+//! two holders' writes interleaved.
+
+mod audit;
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
 use super::history::{History, Hold, Outcome, Write};
+
+pub use audit::{Interleaving, LostReason, LostWrite, WriteSpan};
 
 /// One side of a [`Violation`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -98,7 +108,7 @@ pub struct StaleWrite {
     pub write: Write,
     /// Why it was stale.
     pub reason: StaleReason,
-    /// How long after its hold's window ended it happened (µs; 0 if unknown or before).
+    /// How long after its hold's window ended it completed (µs; 0 if unknown or before).
     pub late_by_us: u64,
     /// Another holder whose window contained the write, if any: the write clobbered live data.
     pub during_hold_of: Option<usize>,
@@ -181,12 +191,22 @@ fn nearest_rank(sorted: &[u64], percent: usize) -> u64 {
 pub struct CheckReport {
     /// Holds checked.
     pub holds: usize,
+    /// Holds whose holder started to release before the validity ended.
+    pub ended_by_release: usize,
+    /// Holds that ran to the end of their validity (the keys expire).
+    pub ended_by_expiry: usize,
     /// Writes checked.
     pub writes: usize,
+    /// Writes the store acknowledged.
+    pub acked_writes: usize,
     /// Every pair of overlapping holds, by resource and start.
     pub violations: Vec<Violation>,
     /// Every stale write, in time order.
     pub stale_writes: Vec<StaleWrite>,
+    /// Every write whose effect the protected store lost.
+    pub lost_writes: Vec<LostWrite>,
+    /// Every pair of holders whose writes to one resource overlapped in time.
+    pub interleaved: Vec<Interleaving>,
     /// Availability of the lock.
     pub availability: Availability,
     /// Latency of successful attempts.
@@ -196,21 +216,36 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
-    /// No violation and no stale write: mutual exclusion held throughout.
+    /// No violation, no stale write, no lost write and no interleaving: mutual exclusion held
+    /// throughout.
     pub fn is_safe(&self) -> bool {
-        self.violations.is_empty() && self.stale_writes.is_empty()
+        self.violations.is_empty()
+            && self.stale_writes.is_empty()
+            && self.lost_writes.is_empty()
+            && self.interleaved.is_empty()
     }
 }
 
-/// Checks a history for mutual-exclusion violations and stale writes, and measures availability
-/// and latency. Pure: the same history always gives the same report.
+/// Checks a history for mutual-exclusion violations, stale writes, lost writes and interleaved
+/// writes, and measures availability and latency. Pure: the same history always gives the same
+/// report.
 pub fn check(history: &History) -> CheckReport {
     let by_resource = holds_by_resource(&history.holds);
+    let ended_by_release = history
+        .holds
+        .iter()
+        .filter(|hold| hold.ended_by_release())
+        .count();
     CheckReport {
         holds: history.holds.len(),
+        ended_by_release,
+        ended_by_expiry: history.holds.len() - ended_by_release,
         writes: history.writes.len(),
+        acked_writes: history.writes.iter().filter(|write| write.acked).count(),
         violations: violations(&by_resource),
         stale_writes: stale_writes(history, &by_resource),
+        lost_writes: audit::lost_writes(history),
+        interleaved: audit::interleavings(&history.writes),
         availability: availability(history),
         acquire_latency: Latency::of(
             history
@@ -281,18 +316,24 @@ fn stale_writes(history: &History, by_resource: &BTreeMap<&str, Vec<&Hold>>) -> 
             Some(hold) if hold.holder != write.holder => (StaleReason::NotWritersHold, 0),
             Some(hold) => {
                 let (start, end) = hold.window();
-                if write.at_us < start {
-                    (StaleReason::BeforeAcquired, 0)
-                } else if write.at_us < end {
-                    continue;
-                } else if hold
-                    .released_us
-                    .is_some_and(|released| released <= write.at_us)
-                    && hold.released_us < Some(hold.valid_until_us)
-                {
-                    (StaleReason::AfterRelease, write.at_us - end)
+                // An acknowledged write must complete inside the window; an unacknowledged
+                // one's completion is unknown, so only its invocation can be checked.
+                let last = if write.acked {
+                    write.completed_us
                 } else {
-                    (StaleReason::AfterValidity, write.at_us - end)
+                    write.invoked_us
+                };
+                let clean = if write.acked { last <= end } else { last < end };
+                if write.invoked_us < start {
+                    (StaleReason::BeforeAcquired, 0)
+                } else if clean {
+                    continue;
+                } else if hold.ended_by_release()
+                    && hold.released_us.is_some_and(|released| released <= last)
+                {
+                    (StaleReason::AfterRelease, last - end)
+                } else {
+                    (StaleReason::AfterValidity, last - end)
                 }
             }
         };
@@ -301,7 +342,9 @@ fn stale_writes(history: &History, by_resource: &BTreeMap<&str, Vec<&Hold>>) -> 
                 .iter()
                 .find(|hold| {
                     let (start, end) = hold.window();
-                    hold.token != write.token && start <= write.at_us && write.at_us < end
+                    hold.token != write.token
+                        && start <= write.completed_us
+                        && write.invoked_us < end
                 })
                 .map(|hold| hold.holder)
         });
@@ -312,7 +355,7 @@ fn stale_writes(history: &History, by_resource: &BTreeMap<&str, Vec<&Hold>>) -> 
             during_hold_of,
         });
     }
-    found.sort_by_key(|stale| stale.write.at_us);
+    found.sort_by_key(|stale| stale.write.invoked_us);
     found
 }
 
@@ -392,7 +435,10 @@ mod tests {
     fn a_write_under_another_clients_token_is_stale() {
         let report = check(&history(
             vec![Hold::new("r", 1, "a", 0, 100)],
-            vec![Write::new("r", 1, "a", 10), Write::new("r", 2, "a", 20)],
+            vec![
+                Write::new("r", 1, "a", 10, 10),
+                Write::new("r", 2, "a", 20, 20),
+            ],
         ));
         let stale: Vec<_> = report
             .stale_writes
@@ -414,7 +460,10 @@ mod tests {
                 // Another resource may overlap freely.
                 Hold::new("s", 5, "e", 0, 400),
             ],
-            vec![Write::new("r", 1, "a", 99), Write::new("r", 3, "c", 249)],
+            vec![
+                Write::new("r", 1, "a", 99, 99),
+                Write::new("r", 3, "c", 249, 249),
+            ],
         ));
         assert!(report.is_safe(), "{report:#?}");
     }
@@ -441,16 +490,16 @@ mod tests {
                 Hold::new("r", 3, "c", 200, 300),
             ],
             vec![
-                Write::new("r", 1, "a", 50),
-                Write::new("r", 1, "a", 150),
-                Write::new("r", 2, "b", 210),
-                Write::new("r", 9, "zz", 5),
+                Write::new("r", 1, "a", 50, 50),
+                Write::new("r", 1, "a", 150, 150),
+                Write::new("r", 2, "b", 210, 210),
+                Write::new("r", 9, "zz", 5, 5),
             ],
         ));
         let reasons: Vec<_> = report
             .stale_writes
             .iter()
-            .map(|s| (s.write.at_us, s.reason, s.late_by_us, s.during_hold_of))
+            .map(|s| (s.write.invoked_us, s.reason, s.late_by_us, s.during_hold_of))
             .collect();
         assert_eq!(
             reasons,
@@ -461,6 +510,53 @@ mod tests {
             ]
         );
         assert!(report.violations.is_empty());
+    }
+
+    /// A write is clean only if it was invoked and acknowledged inside its hold's window; an
+    /// unacknowledged one is judged by its invocation alone.
+    #[test]
+    fn writes_are_judged_by_invocation_and_completion() {
+        let report = check(&history(
+            vec![
+                Hold::new("r", 1, "a", 100, 200),
+                Hold::new("r", 2, "b", 300, 400).extended(500),
+            ],
+            vec![
+                Write::new("r", 1, "a", 150, 200),
+                Write::new("r", 1, "a", 190, 210),
+                Write::new("r", 1, "a", 90, 110),
+                Write::new("r", 1, "a", 195, 260).unacked(),
+                Write::new("r", 1, "a", 200, 201).unacked(),
+                // Inside the extended window.
+                Write::new("r", 2, "b", 450, 499),
+            ],
+        ));
+        let stale: Vec<_> = report
+            .stale_writes
+            .iter()
+            .map(|s| (s.write.invoked_us, s.reason, s.late_by_us))
+            .collect();
+        assert_eq!(
+            stale,
+            vec![
+                (90, StaleReason::BeforeAcquired, 0),
+                (190, StaleReason::AfterValidity, 10),
+                (200, StaleReason::AfterValidity, 0),
+            ]
+        );
+    }
+
+    #[test]
+    fn holds_end_by_release_or_expiry() {
+        let report = check(&history(
+            vec![
+                Hold::new("r", 1, "a", 0, 100).released(50),
+                Hold::new("r", 2, "b", 100, 200).released(200),
+                Hold::new("r", 3, "c", 200, 300),
+            ],
+            vec![],
+        ));
+        assert_eq!((report.ended_by_release, report.ended_by_expiry), (1, 2));
     }
 
     #[test]
@@ -526,8 +622,11 @@ mod tests {
             let writes = holds
                 .iter()
                 .filter(|h| h.end_us() > h.acquired_us)
-                .map(|h| Write::new("r", h.holder, h.token.clone(),
-                    h.acquired_us + seed % (h.end_us() - h.acquired_us)))
+                .map(|h| {
+                    let invoked = h.acquired_us + seed % (h.end_us() - h.acquired_us);
+                    let completed = invoked + seed % (h.end_us() - invoked + 1);
+                    Write::new("r", h.holder, h.token.clone(), invoked, completed)
+                })
                 .collect();
             let report = check(&history(holds, writes));
             prop_assert!(report.is_safe(), "{:#?}", report);

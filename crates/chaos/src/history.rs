@@ -1,5 +1,9 @@
 //! What happened during a chaos run, on one monotonic clock: every hold of a lock, every write to
-//! the protected storage, every acquisition attempt and every injected fault.
+//! the protected store (and the store's final state), every acquisition attempt and every
+//! injected fault.
+//!
+//! (Over 500 lines: plain record types with their builders and docs, and the recorder; the
+//! tests are short.)
 //!
 //! Instants are microseconds since the start of the run ([`Clock`]), so a [`History`] is plain
 //! data: it can be built by hand in tests, checked by [`check`](super::check), serialised to JSON
@@ -50,7 +54,8 @@ impl Clock {
 /// The holder believes it holds the lock from `acquired_us` (the moment the grant was decided,
 /// [`Guard::decided_at`](quorumlock::Guard::decided_at)) until the earlier of `valid_until_us`
 /// (the guard's validity) and `released_us` (it started to release). That is its
-/// [`window`](Hold::window).
+/// [`window`](Hold::window). A successful [`Guard::extend`](quorumlock::Guard::extend) moves
+/// `valid_until_us` to the extended validity.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Hold {
@@ -66,8 +71,11 @@ pub struct Hold {
     /// When the grant was decided ([`Guard::decided_at`](quorumlock::Guard::decided_at)): the
     /// holder believes it holds from here on.
     pub acquired_us: u64,
-    /// [`Guard::valid_until`](quorumlock::Guard::valid_until).
+    /// [`Guard::valid_until`](quorumlock::Guard::valid_until), after the last successful
+    /// extension if any.
     pub valid_until_us: u64,
+    /// How many times the holder extended the hold successfully.
+    pub extensions: u32,
     /// When the holder started to release (`None`: it never did; the lock expired).
     pub released_us: Option<u64>,
 }
@@ -90,6 +98,7 @@ impl Hold {
             acquire_started_us: acquired_us,
             acquired_us,
             valid_until_us,
+            extensions: 0,
             released_us: None,
         }
     }
@@ -98,6 +107,14 @@ impl Hold {
     #[must_use]
     pub fn started(mut self, acquire_started_us: u64) -> Hold {
         self.acquire_started_us = acquire_started_us;
+        self
+    }
+
+    /// Records a successful extension: the hold is now valid until `valid_until_us`.
+    #[must_use]
+    pub fn extended(mut self, valid_until_us: u64) -> Hold {
+        self.valid_until_us = valid_until_us;
+        self.extensions = self.extensions.saturating_add(1);
         self
     }
 
@@ -116,41 +133,136 @@ impl Hold {
         })
     }
 
+    /// Whether the holder started to release before its validity ended (else the hold ended
+    /// by expiry).
+    pub fn ended_by_release(&self) -> bool {
+        self.released_us
+            .is_some_and(|released| released < self.valid_until_us)
+    }
+
     /// `(acquired_us, end_us)`: the half-open interval in which the holder may rely on the lock.
     pub fn window(&self) -> (u64, u64) {
         (self.acquired_us, self.end_us())
     }
 }
 
-/// One write to the protected storage.
+/// One protected write: a read-modify-write of the resource's register in the protected store
+/// (read the value, then write value + 1 and append `(token, value + 1)` to the resource's log),
+/// as two round trips.
+///
+/// A write that was sent but not acknowledged ([`acked`](Write::acked) false) may or may not have
+/// landed; one with no [`written`](Write::written) value sent no write (its read failed, or its
+/// deadline had passed).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Write {
-    /// The resource whose storage was written.
+    /// The resource whose register was written.
     pub resource: String,
     /// The client task that wrote.
     pub holder: usize,
     /// The token of the hold the writer believed it had.
     pub token: String,
-    /// When the write happened. A careful writer passes the instant at which it checked
-    /// [`Guard::is_valid`](quorumlock::Guard::is_valid) (it then writes without awaiting anything);
-    /// a write after a pause carries the instant after the pause.
-    pub at_us: u64,
+    /// When the write was invoked: before its read was sent.
+    pub invoked_us: u64,
+    /// When it completed: the write's acknowledgement arrived; for an unacknowledged write, when
+    /// the writer gave up on it.
+    pub completed_us: u64,
+    /// The value read (`None`: not recorded, or no read was answered).
+    pub read: Option<u64>,
+    /// The value written, the value read + 1 (`None`: not recorded, or no write was sent).
+    pub written: Option<u64>,
+    /// Whether the store acknowledged the write by the writer's deadline (an acknowledgement
+    /// that came later counts as none: the writer had given up).
+    pub acked: bool,
 }
 
 impl Write {
-    /// A write to `resource` by `holder` under `token` at `at_us`.
+    /// An acknowledged write to `resource` by `holder` under `token`, invoked at `invoked_us`
+    /// and completed at `completed_us`, whose values were not recorded (see
+    /// [`read_then_wrote`](Write::read_then_wrote)).
     pub fn new(
         resource: impl Into<String>,
         holder: usize,
         token: impl Into<String>,
-        at_us: u64,
+        invoked_us: u64,
+        completed_us: u64,
     ) -> Write {
         Write {
             resource: resource.into(),
             holder,
             token: token.into(),
-            at_us,
+            invoked_us,
+            completed_us,
+            read: None,
+            written: None,
+            acked: true,
+        }
+    }
+
+    /// Sets the value read, and the value written after it (read + 1).
+    #[must_use]
+    pub fn read_then_wrote(mut self, read: u64) -> Write {
+        self.read = Some(read);
+        self.written = Some(read.saturating_add(1));
+        self
+    }
+
+    /// Marks the write as not acknowledged: it may or may not have landed.
+    #[must_use]
+    pub fn unacked(mut self) -> Write {
+        self.acked = false;
+        self
+    }
+
+    /// Marks the write as never sent: its read failed or its deadline passed, so nothing was
+    /// written.
+    #[must_use]
+    pub fn not_sent(mut self) -> Write {
+        self.written = None;
+        self.acked = false;
+        self
+    }
+}
+
+/// One entry of a resource's write log in the protected store: who wrote which value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct LogEntry {
+    /// The writer's token.
+    pub token: String,
+    /// The value it wrote.
+    pub value: u64,
+}
+
+impl LogEntry {
+    /// An entry: `token` wrote `value`.
+    pub fn new(token: impl Into<String>, value: u64) -> LogEntry {
+        LogEntry {
+            token: token.into(),
+            value,
+        }
+    }
+}
+
+/// One resource's state in the protected store, read back after the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Register {
+    /// The resource.
+    pub resource: String,
+    /// The register's final value (`None`: never written).
+    pub value: Option<u64>,
+    /// Every write that landed, in the order the store applied them.
+    pub log: Vec<LogEntry>,
+}
+
+impl Register {
+    /// The final state of `resource`'s register: `value` and its `log`.
+    pub fn new(resource: impl Into<String>, value: Option<u64>, log: Vec<LogEntry>) -> Register {
+        Register {
+            resource: resource.into(),
+            value,
+            log,
         }
     }
 }
@@ -267,7 +379,7 @@ impl FaultWindow {
 pub struct History {
     /// Every successful acquisition.
     pub holds: Vec<Hold>,
-    /// Every write to the protected storage.
+    /// Every protected write.
     pub writes: Vec<Write>,
     /// Every acquisition attempt, successful or not.
     pub attempts: Vec<Attempt>,
@@ -275,6 +387,10 @@ pub struct History {
     pub faults: Vec<FaultWindow>,
     /// How long clients ran, in microseconds (the denominator of rates).
     pub duration_us: u64,
+    /// The protected store's final state, one register per resource, read back after the run
+    /// (`None`: there was no store to read, e.g. a history recorded by hand; then the checker
+    /// audits nothing).
+    pub store: Option<Vec<Register>>,
 }
 
 impl History {
@@ -282,6 +398,29 @@ impl History {
     pub fn new() -> History {
         History::default()
     }
+}
+
+/// A protected write as its writer saw it, on the `Instant` clock: what
+/// [`Recorder::write`] records as a [`Write`].
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct StampedWrite<'a> {
+    /// The resource.
+    pub resource: &'a str,
+    /// The client task.
+    pub holder: usize,
+    /// The token of the hold the writer believed it had.
+    pub token: &'a str,
+    /// Before the read was sent.
+    pub invoked: Instant,
+    /// After the acknowledgement, or when the writer gave up.
+    pub completed: Instant,
+    /// The value read, if the read succeeded.
+    pub read: Option<u64>,
+    /// The value written, if a write was sent.
+    pub written: Option<u64>,
+    /// Whether the write was acknowledged.
+    pub acked: bool,
 }
 
 /// Which hold a [`Recorder`] handed out, to record its release later.
@@ -294,8 +433,7 @@ pub struct FaultId(usize);
 
 /// Records a [`History`] from many tasks at once; cheap to clone (clones share the history).
 ///
-/// Every event is stamped on the recorder's [`Clock`]. The recorder is also the protected
-/// storage: [`write`](Recorder::write) is the write the lock protects.
+/// Every event is stamped on the recorder's [`Clock`].
 #[derive(Debug, Clone)]
 pub struct Recorder {
     clock: Clock,
@@ -373,11 +511,33 @@ impl Recorder {
         }
     }
 
-    /// The protected write: `holder`, believing it holds `resource` under `token`, writes at
-    /// `at` (see [`Write::at_us`]).
-    pub fn write(&self, resource: &str, holder: usize, token: &str, at: Instant) {
-        let write = Write::new(resource, holder, token, self.clock.us(at));
-        self.lock().writes.push(write);
+    /// Records that `hold` was extended: it is now valid until `valid_until`.
+    pub fn extend_hold(&self, hold: HoldId, valid_until: Instant) {
+        let valid_until = self.clock.us(valid_until);
+        if let Some(hold) = self.lock().holds.get_mut(hold.0) {
+            hold.valid_until_us = valid_until;
+            hold.extensions = hold.extensions.saturating_add(1);
+        }
+    }
+
+    /// Records a protected write, stamping its instants on the recorder's clock.
+    pub fn write(&self, write: StampedWrite<'_>) {
+        let mut recorded = Write::new(
+            write.resource,
+            write.holder,
+            write.token,
+            self.clock.us(write.invoked),
+            self.clock.us(write.completed),
+        );
+        recorded.read = write.read;
+        recorded.written = write.written;
+        recorded.acked = write.acked;
+        self.lock().writes.push(recorded);
+    }
+
+    /// Records the protected store's final state.
+    pub fn set_store(&self, registers: Vec<Register>) {
+        self.lock().store = Some(registers);
     }
 
     /// Records that fault `label` was applied to `nodes` now.
@@ -426,7 +586,11 @@ mod tests {
         let hold = Hold::new("r", 0, "t", 10, 100);
         assert_eq!(hold.window(), (10, 100));
         assert_eq!(hold.clone().released(50).window(), (10, 50));
-        assert_eq!(hold.released(150).window(), (10, 100));
+        assert!(hold.clone().released(50).ended_by_release());
+        assert_eq!(hold.clone().released(150).window(), (10, 100));
+        assert!(!hold.clone().released(150).ended_by_release());
+        assert_eq!(hold.clone().extended(200).released(150).window(), (10, 150));
+        assert!(!hold.ended_by_release());
     }
 
     #[test]
@@ -436,12 +600,29 @@ mod tests {
         let recorder = Recorder::new(clock);
         let ms = Duration::from_millis;
         let id = recorder.begin_hold("r", 1, "t", epoch, epoch + ms(2), epoch + ms(10));
-        recorder.write("r", 1, "t", epoch + ms(3));
+        recorder.write(StampedWrite {
+            resource: "r",
+            holder: 1,
+            token: "t",
+            invoked: epoch + ms(3),
+            completed: epoch + ms(4),
+            read: Some(6),
+            written: Some(7),
+            acked: true,
+        });
+        recorder.extend_hold(id, epoch + ms(20));
         recorder.end_hold(id, epoch + ms(5));
         let history = recorder.snapshot();
         assert_eq!(history.holds[0].window(), (2_000, 5_000));
+        assert_eq!(history.holds[0].extensions, 1);
+        assert!(history.holds[0].ended_by_release());
         assert_eq!(history.holds[0].acquire_started_us, 0);
-        assert_eq!(history.writes[0].at_us, 3_000);
+        let write = &history.writes[0];
+        assert_eq!((write.invoked_us, write.completed_us), (3_000, 4_000));
+        assert_eq!(
+            (write.read, write.written, write.acked),
+            (Some(6), Some(7), true)
+        );
         assert_eq!(clock.us(epoch - ms(1)), 0);
     }
 }

@@ -51,11 +51,14 @@ pub enum Scenario {
     /// Some holders pause (as in a long GC) between checking the validity and writing, past the
     /// validity: their writes are stale. Unsafe: shows stale writes.
     ClientStall,
+    /// The clients skip the lock and write anyway: the control for the store check. Unsafe:
+    /// shows interleaved (and usually lost) writes.
+    NoLock,
 }
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 13] = [
+    pub const ALL: [Scenario; 14] = [
         Scenario::Baseline,
         Scenario::MinorityCrash,
         Scenario::MinorityFreeze,
@@ -69,6 +72,7 @@ impl Scenario {
         Scenario::RestartAof,
         Scenario::ClockFast,
         Scenario::ClientStall,
+        Scenario::NoLock,
     ];
 
     /// The scenario's name on the command line, e.g. `minority-crash`.
@@ -87,6 +91,7 @@ impl Scenario {
             Scenario::RestartAof => "restart-aof",
             Scenario::ClockFast => "clock-fast",
             Scenario::ClientStall => "client-stall",
+            Scenario::NoLock => "no-lock",
         }
     }
 
@@ -118,6 +123,7 @@ impl Scenario {
             }
             Scenario::ClockFast => "nodes 0,1,2 count time 10× too fast",
             Scenario::ClientStall => "some holders pause past their validity, then write",
+            Scenario::NoLock => "clients skip the lock and write anyway",
         }
     }
 
@@ -133,7 +139,7 @@ impl Scenario {
     pub fn expected_safe_with(self, restart_guard: bool) -> bool {
         match self {
             Scenario::RestartNoPersistence | Scenario::RestartGuarded => restart_guard,
-            Scenario::ClockFast | Scenario::ClientStall => false,
+            Scenario::ClockFast | Scenario::ClientStall | Scenario::NoLock => false,
             _ => true,
         }
     }
@@ -148,7 +154,10 @@ impl Scenario {
     /// Whether the scenario needs to control the nodes (kill, pause, proxies, clocks), so it can
     /// only run on a cluster it starts itself, not on a user's own deployment.
     pub fn needs_node_control(self) -> bool {
-        !matches!(self, Scenario::Baseline | Scenario::ClientStall)
+        !matches!(
+            self,
+            Scenario::Baseline | Scenario::ClientStall | Scenario::NoLock
+        )
     }
 }
 
@@ -202,7 +211,10 @@ mod tests {
             .into_iter()
             .filter(|s| !s.needs_node_control())
             .collect();
-        assert_eq!(free, [Scenario::Baseline, Scenario::ClientStall]);
+        assert_eq!(
+            free,
+            [Scenario::Baseline, Scenario::ClientStall, Scenario::NoLock]
+        );
     }
 
     #[test]

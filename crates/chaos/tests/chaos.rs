@@ -21,11 +21,16 @@ async fn run_scenario(scenario: Scenario) -> ScenarioReport {
         .unwrap_or_else(|e| panic!("{scenario}: {e}"));
     let check = &report.check;
     eprintln!(
-        "{scenario}: holds {} writes {} violations {} stale writes {} acquired {} failures {:?} notes {:?}",
+        "{scenario}: holds {} (released {}, expired {}) writes {} (acked {}) violations {} stale writes {} lost {} interleaved {} acquired {} failures {:?} notes {:?}",
         check.holds,
+        check.ended_by_release,
+        check.ended_by_expiry,
         check.writes,
+        check.acked_writes,
         check.violations.len(),
         check.stale_writes.len(),
+        check.lost_writes.len(),
+        check.interleaved.len(),
         check.availability.acquired,
         check.availability.failures,
         report.notes,
@@ -33,7 +38,7 @@ async fn run_scenario(scenario: Scenario) -> ScenarioReport {
     report
 }
 
-async fn assert_safe(scenario: Scenario) {
+async fn assert_safe(scenario: Scenario) -> ScenarioReport {
     assert!(scenario.expected_safe());
     let report = run_scenario(scenario).await;
     assert!(
@@ -46,8 +51,15 @@ async fn assert_safe(scenario: Scenario) {
         "{scenario}: unexpected stale writes {:#?}",
         report.check.stale_writes
     );
+    assert!(
+        report.check.lost_writes.is_empty() && report.check.interleaved.is_empty(),
+        "{scenario}: the store lost {:#?} or interleaved {:#?}",
+        report.check.lost_writes,
+        report.check.interleaved
+    );
     // The clients did work: a run without holds would prove nothing.
     assert!(report.check.holds > 0, "{scenario}: no holds at all");
+    report
 }
 
 async fn assert_unsafe(scenario: Scenario) -> ScenarioReport {
@@ -58,6 +70,34 @@ async fn assert_unsafe(scenario: Scenario) -> ScenarioReport {
         "{scenario}: expected violations or stale writes, found none"
     );
     report
+}
+
+/// The control: every behaviour mixed in, holds ending both ways, every acknowledged write in
+/// the store, nothing found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baseline_is_clean_at_the_edge() {
+    let report = assert_safe(Scenario::Baseline).await;
+    let check = &report.check;
+    assert!(
+        check.ended_by_release > 0 && check.ended_by_expiry > 0,
+        "{check:#?}"
+    );
+    assert!(report.history.holds.iter().any(|h| h.extensions > 0));
+    let store = report
+        .history
+        .store
+        .as_ref()
+        .expect("the store was read back");
+    let logged: usize = store.iter().map(|register| register.log.len()).sum();
+    assert!(logged >= check.acked_writes && check.acked_writes > 0);
+}
+
+/// Without the lock the store check fails: the clients' writes interleave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_lock_writes_interleave() {
+    let report = assert_unsafe(Scenario::NoLock).await;
+    assert!(report.check.holds == 0);
+    assert!(!report.check.interleaved.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -169,9 +209,9 @@ fn checker_accepts_back_to_back_holds() {
             Hold::new("r", 1, "c", 500, 800),
         ],
         vec![
-            Write::new("r", 1, "a", 199),
-            Write::new("r", 2, "b", 200),
-            Write::new("r", 2, "b", 499),
+            Write::new("r", 1, "a", 199, 199),
+            Write::new("r", 2, "b", 200, 200),
+            Write::new("r", 2, "b", 499, 499),
         ],
     ));
     assert!(report.is_safe(), "{report:#?}");
@@ -184,7 +224,10 @@ fn checker_finds_a_stale_write() {
             Hold::new("r", 1, "a", 0, 300),
             Hold::new("r", 2, "b", 400, 700),
         ],
-        vec![Write::new("r", 1, "a", 100), Write::new("r", 1, "a", 450)],
+        vec![
+            Write::new("r", 1, "a", 100, 100),
+            Write::new("r", 1, "a", 450, 450),
+        ],
     ));
     assert!(report.violations.is_empty());
     assert_eq!(report.stale_writes.len(), 1);

@@ -27,6 +27,9 @@ pub enum ChaosError {
     /// A command the runner itself sent to a node failed.
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
+    /// The protected store's log holds an entry the runner did not write.
+    #[error("protected store: unreadable log entry {0:?}")]
+    StoreLog(String),
     /// A node needed for a fault has no fault proxy.
     #[error("node {0} has no fault proxy")]
     NoProxy(usize),

@@ -46,7 +46,7 @@ impl Faults<'_> {
     ) -> Result<(), ChaosError> {
         let t = self.ttl;
         match scenario {
-            Scenario::Baseline | Scenario::ClientStall => {}
+            Scenario::Baseline | Scenario::ClientStall | Scenario::NoLock => {}
             Scenario::MinorityCrash => {
                 for _ in 0..MAX_CYCLES {
                     self.sleep(t).await;

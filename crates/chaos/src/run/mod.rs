@@ -1,15 +1,16 @@
 //! Running a scenario: a cluster (or the user's nodes), the contending clients, the scenario's
 //! faults, and the history they leave, checked.
 //!
-//! Below this file: [`options`] (how to run), [`error`], [`workload`] (the clients),
-//! [`faults`] (the fault schedule) over [`clocks`] (the fast-clock fault), and [`report`] (what
-//! a run returns).
+//! Below this file: [`options`] (how to run), [`error`], [`workload`] (the clients) over
+//! [`store`] (the protected store), [`faults`] (the fault schedule) over [`clocks`] (the
+//! fast-clock fault), and [`report`] (what a run returns).
 
 mod clocks;
 mod error;
 mod faults;
 mod options;
 mod report;
+mod store;
 mod workload;
 
 use std::sync::Arc;
@@ -24,7 +25,8 @@ use crate::history::{Clock, Recorder};
 use crate::scenario::Scenario;
 use clocks::with_fast_clocks;
 use faults::Faults;
-use workload::{ClientPlan, run_client, warm_up};
+use store::Store;
+use workload::{Client, ClientPlan, warm_up};
 
 pub use error::ChaosError;
 pub use options::RunOptions;
@@ -36,17 +38,30 @@ pub const LOCAL_NODES: usize = 5;
 const WIND_DOWN_GRACE: Duration = Duration::from_secs(3);
 
 /// Runs `scenario` as `options` say: on a local cluster it starts (and always stops, also on
-/// error), or on the user's nodes for scenarios that need no node control.
+/// error), or on the user's nodes for scenarios that need no node control. Either way the
+/// protected writes go to a store of its own, a local `redis-server` it starts (with the
+/// backend of [`RunOptions::cluster`]) and stops.
 ///
 /// Needs a multi-threaded Tokio runtime with I/O and time.
 pub async fn run(scenario: Scenario, options: &RunOptions) -> Result<ScenarioReport, ChaosError> {
     options.validate()?;
+    if options.nodes.is_some() && scenario.needs_node_control() {
+        return Err(ChaosError::NeedsNodeControl(scenario));
+    }
+    // Dropping the store (here, or while unwinding) stops its server.
+    let store = Store::start(&options.cluster).await?;
     if let Some(urls) = &options.nodes {
-        if scenario.needs_node_control() {
-            return Err(ChaosError::NeedsNodeControl(scenario));
-        }
         let target = format!("{} given nodes", urls.len());
-        return run_on(scenario, options, urls.clone(), None, target, Vec::new()).await;
+        return run_on(
+            scenario,
+            options,
+            &store,
+            urls.clone(),
+            None,
+            target,
+            Vec::new(),
+        )
+        .await;
     }
     let mut notes = Vec::new();
     let mut cluster = match TestCluster::start(cluster_options(scenario, options, true)).await {
@@ -65,7 +80,16 @@ pub async fn run(scenario: Scenario, options: &RunOptions) -> Result<ScenarioRep
         notes.push("every node: appendonly yes, appendfsync always (data on tmpfs)".to_owned());
     }
     // Dropping the cluster (here, or while unwinding) kills every process and proxy it started.
-    run_on(scenario, options, urls, Some(&mut cluster), target, notes).await
+    run_on(
+        scenario,
+        options,
+        &store,
+        urls,
+        Some(&mut cluster),
+        target,
+        notes,
+    )
+    .await
 }
 
 /// The cluster for a scenario: five nodes behind proxies, with persistence where it matters,
@@ -84,6 +108,7 @@ fn cluster_options(scenario: Scenario, options: &RunOptions, clocks: bool) -> Cl
 async fn run_on(
     scenario: Scenario,
     options: &RunOptions,
+    store: &Store,
     urls: Vec<String>,
     cluster: Option<&mut TestCluster>,
     target: String,
@@ -124,10 +149,14 @@ async fn run_on(
             ));
         }
     }
+    let mut store_clients = Vec::with_capacity(locks.len());
+    for _ in &locks {
+        store_clients.push(store.client().await?);
+    }
     let recorder = Recorder::new(Clock::start());
     let started = Instant::now();
     let deadline = started + options.duration;
-    let client = Arc::new(ClientPlan {
+    let plan = Arc::new(ClientPlan {
         resources: resources.clone(),
         writes_per_hold: options.writes_per_hold.max(1),
         ttl: options.ttl,
@@ -136,8 +165,15 @@ async fn run_on(
         recorder: recorder.clone(),
     });
     let mut clients = JoinSet::new();
-    for (id, lock) in locks.into_iter().enumerate() {
-        clients.spawn(run_client(id, lock, Arc::clone(&client)));
+    for (id, (lock, store)) in locks.into_iter().zip(store_clients).enumerate() {
+        let Some(client) = Client::new(id, Arc::clone(&plan), store) else {
+            continue;
+        };
+        if scenario == Scenario::NoLock {
+            clients.spawn(client.run_without_lock());
+        } else {
+            clients.spawn(client.run(lock));
+        }
     }
 
     let faults = Faults {
@@ -171,6 +207,7 @@ async fn run_on(
         clients.shutdown().await;
     }
     recorder.set_duration(recorder.clock().us(deadline));
+    recorder.set_store(store.read_back(&resources).await?);
     let history = recorder.snapshot();
     Ok(ScenarioReport {
         scenario,

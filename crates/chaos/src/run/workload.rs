@@ -1,16 +1,34 @@
-//! The contending clients: each task acquires its resource in a single round, makes protected
-//! writes while its guard is valid (in [`Scenario::ClientStall`](crate::Scenario::ClientStall)
-//! some holders stall past the validity and write anyway), releases, and records all of it.
+//! The contending clients: each task acquires its resource in a single round and, on success,
+//! holds it with one of three behaviours drawn per hold (a third each): careful, to the edge of
+//! the validity, or extending it. Every protected write is a read-modify-write in the protected
+//! store ([`StoreClient`]). In [`Scenario::ClientStall`](crate::Scenario::ClientStall) some
+//! holders stall past the validity and write anyway; in [`Scenario::NoLock`](crate::Scenario::NoLock)
+//! the clients skip the lock and just write.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quorumlock::{Lock, NodeError, NodeOutcome, NodeReply};
+use quorumlock::{Guard, Lock, NodeError, NodeOutcome, NodeReply};
 
-use crate::history::{Outcome, Recorder};
+use super::store::StoreClient;
+use crate::history::{HoldId, Outcome, Recorder, StampedWrite};
 
 /// Upper bound on acquisition attempts per client task, on top of the time bound.
 const MAX_ATTEMPTS_PER_CLIENT: u64 = 1_000_000;
+
+/// How long before `valid_until` an edge write is invoked. Every protected write of a holder is
+/// given up at its `valid_until` (unacknowledged, then the holder lets the lock expire instead of
+/// releasing), so a write never completes after the validity it was made under; the margin is
+/// what the write's two loopback round trips to the store (0.1–0.5 ms, more when the machine is
+/// busy) get to finish before that deadline, so that on a correct lock nearly every edge write is
+/// acknowledged and clean. A lock that overstates its validity by 5 % of the 400 ms TTL lets the
+/// next holder in up to 14 ms before the edge write, far more than the margin.
+const EDGE_MARGIN: Duration = Duration::from_millis(2);
+
+/// How long a write gets that is not bounded by a validity (the stalled writer's, which no longer
+/// looks at its validity, and those of [`Scenario::NoLock`](crate::Scenario::NoLock)). The store
+/// is local and never faulted: it answers in well under a millisecond.
+const STORE_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// What every client task shares.
 pub(super) struct ClientPlan {
@@ -24,6 +42,40 @@ pub(super) struct ClientPlan {
     pub(super) recorder: Recorder,
 }
 
+/// How a holder uses one hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Behaviour {
+    /// Writes spread over 50–95 % of the validity, each checked against it, then releases.
+    Careful,
+    /// Writes at once, then keeps the lock until [`EDGE_MARGIN`] before `valid_until` and writes
+    /// there; then releases or lets the lock expire (a coin toss).
+    Edge,
+    /// Writes at once, extends once or twice (halfway through what is left) and writes after
+    /// each extension, then writes at the edge of the extended validity and releases.
+    Extender,
+}
+
+impl Behaviour {
+    /// A behaviour for the next hold: a third each.
+    fn draw() -> Behaviour {
+        match rand::random_range(0..3u8) {
+            0 => Behaviour::Careful,
+            1 => Behaviour::Edge,
+            _ => Behaviour::Extender,
+        }
+    }
+}
+
+/// How a hold ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// The holder releases.
+    Release,
+    /// The holder never releases: the keys expire. Also after a write that was not
+    /// acknowledged: it may still land, so the holder keeps out the next one as long as it can.
+    Expire,
+}
+
 /// A random duration in `[low, high)` (`low` if the range is empty).
 fn random_between(low: Duration, high: Duration) -> Duration {
     if high <= low {
@@ -32,70 +84,211 @@ fn random_between(low: Duration, high: Duration) -> Duration {
     low + (high - low).mul_f64(rand::random::<f64>())
 }
 
-/// One client: acquire (one round), on success hold for a while doing protected writes while
-/// the guard is valid, release; on failure back off a little; until the deadline.
-pub(super) async fn run_client(id: usize, lock: Lock, plan: Arc<ClientPlan>) {
-    let Some(resource) = plan.resources.get(id % plan.resources.len().max(1)) else {
-        return;
-    };
-    let recorder = &plan.recorder;
-    let ms = Duration::from_millis;
-    let mut holds = 0u64;
-    for _ in 0..MAX_ATTEMPTS_PER_CLIENT {
-        if Instant::now() >= plan.deadline {
-            break;
-        }
-        let started = Instant::now();
-        let result = lock.try_acquire(resource).await;
-        let finished = Instant::now();
-        let outcome = Outcome::of(&result);
-        recorder.attempt(resource, id, started, finished, outcome);
-        let Ok(guard) = result else {
-            tokio::time::sleep(random_between(ms(5), ms(25))).await;
-            continue;
-        };
-        holds += 1;
-        let token = guard.token().as_str().to_owned();
-        let valid_until = guard.valid_until();
-        let hold = recorder.begin_hold(
-            resource,
+/// One client task: its resource, the plan, and its connection to the store.
+pub(super) struct Client {
+    id: usize,
+    resource: String,
+    plan: Arc<ClientPlan>,
+    store: StoreClient,
+}
+
+impl Client {
+    /// Client `id` (it wants resource `id mod resources`), or `None` without resources.
+    pub(super) fn new(id: usize, plan: Arc<ClientPlan>, store: StoreClient) -> Option<Client> {
+        let resource = plan
+            .resources
+            .get(id % plan.resources.len().max(1))?
+            .clone();
+        Some(Client {
             id,
-            &token,
-            started,
-            guard.decided_at(),
-            valid_until,
-        );
-        // Stalling clients: the first client on each resource, every other hold.
-        let stall_now = plan.stall && id < plan.resources.len() && !holds.is_multiple_of(2);
-        let validity = valid_until.saturating_duration_since(finished);
+            resource,
+            plan,
+            store,
+        })
+    }
+
+    /// One protected write under `token`, given up at `deadline`, recorded; whether it was
+    /// acknowledged.
+    async fn write(&mut self, token: &str, deadline: Instant) -> bool {
+        let increment = self.store.increment(&self.resource, token, deadline).await;
+        self.plan.recorder.write(StampedWrite {
+            resource: &self.resource,
+            holder: self.id,
+            token,
+            invoked: increment.invoked,
+            completed: increment.completed,
+            read: increment.read,
+            written: increment.written,
+            acked: increment.acked,
+        });
+        increment.acked
+    }
+
+    /// Acquire (one round), on success hold the lock with a behaviour drawn for the hold,
+    /// release or let it expire; on failure back off a little; until the deadline.
+    pub(super) async fn run(mut self, lock: Lock) {
+        let ms = Duration::from_millis;
+        let mut holds = 0u64;
+        for _ in 0..MAX_ATTEMPTS_PER_CLIENT {
+            if Instant::now() >= self.plan.deadline {
+                break;
+            }
+            let started = Instant::now();
+            let result = lock.try_acquire(&self.resource).await;
+            let finished = Instant::now();
+            let outcome = Outcome::of(&result);
+            let recorder = self.plan.recorder.clone();
+            recorder.attempt(&self.resource, self.id, started, finished, outcome);
+            let Ok(mut guard) = result else {
+                tokio::time::sleep(random_between(ms(5), ms(25))).await;
+                continue;
+            };
+            holds += 1;
+            let token = guard.token().as_str().to_owned();
+            // One reading of the validity, both recorded and written under: the guard maps it
+            // to the `Instant` clock afresh at each call.
+            let valid_until = guard.valid_until();
+            let hold = recorder.begin_hold(
+                &self.resource,
+                self.id,
+                &token,
+                started,
+                guard.decided_at(),
+                valid_until,
+            );
+            // Stalling clients: the first client on each resource, every other hold.
+            let stall =
+                self.plan.stall && self.id < self.plan.resources.len() && !holds.is_multiple_of(2);
+            let end = match if stall {
+                Behaviour::Careful
+            } else {
+                Behaviour::draw()
+            } {
+                Behaviour::Careful => self.careful(valid_until, &token, stall).await,
+                Behaviour::Edge => self.edge(valid_until, &token).await,
+                Behaviour::Extender => self.extender(&mut guard, hold, valid_until, &token).await,
+            };
+            match end {
+                End::Release => {
+                    recorder.end_hold(hold, Instant::now());
+                    let _report = guard.release().await;
+                }
+                End::Expire => {
+                    // The keys live at least until `valid_until` + the drift (6 ms at 400 ms):
+                    // keep the guard past that, so that its release on drop finds them gone.
+                    let expired = guard.valid_until() + self.plan.ttl / 10;
+                    tokio::time::sleep_until(expired.into()).await;
+                    drop(guard);
+                }
+            }
+            tokio::time::sleep(random_between(Duration::ZERO, ms(20))).await;
+        }
+        lock.settle().await;
+    }
+
+    /// [`Behaviour::Careful`]; with `stall`, the second write comes after a pause that outlasts
+    /// the validity.
+    async fn careful(&mut self, valid_until: Instant, token: &str, stall: bool) -> End {
+        let validity = valid_until.saturating_duration_since(Instant::now());
         let hold_for = validity.mul_f64(0.5 + 0.45 * rand::random::<f64>());
-        let spacing = hold_for / plan.writes_per_hold;
-        for write in 0..plan.writes_per_hold {
+        let spacing = hold_for / self.plan.writes_per_hold;
+        for write in 0..self.plan.writes_per_hold {
             if write > 0 {
                 tokio::time::sleep(spacing).await;
             }
-            if stall_now && write == 1 {
+            if stall && write == 1 {
                 // A pause between the validity check and the write (a long GC, a stopped VM):
                 // the writer wakes after its keys have expired and writes anyway.
-                let pause = recorder.client_fault("client paused", resource);
-                tokio::time::sleep_until((valid_until + plan.ttl / 2).into()).await;
+                let recorder = self.plan.recorder.clone();
+                let pause = recorder.client_fault("client paused", &self.resource);
+                tokio::time::sleep_until((valid_until + self.plan.ttl / 2).into()).await;
                 recorder.lift(pause);
-                recorder.write(resource, id, &token, Instant::now());
+                if !self.write(token, Instant::now() + STORE_TIMEOUT).await {
+                    return End::Expire;
+                }
                 continue;
             }
-            // The careful writer: check the validity, then write at once (no await between).
-            let now = Instant::now();
-            if now >= guard.valid_until() {
+            // The careful writer: only while the validity runs, and never past it.
+            if Instant::now() >= valid_until {
                 break;
             }
-            recorder.write(resource, id, &token, now);
+            if !self.write(token, valid_until).await {
+                return End::Expire;
+            }
         }
         tokio::time::sleep_until((Instant::now() + spacing).min(valid_until).into()).await;
-        recorder.end_hold(hold, Instant::now());
-        let _report = guard.release().await;
-        tokio::time::sleep(random_between(Duration::ZERO, ms(20))).await;
+        End::Release
     }
-    lock.settle().await;
+
+    /// Waits until [`EDGE_MARGIN`] before `valid_until` and writes there, under that deadline;
+    /// whether the write was acknowledged.
+    async fn edge_write(&mut self, token: &str, valid_until: Instant) -> bool {
+        let edge = valid_until.checked_sub(EDGE_MARGIN).unwrap_or(valid_until);
+        tokio::time::sleep_until(edge.into()).await;
+        Instant::now() < valid_until && self.write(token, valid_until).await
+    }
+
+    /// [`Behaviour::Edge`].
+    async fn edge(&mut self, valid_until: Instant, token: &str) -> End {
+        let acked =
+            self.write(token, valid_until).await && self.edge_write(token, valid_until).await;
+        if acked && rand::random::<bool>() {
+            End::Release
+        } else {
+            End::Expire
+        }
+    }
+
+    /// [`Behaviour::Extender`].
+    async fn extender(
+        &mut self,
+        guard: &mut Guard,
+        hold: HoldId,
+        mut valid_until: Instant,
+        token: &str,
+    ) -> End {
+        if !self.write(token, valid_until).await {
+            return End::Expire;
+        }
+        for _ in 0..rand::random_range(1..=2u8) {
+            let halfway = valid_until.saturating_duration_since(Instant::now()) / 2;
+            tokio::time::sleep(halfway).await;
+            if guard.extend(self.plan.ttl).await.is_err() {
+                break;
+            }
+            valid_until = guard.valid_until();
+            self.plan.recorder.extend_hold(hold, valid_until);
+            if !self.write(token, valid_until).await {
+                return End::Expire;
+            }
+        }
+        if self.edge_write(token, valid_until).await {
+            End::Release
+        } else {
+            End::Expire
+        }
+    }
+
+    /// [`Scenario::NoLock`](crate::Scenario::NoLock): writes as a careful holder would, in
+    /// sessions of one made-up token each, without ever taking the lock.
+    pub(super) async fn run_without_lock(mut self) {
+        let ms = Duration::from_millis;
+        for session in 0..MAX_ATTEMPTS_PER_CLIENT {
+            if Instant::now() >= self.plan.deadline {
+                break;
+            }
+            let token = format!("no-lock-{}-{session}", self.id);
+            let hold_for = self.plan.ttl.mul_f64(0.5 + 0.45 * rand::random::<f64>());
+            let spacing = hold_for / self.plan.writes_per_hold;
+            for write in 0..self.plan.writes_per_hold {
+                if write > 0 {
+                    tokio::time::sleep(spacing).await;
+                }
+                self.write(&token, Instant::now() + STORE_TIMEOUT).await;
+            }
+            tokio::time::sleep(random_between(Duration::ZERO, ms(20))).await;
+        }
+    }
 }
 
 /// Upper bound on warm-up attempts per client, on top of the time bound.

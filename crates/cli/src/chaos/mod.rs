@@ -1,5 +1,5 @@
 //! `quorumlock chaos`: run the chaos scenarios, check each history for mutual-exclusion
-//! violations and stale writes, print a table, and optionally write JSON and SVG timelines.
+//! violations and stale, lost or interleaved writes, print a table, and optionally write JSON and SVG timelines.
 //!
 //! Below this file: [`table`] (the results table) and [`plots`] (the SVG timelines).
 
@@ -33,7 +33,7 @@ pub struct ChaosArgs {
     /// A scenario name, several separated by commas, or `all`. Scenarios: baseline,
     /// minority-crash, minority-freeze, minority-latency, majority-latency, partition-minority,
     /// partition-majority, restart-no-persistence, restart-guarded, restart-delayed,
-    /// restart-aof, clock-fast, client-stall.
+    /// restart-aof, clock-fast, client-stall, no-lock.
     #[arg(long, default_value = "all")]
     scenario: String,
     /// How long each scenario runs, e.g. `10s`, `1500ms`, `2m`.
@@ -43,7 +43,7 @@ pub struct ChaosArgs {
     #[arg(long, value_enum)]
     backend: Option<BackendArg>,
     /// Comma-separated URLs of your own Redis masters. Then only the scenarios that need no
-    /// control over the nodes run (baseline, client-stall).
+    /// control over the nodes run (baseline, client-stall, no-lock).
     #[arg(long, value_delimiter = ',', env = NODES_ENV)]
     nodes: Vec<String>,
     /// Write every report, with its full history, as JSON to this file.
@@ -230,16 +230,19 @@ fn summarize(reports: &[ScenarioReport], errors: &[(Scenario, String)]) -> Resul
             ExpectedVsObserved::AsExpected => {}
             ExpectedVsObserved::UnexpectedViolation => {
                 println!(
-                    "FAIL {}: expected safe, but {} violation(s) and {} stale write(s)",
+                    "FAIL {}: expected safe, but {} violation(s), {} stale write(s), {} lost \
+                     write(s) and {} interleaving(s)",
                     report.scenario,
                     report.check.violations.len(),
-                    report.check.stale_writes.len()
+                    report.check.stale_writes.len(),
+                    report.check.lost_writes.len(),
+                    report.check.interleaved.len()
                 );
                 failed.push(report.scenario.name());
             }
             ExpectedVsObserved::NotDemonstrated => println!(
-                "self-check: {} is known to be unsafe, but this run showed no violation and no \
-                 stale write (run it longer to demonstrate the hazard{})",
+                "self-check: {} is known to be unsafe, but this run showed no violation, no \
+                 stale, lost or interleaved write (run it longer to demonstrate the hazard{})",
                 report.scenario,
                 if report.scenario == Scenario::RestartNoPersistence {
                     "; the TTL must exceed a node's restart time, e.g. --ttl 2s on docker"

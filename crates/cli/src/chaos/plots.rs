@@ -1,6 +1,7 @@
 //! The SVG timeline of one scenario run (`--plots`): per resource, each hold as a bar over its
-//! window (red when it overlaps another holder), stale writes as red crosses, fault windows
-//! shaded.
+//! window (red when it overlaps another holder), each protected write as a short interval from
+//! invocation to completion along the band's foot (red when stale or interleaved), stale writes
+//! also as red crosses, fault windows shaded.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -8,7 +9,7 @@ use std::path::Path;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use quorumlock_chaos::ScenarioReport;
-use quorumlock_chaos::history::{FaultWindow, Hold};
+use quorumlock_chaos::history::{FaultWindow, Hold, Write};
 
 use super::table::expected;
 use crate::svg::{draw_err, finish};
@@ -26,6 +27,7 @@ const FAULT_COLORS: [RGBColor; 4] = [
 ];
 const HOLD_COLOR: RGBColor = RGBColor(31, 119, 180);
 const BAD_COLOR: RGBColor = RGBColor(214, 39, 40);
+const WRITE_COLOR: RGBColor = RGBColor(60, 60, 60);
 
 /// What the timeline shows, gathered from the report once: the resources (one band each, from
 /// the bottom), their holds, and the extent of both axes.
@@ -46,11 +48,19 @@ impl<'r> Timeline<'r> {
         for hold in &history.holds {
             holds.entry(&hold.resource).or_default().push(hold);
         }
-        let resources: Vec<&str> = holds.keys().copied().collect();
+        // Writes made without a hold (no-lock) get bands too.
+        let resources: Vec<&str> = holds
+            .keys()
+            .copied()
+            .chain(history.writes.iter().map(|w| w.resource.as_str()))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
         let end_us = history
             .holds
             .iter()
             .map(Hold::end_us)
+            .chain(history.writes.iter().map(|w| w.completed_us))
             .chain(history.faults.iter().filter_map(|f| f.end_us))
             .chain([history.duration_us])
             .max()
@@ -80,11 +90,13 @@ pub(super) fn plot(report: &ScenarioReport, path: &Path) -> Result<(), String> {
     let root = SVGBackend::new(path, (1200, height)).into_drawing_area();
     root.fill(&WHITE).map_err(&err)?;
     let title = format!(
-        "{} (expected {}): {} violation(s), {} stale write(s)",
+        "{} (expected {}): {} violation(s), {} stale, {} lost, {} interleaved write(s)",
         report.scenario,
         expected(report),
         report.check.violations.len(),
-        report.check.stale_writes.len()
+        report.check.stale_writes.len(),
+        report.check.lost_writes.len(),
+        report.check.interleaved.len()
     );
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
@@ -103,6 +115,7 @@ pub(super) fn plot(report: &ScenarioReport, path: &Path) -> Result<(), String> {
         .map_err(&err)?;
     draw_faults(&mut chart, &timeline).map_err(&err)?;
     draw_holds(&mut chart, &timeline).map_err(&err)?;
+    draw_writes(&mut chart, &timeline).map_err(&err)?;
     draw_resource_names(&mut chart, &timeline).map_err(&err)?;
     draw_stale_writes(&mut chart, &timeline).map_err(&err)?;
     finish(&mut chart, &root, SeriesLabelPosition::UpperRight, path)
@@ -164,7 +177,9 @@ fn draw_holds(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult 
     let mut bars = Vec::new();
     let mut bad_bars = Vec::new();
     for (r, resource) in timeline.resources.iter().enumerate() {
-        let holds = &timeline.holds[resource];
+        let Some(holds) = timeline.holds.get(resource) else {
+            continue;
+        };
         let (lane_of, lanes) = lanes(holds);
         let lane_height = 0.8 / lanes as f64;
         for (hold, lane) in holds.iter().zip(lane_of) {
@@ -223,6 +238,56 @@ fn lanes(holds: &[&Hold]) -> (Vec<usize>, usize) {
     (lane_of, lane_end.len().max(1))
 }
 
+/// Protected writes: a short interval from invocation to completion at the foot of their
+/// resource's band (at least 1/2000 of the axis wide, so that sub-millisecond writes show),
+/// red when stale or part of an interleaving.
+fn draw_writes(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult {
+    let check = &timeline.report.check;
+    let bad_tokens: HashSet<(&str, &str)> = check
+        .interleaved
+        .iter()
+        .flat_map(|i| {
+            [i.first.token.as_str(), i.second.token.as_str()].map(|t| (i.resource.as_str(), t))
+        })
+        .chain(
+            check
+                .stale_writes
+                .iter()
+                .map(|s| (s.write.resource.as_str(), s.write.token.as_str())),
+        )
+        .collect();
+    let min_width = timeline.x_max / 2000.0;
+    let interval = |write: &Write| {
+        let band = timeline.band(&write.resource).unwrap_or(0) as f64;
+        let start = write.invoked_us as f64 / 1e6;
+        let end = (write.completed_us as f64 / 1e6).max(start + min_width);
+        [(start, band + 0.02), (end, band + 0.08)]
+    };
+    let (bad, good): (Vec<&Write>, Vec<&Write>) = timeline
+        .report
+        .history
+        .writes
+        .iter()
+        .partition(|w| bad_tokens.contains(&(w.resource.as_str(), w.token.as_str())));
+    chart
+        .draw_series(
+            good.iter()
+                .map(|w| Rectangle::new(interval(w), WRITE_COLOR.mix(0.8).filled())),
+        )?
+        .label("write (invoked → acknowledged)")
+        .legend(|(x, y)| Rectangle::new([(x, y - 2), (x + 14, y + 2)], WRITE_COLOR.filled()));
+    if !bad.is_empty() {
+        chart
+            .draw_series(
+                bad.iter()
+                    .map(|w| Rectangle::new(interval(w), BAD_COLOR.filled())),
+            )?
+            .label("write of a stale or interleaved holder")
+            .legend(|(x, y)| Rectangle::new([(x, y - 2), (x + 14, y + 2)], BAD_COLOR.filled()));
+    }
+    Ok(())
+}
+
 /// Each resource's name at the top left of its band.
 fn draw_resource_names(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult {
     chart.draw_series(timeline.resources.iter().enumerate().map(|(r, name)| {
@@ -247,7 +312,7 @@ fn draw_stale_writes(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> Draw
                 .band(&stale.write.resource)
                 .map_or(0.5, |r| r as f64 + 0.5);
             Cross::new(
-                (stale.write.at_us as f64 / 1e6, y),
+                (stale.write.invoked_us as f64 / 1e6, y),
                 7,
                 BAD_COLOR.stroke_width(3),
             )
