@@ -151,8 +151,9 @@ impl Hold {
 /// as two round trips.
 ///
 /// A write that was sent but not acknowledged ([`acked`](Write::acked) false) may or may not have
-/// landed; one with no [`written`](Write::written) value sent no write (its read failed, or its
-/// deadline had passed).
+/// landed; one with no [`written`](Write::written) value got no further than its read (the read
+/// went unanswered, or the deadline passed after it). A write whose deadline had passed before
+/// anything was sent is not recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Write {
@@ -214,8 +215,8 @@ impl Write {
         self
     }
 
-    /// Marks the write as never sent: its read failed or its deadline passed, so nothing was
-    /// written.
+    /// Marks the write as never sent: its read went unanswered, or its deadline passed after
+    /// the read, so nothing was written.
     #[must_use]
     pub fn not_sent(mut self) -> Write {
         self.written = None;

@@ -144,11 +144,11 @@ pub(super) fn lost_writes(history: &History) -> Vec<LostWrite> {
     found
 }
 
-/// Every pair of holds (tokens) of one resource whose write spans overlap. Writes that sent
-/// nothing (no write was sent) are left out; unacknowledged ones count by their invocation.
+/// Every pair of holds (tokens) of one resource whose write spans overlap. Unacknowledged
+/// writes (also those that got no further than the read) count by their invocation.
 pub(super) fn interleavings(writes: &[Write]) -> Vec<Interleaving> {
     let mut spans: BTreeMap<&str, BTreeMap<&str, WriteSpan>> = BTreeMap::new();
-    for write in writes.iter().filter(|w| w.acked || w.written.is_some()) {
+    for write in writes {
         let end_us = if write.acked {
             write.completed_us.max(write.invoked_us)
         } else {
@@ -299,13 +299,24 @@ mod tests {
             Write::new("r", 1, "a", 0, 10),
             Write::new("r", 2, "b", 10, 20),
             Write::new("s", 3, "c", 5, 15),
-            // A failed read inside another span sent nothing.
-            Write::new("r", 4, "d", 12, 13).not_sent(),
             // An unacknowledged write counts from its invocation only.
             Write::new("r", 5, "e", 20, 40).read_then_wrote(3).unacked(),
             Write::new("r", 6, "f", 21, 22),
         ];
         assert!(interleavings(&writes).is_empty());
+    }
+
+    /// A write that got no further than its read still read inside another holder's writes.
+    #[test]
+    fn a_read_inside_another_span_interleaves() {
+        let writes = vec![
+            Write::new("r", 1, "a", 0, 10),
+            Write::new("r", 1, "a", 20, 30),
+            Write::new("r", 2, "b", 15, 40)
+                .read_then_wrote(4)
+                .not_sent(),
+        ];
+        assert_eq!(interleavings(&writes).len(), 1);
     }
 
     /// One operation of a simulated store run: which hold writes, and whether its read saw the

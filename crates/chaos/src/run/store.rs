@@ -100,7 +100,8 @@ pub(super) struct Increment {
 
 impl StoreClient {
     /// Reads `resource`'s register, then writes it + 1 and logs `token` with the new value,
-    /// giving up at `deadline`: then the write is unacknowledged (it may still land).
+    /// giving up at `deadline`: then the write is unacknowledged (it may still land). `None`
+    /// when the deadline had passed before anything was sent.
     ///
     /// The deadline is kept exactly, not only by the timeout: neither the read nor the write is
     /// sent once it has passed, and an acknowledgement seen after it counts as none (the writer
@@ -112,18 +113,20 @@ impl StoreClient {
         resource: &str,
         token: &str,
         deadline: Instant,
-    ) -> Increment {
+    ) -> Option<Increment> {
         let invoked = Instant::now();
-        let not_sent = |read| Increment {
-            invoked,
-            completed: Instant::now(),
-            read,
-            written: None,
-            acked: false,
-        };
         if invoked >= deadline {
-            return not_sent(None);
+            return None;
         }
+        let not_sent = |read| {
+            Some(Increment {
+                invoked,
+                completed: Instant::now(),
+                read,
+                written: None,
+                acked: false,
+            })
+        };
         let timer = tokio::time::Instant::from_std(deadline);
         let mut get = redis::cmd("GET");
         get.arg(register_key(resource));
@@ -146,13 +149,13 @@ impl StoreClient {
         let write = write.query_async::<()>(&mut self.connection);
         let answered = matches!(tokio::time::timeout_at(timer, write).await, Ok(Ok(())));
         let completed = Instant::now();
-        Increment {
+        Some(Increment {
             invoked,
             completed,
             read: Some(read),
             written: Some(written),
             acked: answered && completed <= deadline,
-        }
+        })
     }
 }
 
@@ -176,14 +179,12 @@ mod tests {
             .unwrap_or_else(|e| panic!("store: {e}"));
         let mut client = store.client().await.unwrap_or_else(|e| panic!("{e}"));
         let far = Instant::now() + std::time::Duration::from_secs(5);
-        let first = client.increment("r", "a", far).await;
-        let second = client.increment("r", "b", far).await;
+        let first = client.increment("r", "a", far).await.expect("sent");
+        let second = client.increment("r", "b", far).await.expect("sent");
         assert!(first.acked && second.acked);
         assert_eq!((first.read, first.written), (Some(0), Some(1)));
         assert_eq!((second.read, second.written), (Some(1), Some(2)));
-        let late = client.increment("r", "c", Instant::now()).await;
-        assert!(!late.acked);
-        assert_eq!(late.written, None);
+        assert!(client.increment("r", "c", Instant::now()).await.is_none());
         let registers = store
             .read_back(&["r".to_owned(), "s".to_owned()])
             .await

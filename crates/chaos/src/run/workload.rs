@@ -71,7 +71,7 @@ impl Behaviour {
 enum End {
     /// The holder releases.
     Release,
-    /// The holder never releases: the keys expire. Also after a write that was not
+    /// The holder never releases: the keys expire. Also after a write that was sent but not
     /// acknowledged: it may still land, so the holder keeps out the next one as long as it can.
     Expire,
 }
@@ -107,10 +107,13 @@ impl Client {
         })
     }
 
-    /// One protected write under `token`, given up at `deadline`, recorded; whether it was
-    /// acknowledged.
+    /// One protected write under `token`, given up at `deadline`, recorded (unless the deadline
+    /// had passed and nothing was sent). Whether it is settled: acknowledged, or no write sent,
+    /// so that nothing of it can land later.
     async fn write(&mut self, token: &str, deadline: Instant) -> bool {
-        let increment = self.store.increment(&self.resource, token, deadline).await;
+        let Some(increment) = self.store.increment(&self.resource, token, deadline).await else {
+            return true;
+        };
         self.plan.recorder.write(StampedWrite {
             resource: &self.resource,
             holder: self.id,
@@ -121,7 +124,7 @@ impl Client {
             written: increment.written,
             acked: increment.acked,
         });
-        increment.acked
+        increment.acked || increment.written.is_none()
     }
 
     /// Acquire (one round), on success hold the lock with a behaviour drawn for the hold,
@@ -221,18 +224,18 @@ impl Client {
     }
 
     /// Waits until [`EDGE_MARGIN`] before `valid_until` and writes there, under that deadline;
-    /// whether the write was acknowledged.
+    /// whether the write is settled.
     async fn edge_write(&mut self, token: &str, valid_until: Instant) -> bool {
         let edge = valid_until.checked_sub(EDGE_MARGIN).unwrap_or(valid_until);
         tokio::time::sleep_until(edge.into()).await;
-        Instant::now() < valid_until && self.write(token, valid_until).await
+        self.write(token, valid_until).await
     }
 
     /// [`Behaviour::Edge`].
     async fn edge(&mut self, valid_until: Instant, token: &str) -> End {
-        let acked =
+        let settled =
             self.write(token, valid_until).await && self.edge_write(token, valid_until).await;
-        if acked && rand::random::<bool>() {
+        if settled && rand::random::<bool>() {
             End::Release
         } else {
             End::Expire
