@@ -3,7 +3,8 @@
 //!
 //! - [`history`]: what happened, on one monotonic clock ([`History`], [`Recorder`]).
 //! - [`checker`]: pure functions from a history to a [`CheckReport`]: overlapping holds
-//!   (violations), stale writes, availability, latency.
+//!   (violations), stale writes, writes the protected store lost or interleaved, availability,
+//!   latency.
 //! - [`Scenario`]: the named scenarios, each declaring whether Redlock should stay safe.
 //! - [`run`]: runs a scenario on a local [`TestCluster`](quorumlock_harness::TestCluster) (or, for
 //!   client-side scenarios, on the user's nodes) and checks the history; its
