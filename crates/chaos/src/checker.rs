@@ -30,8 +30,8 @@
 //! unknown: only its invocation is checked here; where its effect landed is the store audit's
 //! business.)
 //!
-//! The store audit ([`audit`]) checks the protected store's final state: no write lost, and no
-//! two holders' writes interleaved.
+//! The store audit (`checker/audit.rs`) checks the protected store's final state: no write
+//! lost ([`LostWrite`]), and no two holders' writes interleaved ([`Interleaving`]).
 
 mod audit;
 
