@@ -1,7 +1,8 @@
 //! The history checker: pure functions from a [`History`] to a [`CheckReport`].
 //!
-//! (A little over 500 lines: the checker itself is about 350; its unit and property tests stay
-//! beside it, as they pin down exactly the instants explained below.)
+//! (Over 600 lines: the checker itself is under 400, the store audit lives in
+//! `checker/audit.rs`; its unit and property tests stay beside it, as they pin down exactly the
+//! instants explained below.)
 //!
 //! # Which instants, and why
 //!
