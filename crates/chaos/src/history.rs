@@ -414,6 +414,13 @@ impl Recorder {
     pub fn snapshot(&self) -> History {
         self.lock().clone()
     }
+
+    /// The history so far, leaving an empty one behind: for the end of a run, when nothing
+    /// records any more (a [`snapshot`](Recorder::snapshot) would hold two copies of a long
+    /// run's history at once).
+    pub fn take(&self) -> History {
+        std::mem::take(&mut *self.lock())
+    }
 }
 
 #[cfg(test)]
@@ -443,5 +450,7 @@ mod tests {
         assert_eq!(history.holds[0].acquire_started_us, 0);
         assert_eq!(history.writes[0].at_us, 3_000);
         assert_eq!(clock.us(epoch - ms(1)), 0);
+        assert_eq!(recorder.take(), history);
+        assert_eq!(recorder.snapshot(), History::new());
     }
 }
