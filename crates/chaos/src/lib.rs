@@ -5,6 +5,7 @@
 //! - [`checker`]: pure functions from a history to a [`CheckReport`]: overlapping holds
 //!   (violations), stale writes, availability, latency.
 //! - [`Scenario`]: the named scenarios, each declaring whether Redlock should stay safe.
+//! - [`nemesis`]: the seeded fault schedule of [`Scenario::Random`].
 //! - [`run`]: runs a scenario on a local [`TestCluster`](quorumlock_harness::TestCluster) (or, for
 //!   client-side scenarios, on the user's nodes) and checks the history; its
 //!   [`ScenarioReport`] tells with [`ExpectedVsObserved`] whether the run came out as the
@@ -33,6 +34,7 @@
 
 pub mod checker;
 pub mod history;
+pub mod nemesis;
 mod run;
 mod scenario;
 

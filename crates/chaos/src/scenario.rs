@@ -51,11 +51,16 @@ pub enum Scenario {
     /// Some holders pause (as in a long GC) between checking the validity and writing, past the
     /// validity: their writes are stale. Unsafe: shows stale writes.
     ClientStall,
+    /// The nemesis: kills (with restarts), freezes, latency, black holes and refused
+    /// connections on random subsets of nodes, majorities included, overlapping in time, drawn
+    /// from a seed ([`RunOptions::seed`](crate::RunOptions::seed)) that replays them. Only
+    /// faults Redlock's assumptions allow (see [`nemesis`](crate::nemesis)). Safe.
+    Random,
 }
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 13] = [
+    pub const ALL: [Scenario; 14] = [
         Scenario::Baseline,
         Scenario::MinorityCrash,
         Scenario::MinorityFreeze,
@@ -69,6 +74,7 @@ impl Scenario {
         Scenario::RestartAof,
         Scenario::ClockFast,
         Scenario::ClientStall,
+        Scenario::Random,
     ];
 
     /// The scenario's name on the command line, e.g. `minority-crash`.
@@ -87,6 +93,7 @@ impl Scenario {
             Scenario::RestartAof => "restart-aof",
             Scenario::ClockFast => "clock-fast",
             Scenario::ClientStall => "client-stall",
+            Scenario::Random => "random",
         }
     }
 
@@ -118,6 +125,9 @@ impl Scenario {
             }
             Scenario::ClockFast => "nodes 0,1,2 count time 10× too fast",
             Scenario::ClientStall => "some holders pause past their validity, then write",
+            Scenario::Random => {
+                "seeded nemesis: kill, freeze, latency, black hole, refuse on random node subsets"
+            }
         }
     }
 
@@ -129,7 +139,8 @@ impl Scenario {
 
     /// Whether Redlock is expected to keep mutual exclusion through this scenario with the
     /// lock's restart guard on or off: the restart scenarios without persistence are safe only
-    /// with it on.
+    /// with it on. ([`Random`](Scenario::Random) is safe either way: without the guard its nodes
+    /// persist every write.)
     pub fn expected_safe_with(self, restart_guard: bool) -> bool {
         match self {
             Scenario::RestartNoPersistence | Scenario::RestartGuarded => restart_guard,
