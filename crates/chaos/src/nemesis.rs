@@ -35,7 +35,7 @@
 //!
 //! # Adding a fault kind
 //!
-//! A new [`FaultKind`] variant needs one arm in [`FaultKind::draw`] (how often, with which
+//! A new [`FaultKind`] variant needs one arm in `FaultKind::draw` (how often, with which
 //! parameters), [`FaultKind::layer`], [`FaultKind::label`], and in the runner's apply and lift;
 //! its safety argument goes above.
 

@@ -207,6 +207,15 @@ async fn run_on(
     }
     recorder.set_duration(recorder.clock().us(deadline));
     let history = recorder.take();
+    let checking = Instant::now();
+    let check = check(&history);
+    notes.push(format!(
+        "checked {} holds, {} writes, {} attempts in {:.1} ms",
+        history.holds.len(),
+        history.writes.len(),
+        history.attempts.len(),
+        checking.elapsed().as_secs_f64() * 1e3
+    ));
     Ok(ScenarioReport {
         scenario,
         expected_safe: scenario.expected_safe_with(restart_guard),
@@ -219,7 +228,7 @@ async fn run_on(
         notes,
         seed: nemesis.as_ref().map(|schedule| schedule.seed),
         nemesis,
-        check: check(&history),
+        check,
         history,
     })
 }
