@@ -309,6 +309,10 @@ fn stale_writes(history: &History, by_resource: &BTreeMap<&str, Vec<&Hold>>) -> 
         .iter()
         .map(|hold| ((hold.resource.as_str(), hold.token.as_str()), hold))
         .collect();
+    let reach: BTreeMap<&str, Vec<u64>> = by_resource
+        .iter()
+        .map(|(resource, holds)| (*resource, reach(holds)))
+        .collect();
     let mut found = Vec::new();
     for write in &history.writes {
         let own = by_token.get(&(write.resource.as_str(), write.token.as_str()));
@@ -338,17 +342,18 @@ fn stale_writes(history: &History, by_resource: &BTreeMap<&str, Vec<&Hold>>) -> 
                 }
             }
         };
-        let during_hold_of = by_resource.get(write.resource.as_str()).and_then(|holds| {
-            holds
-                .iter()
-                .find(|hold| {
-                    let (start, end) = hold.window();
-                    hold.token != write.token
-                        && start <= write.completed_us
-                        && write.invoked_us < end
-                })
-                .map(|hold| hold.holder)
-        });
+        let during_hold_of = by_resource
+            .get(write.resource.as_str())
+            .zip(reach.get(write.resource.as_str()))
+            .and_then(|(holds, reach)| {
+                other_holder_during(
+                    holds,
+                    reach,
+                    write.invoked_us,
+                    write.completed_us,
+                    &write.token,
+                )
+            });
         found.push(StaleWrite {
             write: write.clone(),
             reason,
@@ -358,6 +363,42 @@ fn stale_writes(history: &History, by_resource: &BTreeMap<&str, Vec<&Hold>>) -> 
     }
     found.sort_by_key(|stale| stale.write.invoked_us);
     found
+}
+
+/// For holds sorted by window start: at each index, the latest window end up to it.
+fn reach(holds: &[&Hold]) -> Vec<u64> {
+    holds
+        .iter()
+        .scan(0, |latest, hold| {
+            *latest = hold.end_us().max(*latest);
+            Some(*latest)
+        })
+        .collect()
+}
+
+/// The holder of the earliest-starting hold not under `token` whose window touches
+/// `[from_us, to_us]` (it starts by `to_us` and ends after `from_us`), among `holds` sorted by
+/// window start, with their [`reach`].
+///
+/// A binary search for the last window that started by `to_us`, then back from there only
+/// while some window that far back still reaches past `from_us`: in a history without
+/// overlapping holds that is a step or two, so checking a long run's stale writes stays
+/// O(writes × log holds).
+fn other_holder_during(
+    holds: &[&Hold],
+    reach: &[u64],
+    from_us: u64,
+    to_us: u64,
+    token: &str,
+) -> Option<usize> {
+    let started = holds.partition_point(|hold| hold.acquired_us <= to_us);
+    (0..started)
+        .rev()
+        .take_while(|&i| reach.get(i).is_some_and(|&end| end > from_us))
+        .filter_map(|i| holds.get(i))
+        .filter(|hold| hold.token != token && from_us < hold.end_us())
+        .last()
+        .map(|hold| hold.holder)
 }
 
 fn availability(history: &History) -> Availability {
@@ -616,7 +657,51 @@ mod tests {
         )
     }
 
+    /// Holds of one resource that may overlap, and an instant among them.
+    fn any_holds() -> impl Strategy<Value = (Vec<Hold>, u64)> {
+        let hold = (
+            0u64..1_000,
+            0u64..300,
+            prop::option::of(0u64..300),
+            0usize..4,
+        );
+        (prop::collection::vec(hold, 0..40), 0u64..1_400).prop_map(|(specs, at)| {
+            let holds = specs
+                .into_iter()
+                .enumerate()
+                .map(|(i, (start, validity, release_after, holder))| {
+                    let hold =
+                        Hold::new("r", holder, format!("t{}", i % 5), start, start + validity);
+                    match release_after {
+                        Some(after) => hold.released(start + after),
+                        None => hold,
+                    }
+                })
+                .collect();
+            (holds, at)
+        })
+    }
+
     proptest! {
+        /// The binary search finds what a scan of every hold finds.
+        #[test]
+        fn the_holder_during_an_interval_is_the_first_one_a_scan_finds(
+            (holds, from) in any_holds(),
+            length in 0u64..50,
+        ) {
+            let to = from + length;
+            let by_resource = holds_by_resource(&holds);
+            let sorted = by_resource.get("r").cloned().unwrap_or_default();
+            let scan = sorted
+                .iter()
+                .find(|hold| {
+                    let (start, end) = hold.window();
+                    hold.token != "t0" && start <= to && from < end
+                })
+                .map(|hold| hold.holder);
+            prop_assert_eq!(other_holder_during(&sorted, &reach(&sorted), from, to, "t0"), scan);
+        }
+
         #[test]
         fn sequential_holds_never_violate(holds in sequential_holds(), seed in any::<u64>()) {
             // Writes strictly inside each window are never stale.

@@ -575,6 +575,13 @@ impl Recorder {
     pub fn snapshot(&self) -> History {
         self.lock().clone()
     }
+
+    /// The history so far, leaving an empty one behind: for the end of a run, when nothing
+    /// records any more (a [`snapshot`](Recorder::snapshot) would hold two copies of a long
+    /// run's history at once).
+    pub fn take(&self) -> History {
+        std::mem::take(&mut *self.lock())
+    }
 }
 
 #[cfg(test)]
@@ -625,5 +632,7 @@ mod tests {
             (Some(6), Some(7), true)
         );
         assert_eq!(clock.us(epoch - ms(1)), 0);
+        assert_eq!(recorder.take(), history);
+        assert_eq!(recorder.snapshot(), History::new());
     }
 }

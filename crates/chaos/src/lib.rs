@@ -6,6 +6,7 @@
 //!   (violations), stale writes, writes the protected store lost or interleaved, availability,
 //!   latency.
 //! - [`Scenario`]: the named scenarios, each declaring whether Redlock should stay safe.
+//! - [`nemesis`]: the seeded fault schedule of [`Scenario::Random`].
 //! - [`run`]: runs a scenario on a local [`TestCluster`](quorumlock_harness::TestCluster) (or, for
 //!   client-side scenarios, on the user's nodes) and checks the history; its
 //!   [`ScenarioReport`] tells with [`ExpectedVsObserved`] whether the run came out as the
@@ -34,6 +35,7 @@
 
 pub mod checker;
 pub mod history;
+pub mod nemesis;
 mod run;
 mod scenario;
 

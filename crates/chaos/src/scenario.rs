@@ -54,11 +54,16 @@ pub enum Scenario {
     /// The clients skip the lock and write anyway: the control for the store check. Unsafe:
     /// shows interleaved (and usually lost) writes.
     NoLock,
+    /// The nemesis: kills (with restarts), freezes, latency, black holes and refused
+    /// connections on random subsets of nodes, majorities included, overlapping in time, drawn
+    /// from a seed ([`RunOptions::seed`](crate::RunOptions::seed)) that replays them. Only
+    /// faults Redlock's assumptions allow (see [`nemesis`](crate::nemesis)). Safe.
+    Random,
 }
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 14] = [
+    pub const ALL: [Scenario; 15] = [
         Scenario::Baseline,
         Scenario::MinorityCrash,
         Scenario::MinorityFreeze,
@@ -73,6 +78,7 @@ impl Scenario {
         Scenario::ClockFast,
         Scenario::ClientStall,
         Scenario::NoLock,
+        Scenario::Random,
     ];
 
     /// The scenario's name on the command line, e.g. `minority-crash`.
@@ -92,6 +98,7 @@ impl Scenario {
             Scenario::ClockFast => "clock-fast",
             Scenario::ClientStall => "client-stall",
             Scenario::NoLock => "no-lock",
+            Scenario::Random => "random",
         }
     }
 
@@ -124,6 +131,9 @@ impl Scenario {
             Scenario::ClockFast => "nodes 0,1,2 count time 10× too fast",
             Scenario::ClientStall => "some holders pause past their validity, then write",
             Scenario::NoLock => "clients skip the lock and write anyway",
+            Scenario::Random => {
+                "seeded nemesis: kill, freeze, latency, black hole, refuse on random node subsets"
+            }
         }
     }
 
@@ -135,7 +145,8 @@ impl Scenario {
 
     /// Whether Redlock is expected to keep mutual exclusion through this scenario with the
     /// lock's restart guard on or off: the restart scenarios without persistence are safe only
-    /// with it on.
+    /// with it on. ([`Random`](Scenario::Random) is safe either way: without the guard its nodes
+    /// persist every write.)
     pub fn expected_safe_with(self, restart_guard: bool) -> bool {
         match self {
             Scenario::RestartNoPersistence | Scenario::RestartGuarded => restart_guard,

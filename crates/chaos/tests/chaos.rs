@@ -8,15 +8,16 @@ use std::time::Duration;
 
 use quorumlock_chaos::checker::StaleReason;
 use quorumlock_chaos::history::{Hold, Write};
-use quorumlock_chaos::{History, RunOptions, Scenario, ScenarioReport, check, run};
+use quorumlock_chaos::nemesis::Schedule;
+use quorumlock_chaos::{History, LOCAL_NODES, RunOptions, Scenario, ScenarioReport, check, run};
 use quorumlock_harness::{ClusterOptions, TestCluster};
 
 fn options() -> RunOptions {
     RunOptions::new().duration(Duration::from_secs(3))
 }
 
-async fn run_scenario(scenario: Scenario) -> ScenarioReport {
-    let report = run(scenario, &options())
+async fn run_scenario(scenario: Scenario, options: &RunOptions) -> ScenarioReport {
+    let report = run(scenario, options)
         .await
         .unwrap_or_else(|e| panic!("{scenario}: {e}"));
     let check = &report.check;
@@ -39,8 +40,12 @@ async fn run_scenario(scenario: Scenario) -> ScenarioReport {
 }
 
 async fn assert_safe(scenario: Scenario) -> ScenarioReport {
+    assert_safe_with(scenario, &options()).await
+}
+
+async fn assert_safe_with(scenario: Scenario, options: &RunOptions) -> ScenarioReport {
     assert!(scenario.expected_safe());
-    let report = run_scenario(scenario).await;
+    let report = run_scenario(scenario, options).await;
     assert!(
         report.check.violations.is_empty(),
         "{scenario}: unexpected violations {:#?}",
@@ -64,7 +69,7 @@ async fn assert_safe(scenario: Scenario) -> ScenarioReport {
 
 async fn assert_unsafe(scenario: Scenario) -> ScenarioReport {
     assert!(!scenario.expected_safe());
-    let report = run_scenario(scenario).await;
+    let report = run_scenario(scenario, &options()).await;
     assert!(
         !report.check.is_safe(),
         "{scenario}: expected violations or stale writes, found none"
@@ -155,6 +160,48 @@ async fn a_stalled_client_writes_stale() {
             .iter()
             .all(|stale| stale.reason == StaleReason::AfterValidity)
     );
+}
+
+/// A seed whose 3 s schedule (TTL 400 ms, five nodes) kills node 3, then nodes 0, 3 and 4 (a
+/// majority) while nodes 2, 3 and 4 answer later than the node timeout.
+const NEMESIS_SEED: u64 = 3;
+
+/// The nemesis at a fixed seed: overlapping faults on random nodes, majorities included, and no
+/// violation; the report carries the seed and the schedule it replays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seeded_nemesis_is_safe() {
+    let options = options().seed(NEMESIS_SEED);
+    let report = assert_safe_with(Scenario::Random, &options).await;
+    assert_eq!(report.seed, Some(NEMESIS_SEED));
+    let planned = Schedule::generate(
+        NEMESIS_SEED,
+        Duration::from_secs(3),
+        Duration::from_millis(400),
+        LOCAL_NODES,
+    );
+    assert_eq!(report.nemesis.as_ref(), Some(&planned));
+    assert!(
+        planned
+            .events
+            .iter()
+            .any(|e| e.nodes.len() > LOCAL_NODES / 2),
+        "{:#?}",
+        planned.events
+    );
+    // Every planned fault was applied to its nodes, and lifted.
+    let done: Vec<(String, &[usize])> = report
+        .history
+        .faults
+        .iter()
+        .filter(|fault| fault.end_us.is_some())
+        .map(|fault| (fault.label.clone(), fault.nodes.as_slice()))
+        .collect();
+    let wanted: Vec<(String, &[usize])> = planned
+        .events
+        .iter()
+        .map(|event| (event.kind.label(), event.nodes.as_slice()))
+        .collect();
+    assert_eq!(done, wanted);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,7 @@ use quorumlock_harness::{FaultProxy, TestCluster};
 use super::clocks::fast_clocks;
 use super::error::ChaosError;
 use crate::history::Recorder;
+use crate::nemesis::Schedule;
 use crate::scenario::Scenario;
 
 /// Upper bound on fault cycles per scenario, on top of the time bound.
@@ -18,6 +19,8 @@ pub(super) struct Faults<'a> {
     pub(super) recorder: &'a Recorder,
     pub(super) deadline: Instant,
     pub(super) ttl: Duration,
+    /// The nemesis's faults, for [`Scenario::Random`].
+    pub(super) nemesis: Option<&'a Schedule>,
 }
 
 impl Faults<'_> {
@@ -119,6 +122,11 @@ impl Faults<'_> {
             Scenario::ClockFast => {
                 fast_clocks(cluster, keys, self.recorder, self.deadline, notes).await?;
             }
+            Scenario::Random => {
+                if let Some(schedule) = self.nemesis {
+                    self.unleash(schedule, cluster).await?;
+                }
+            }
         }
         Ok(())
     }
@@ -208,7 +216,7 @@ impl Faults<'_> {
 }
 
 /// The fault proxy in front of `node`.
-fn proxy(cluster: &TestCluster, node: usize) -> Result<&FaultProxy, ChaosError> {
+pub(super) fn proxy(cluster: &TestCluster, node: usize) -> Result<&FaultProxy, ChaosError> {
     cluster.proxy(node).ok_or(ChaosError::NoProxy(node))
 }
 

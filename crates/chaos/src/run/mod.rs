@@ -3,11 +3,13 @@
 //!
 //! Below this file: [`options`] (how to run), [`error`], [`workload`] (the clients) over
 //! [`store`] (the protected store), [`faults`] (the fault schedule) over [`clocks`] (the
-//! fast-clock fault), and [`report`] (what a run returns).
+//! fast-clock fault), [`nemesis`] (the executor of [`Scenario::Random`]'s schedule), and
+//! [`report`] (what a run returns).
 
 mod clocks;
 mod error;
 mod faults;
+mod nemesis;
 mod options;
 mod report;
 mod store;
@@ -22,6 +24,7 @@ use tokio::task::JoinSet;
 
 use crate::checker::check;
 use crate::history::{Clock, Recorder};
+use crate::nemesis::Schedule;
 use crate::scenario::Scenario;
 use clocks::with_fast_clocks;
 use faults::Faults;
@@ -76,7 +79,7 @@ pub async fn run(scenario: Scenario, options: &RunOptions) -> Result<ScenarioRep
     };
     let urls = cluster.urls();
     let target = format!("{LOCAL_NODES} local nodes behind fault proxies");
-    if scenario == Scenario::RestartAof {
+    if persistence(scenario, options) == Persistence::AofAlways {
         notes.push("every node: appendonly yes, appendfsync always (data on tmpfs)".to_owned());
     }
     // Dropping the cluster (here, or while unwinding) kills every process and proxy it started.
@@ -95,11 +98,34 @@ pub async fn run(scenario: Scenario, options: &RunOptions) -> Result<ScenarioRep
 /// The cluster for a scenario: five nodes behind proxies, with persistence where it matters,
 /// and (if `clocks`) fast clocks on nodes 0–2 for [`Scenario::ClockFast`].
 fn cluster_options(scenario: Scenario, options: &RunOptions, clocks: bool) -> ClusterOptions {
-    let cluster = options.cluster.clone().nodes(LOCAL_NODES).proxies(true);
+    let cluster = options
+        .cluster
+        .clone()
+        .nodes(LOCAL_NODES)
+        .proxies(true)
+        .persistence(persistence(scenario, options));
     match scenario {
-        Scenario::RestartAof => cluster.persistence(Persistence::AofAlways),
         Scenario::ClockFast if clocks => with_fast_clocks(cluster),
         _ => cluster,
+    }
+}
+
+/// Whether the clients run with the restart guard: as `options` say, else as the scenario does
+/// by default.
+fn restart_guard(scenario: Scenario, options: &RunOptions) -> bool {
+    options
+        .restart_guard
+        .unwrap_or_else(|| scenario.restart_guard())
+}
+
+/// What the nodes keep across a restart: everything in `restart-aof`, and in `random` when the
+/// restart guard is off (its kills stay safe only if no restarted node forgets a key; see
+/// [`crate::nemesis`]); nothing elsewhere.
+fn persistence(scenario: Scenario, options: &RunOptions) -> Persistence {
+    match scenario {
+        Scenario::RestartAof => Persistence::AofAlways,
+        Scenario::Random if !restart_guard(scenario, options) => Persistence::AofAlways,
+        _ => Persistence::None,
     }
 }
 
@@ -116,9 +142,7 @@ async fn run_on(
 ) -> Result<ScenarioReport, ChaosError> {
     let prefix = format!("quorumlock:chaos:{scenario}:{:08x}:", rand::random::<u32>());
     let resources: Vec<String> = (0..options.resources).map(|i| format!("res-{i}")).collect();
-    let restart_guard = options
-        .restart_guard
-        .unwrap_or_else(|| scenario.restart_guard());
+    let restart_guard = restart_guard(scenario, options);
     let lock_options = LockOptions::new()
         .ttl(options.ttl)
         .retry(RetryPolicy::once())
@@ -176,10 +200,22 @@ async fn run_on(
         }
     }
 
+    let nemesis = (scenario == Scenario::Random).then(|| {
+        let seed = options.seed.unwrap_or_else(rand::random);
+        let schedule = Schedule::generate(seed, options.duration, options.ttl, LOCAL_NODES);
+        notes.push(format!(
+            "{} (replay: --scenario random --seed {seed} --duration {:?} --ttl {:?})",
+            schedule.summary(),
+            options.duration,
+            options.ttl
+        ));
+        schedule
+    });
     let faults = Faults {
         recorder: &recorder,
         deadline,
         ttl: options.ttl,
+        nemesis: nemesis.as_ref(),
     };
     // On error, returning drops `clients`, which aborts every client task.
     match cluster {
@@ -208,7 +244,16 @@ async fn run_on(
     }
     recorder.set_duration(recorder.clock().us(deadline));
     recorder.set_store(store.read_back(&resources).await?);
-    let history = recorder.snapshot();
+    let history = recorder.take();
+    let checking = Instant::now();
+    let check = check(&history);
+    notes.push(format!(
+        "checked {} holds, {} writes, {} attempts in {:.1} ms",
+        history.holds.len(),
+        history.writes.len(),
+        history.attempts.len(),
+        checking.elapsed().as_secs_f64() * 1e3
+    ));
     Ok(ScenarioReport {
         scenario,
         expected_safe: scenario.expected_safe_with(restart_guard),
@@ -219,7 +264,9 @@ async fn run_on(
         clients: options.clients,
         resources: options.resources,
         notes,
-        check: check(&history),
+        seed: nemesis.as_ref().map(|schedule| schedule.seed),
+        nemesis,
+        check,
         history,
     })
 }

@@ -18,6 +18,7 @@ pub struct RunOptions {
     pub(super) nodes: Option<Vec<String>>,
     pub(super) cluster: ClusterOptions,
     pub(super) restart_guard: Option<bool>,
+    pub(super) seed: Option<u64>,
 }
 
 impl Default for RunOptions {
@@ -31,6 +32,7 @@ impl Default for RunOptions {
             nodes: None,
             cluster: ClusterOptions::default(),
             restart_guard: None,
+            seed: None,
         }
     }
 }
@@ -102,6 +104,16 @@ impl RunOptions {
     #[must_use]
     pub fn restart_guard(mut self, on: bool) -> Self {
         self.restart_guard = Some(on);
+        self
+    }
+
+    /// The seed of the nemesis's fault schedule ([`Scenario::Random`](crate::Scenario::Random)):
+    /// the same seed, duration, TTL and node count replay the same faults at the same instants.
+    /// Without it each run draws a seed, and reports it
+    /// ([`ScenarioReport::seed`](crate::ScenarioReport::seed)).
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
         self
     }
 

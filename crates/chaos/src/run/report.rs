@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::checker::CheckReport;
 use crate::history::History;
+use crate::nemesis::Schedule;
 use crate::scenario::Scenario;
 
 /// Whether a run came out as its scenario predicts: the scenario's expected safety against what
@@ -44,6 +45,12 @@ pub struct ScenarioReport {
     pub resources: usize,
     /// Remarks about how the run was done (e.g. an emulated clock).
     pub notes: Vec<String>,
+    /// The nemesis's seed ([`Scenario::Random`] only): `RunOptions::seed` replays the run's
+    /// faults.
+    pub seed: Option<u64>,
+    /// The nemesis's fault schedule, as planned ([`Scenario::Random`] only; what was done, and
+    /// when, is in the history's faults).
+    pub nemesis: Option<Schedule>,
     /// What the checker found.
     pub check: CheckReport,
     /// The full history.

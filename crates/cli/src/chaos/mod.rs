@@ -28,12 +28,13 @@ Examples:
   quorumlock chaos --scenario minority-crash,clock-fast --plots timelines/ --json chaos.json
   quorumlock chaos --scenario restart-no-persistence --ttl 2s --duration 20s --backend docker
   quorumlock chaos --scenario restart-no-persistence,restart-guarded --duration 5s
+  quorumlock chaos --scenario random --seed 7 --duration 2m
   quorumlock chaos --scenario client-stall --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379")]
 pub struct ChaosArgs {
     /// A scenario name, several separated by commas, or `all`. Scenarios: baseline,
     /// minority-crash, minority-freeze, minority-latency, majority-latency, partition-minority,
     /// partition-majority, restart-no-persistence, restart-guarded, restart-delayed,
-    /// restart-aof, clock-fast, client-stall, no-lock.
+    /// restart-aof, clock-fast, client-stall, no-lock, random.
     #[arg(long, default_value = "all")]
     scenario: String,
     /// How long each scenario runs, e.g. `10s`, `1500ms`, `2m`.
@@ -66,6 +67,10 @@ pub struct ChaosArgs {
     /// prevents (restart-guarded runs the same faults with it on).
     #[arg(long, value_enum)]
     restart_guard: Option<Switch>,
+    /// The seed of the `random` scenario's fault schedule: the same seed (with the same
+    /// --duration and --ttl) replays the same faults. Default: a fresh seed, printed.
+    #[arg(long)]
+    seed: Option<u64>,
 }
 
 /// `on` or `off`.
@@ -112,6 +117,9 @@ pub async fn run_chaos(args: ChaosArgs) -> Result<(), String> {
         .resources(args.resources);
     if let Some(switch) = args.restart_guard {
         options = options.restart_guard(switch == Switch::On);
+    }
+    if let Some(seed) = args.seed {
+        options = options.seed(seed);
     }
     if args.nodes.is_empty() {
         options = options.cluster(ClusterOptions::default().backend(backend(args.backend)?));
@@ -231,12 +239,16 @@ fn summarize(reports: &[ScenarioReport], errors: &[(Scenario, String)]) -> Resul
             ExpectedVsObserved::UnexpectedViolation => {
                 println!(
                     "FAIL {}: expected safe, but {} violation(s), {} stale write(s), {} lost \
-                     write(s) and {} interleaving(s)",
+                     write(s) and {} interleaving(s){}",
                     report.scenario,
                     report.check.violations.len(),
                     report.check.stale_writes.len(),
                     report.check.lost_writes.len(),
-                    report.check.interleaved.len()
+                    report.check.interleaved.len(),
+                    report
+                        .seed
+                        .map(|seed| format!(" (replay with --seed {seed})"))
+                        .unwrap_or_default()
                 );
                 failed.push(report.scenario.name());
             }
@@ -273,12 +285,16 @@ fn write_json(
     reports: &[ScenarioReport],
     errors: &[(Scenario, String)],
 ) -> Result<(), String> {
-    let errors: BTreeMap<&str, &str> = errors
+    /// The file's top level, borrowed: `serde_json::json!` would first copy every history into
+    /// a `Value` tree, several times the history's own size on a long run.
+    #[derive(serde::Serialize)]
+    struct ChaosJson<'a> {
+        reports: &'a [ScenarioReport],
+        errors: BTreeMap<&'a str, &'a str>,
+    }
+    let errors = errors
         .iter()
         .map(|(scenario, error)| (scenario.name(), error.as_str()))
         .collect();
-    write_json_file(
-        path,
-        &serde_json::json!({ "reports": reports, "errors": errors }),
-    )
+    write_json_file(path, &ChaosJson { reports, errors })
 }

@@ -1,7 +1,8 @@
 //! The SVG timeline of one scenario run (`--plots`): per resource, each hold as a bar over its
 //! window (red when it overlaps another holder), each protected write as a short interval from
 //! invocation to completion along the band's foot (red when stale or interleaved), stale writes
-//! also as red crosses, fault windows shaded.
+//! also as red crosses; below, one row per node with its faults, so that overlapping faults on
+//! several nodes stay apart.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -19,20 +20,29 @@ type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64
 /// What a drawing step returns (the SVG backend fails with I/O errors).
 type DrawResult = Result<(), DrawingAreaErrorKind<std::io::Error>>;
 
-const FAULT_COLORS: [RGBColor; 4] = [
+const FAULT_COLORS: [RGBColor; 8] = [
     RGBColor(255, 165, 0),
     RGBColor(128, 128, 128),
     RGBColor(148, 103, 189),
     RGBColor(44, 160, 44),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
 ];
+/// Height of one node's row of faults, in resource bands.
+const NODE_ROW: f64 = 0.25;
 const HOLD_COLOR: RGBColor = RGBColor(31, 119, 180);
 const BAD_COLOR: RGBColor = RGBColor(214, 39, 40);
 const WRITE_COLOR: RGBColor = RGBColor(60, 60, 60);
 
-/// What the timeline shows, gathered from the report once: the resources (one band each, from
-/// the bottom), their holds, and the extent of both axes.
+/// What the timeline shows, gathered from the report once: a row per node hit by a fault (at
+/// the bottom), the resources (one band each, above them), their holds, and the extent of both
+/// axes.
 struct Timeline<'r> {
     report: &'r ScenarioReport,
+    /// Rows of node faults: one per node up to the highest one hit (0 if none).
+    node_rows: usize,
     resources: Vec<&'r str>,
     holds: BTreeMap<&'r str, Vec<&'r Hold>>,
     /// The last instant anything happened (µs): open fault windows end here.
@@ -65,10 +75,17 @@ impl<'r> Timeline<'r> {
             .chain([history.duration_us])
             .max()
             .unwrap_or(1);
+        let node_rows = history
+            .faults
+            .iter()
+            .flat_map(|fault| fault.nodes.iter().map(|node| node + 1))
+            .max()
+            .unwrap_or(0);
         Timeline {
             report,
             // Headroom above the bands for the legend.
-            y_max: resources.len().max(1) as f64 + 0.9,
+            y_max: node_area(node_rows) + resources.len().max(1) as f64 + 0.9,
+            node_rows,
             x_max: end_us as f64 / 1e6,
             end_us,
             resources,
@@ -76,9 +93,24 @@ impl<'r> Timeline<'r> {
         }
     }
 
-    /// The band (from 0, bottom up) of `resource`, if it has one.
-    fn band(&self, resource: &str) -> Option<usize> {
-        self.resources.iter().position(|r| *r == resource)
+    /// The bottom of the band of `resource`, if it has one.
+    fn band(&self, resource: &str) -> Option<f64> {
+        let band = self.resources.iter().position(|r| *r == resource)?;
+        Some(self.band_bottom(band))
+    }
+
+    /// The bottom of band number `band` (from 0, bottom up), above the node rows.
+    fn band_bottom(&self, band: usize) -> f64 {
+        node_area(self.node_rows) + band as f64
+    }
+}
+
+/// The height of `rows` node rows and the gap above them (none without rows).
+fn node_area(rows: usize) -> f64 {
+    if rows == 0 {
+        0.0
+    } else {
+        rows as f64 * NODE_ROW + 0.15
     }
 }
 
@@ -86,7 +118,7 @@ impl<'r> Timeline<'r> {
 pub(super) fn plot(report: &ScenarioReport, path: &Path) -> Result<(), String> {
     let err = draw_err(path);
     let timeline = Timeline::new(report);
-    let height = 260 + 90 * timeline.resources.len().max(1) as u32;
+    let height = 260 + 90 * timeline.resources.len().max(1) as u32 + 23 * timeline.node_rows as u32;
     let root = SVGBackend::new(path, (1200, height)).into_drawing_area();
     root.fill(&WHITE).map_err(&err)?;
     let title = format!(
@@ -117,12 +149,13 @@ pub(super) fn plot(report: &ScenarioReport, path: &Path) -> Result<(), String> {
     draw_holds(&mut chart, &timeline).map_err(&err)?;
     draw_writes(&mut chart, &timeline).map_err(&err)?;
     draw_resource_names(&mut chart, &timeline).map_err(&err)?;
+    draw_node_names(&mut chart, &timeline).map_err(&err)?;
     draw_stale_writes(&mut chart, &timeline).map_err(&err)?;
     finish(&mut chart, &root, SeriesLabelPosition::UpperRight, path)
 }
 
-/// Fault windows, one colour per kind of fault: node faults across the whole height, client
-/// faults within their resource's band.
+/// Fault windows, one colour per kind of fault: node faults in the rows of the nodes they hit,
+/// client faults within their resource's band.
 fn draw_faults(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult {
     let faults = &timeline.report.history.faults;
     let mut kinds: Vec<&str> = Vec::new();
@@ -135,14 +168,27 @@ fn draw_faults(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult
         let color = FAULT_COLORS[k % FAULT_COLORS.len()];
         let windows: Vec<&FaultWindow> = faults.iter().filter(|f| f.label == *kind).collect();
         chart
-            .draw_series(windows.iter().map(|f| {
+            .draw_series(windows.iter().flat_map(|f| {
                 let x0 = f.start_us as f64 / 1e6;
                 let x1 = f.end_us.unwrap_or(timeline.end_us) as f64 / 1e6;
-                let (y0, y1) = match f.resource.as_deref().and_then(|r| timeline.band(r)) {
-                    Some(r) => (r as f64 + 0.05, r as f64 + 0.95),
-                    None => (0.0, timeline.y_max),
+                let rows: Vec<(f64, f64)> = match f.resource.as_deref() {
+                    Some(resource) => timeline
+                        .band(resource)
+                        .map(|y| (y + 0.05, y + 0.95))
+                        .into_iter()
+                        .collect(),
+                    None => f
+                        .nodes
+                        .iter()
+                        .map(|&node| {
+                            let y = node as f64 * NODE_ROW;
+                            (y + 0.02, y + NODE_ROW - 0.02)
+                        })
+                        .collect(),
                 };
-                Rectangle::new([(x0, y0), (x1, y1)], color.mix(0.25).filled())
+                rows.into_iter().map(move |(y0, y1)| {
+                    Rectangle::new([(x0, y0), (x1, y1)], color.mix(0.6).filled())
+                })
             }))?
             .label(fault_label(kind, &windows))
             .legend(move |(x, y)| {
@@ -184,7 +230,7 @@ fn draw_holds(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult 
         let lane_height = 0.8 / lanes as f64;
         for (hold, lane) in holds.iter().zip(lane_of) {
             let (start, end) = hold.window();
-            let y0 = r as f64 + 0.1 + lane as f64 * lane_height;
+            let y0 = timeline.band_bottom(r) + 0.1 + lane as f64 * lane_height;
             let rect = [
                 (start as f64 / 1e6, y0 + lane_height * 0.1),
                 (end.max(start) as f64 / 1e6, y0 + lane_height * 0.9),
@@ -258,7 +304,7 @@ fn draw_writes(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult
         .collect();
     let min_width = timeline.x_max / 2000.0;
     let interval = |write: &Write| {
-        let band = timeline.band(&write.resource).unwrap_or(0) as f64;
+        let band = timeline.band(&write.resource).unwrap_or(0.0);
         let start = write.invoked_us as f64 / 1e6;
         let end = (write.completed_us as f64 / 1e6).max(start + min_width);
         [(start, band + 0.02), (end, band + 0.08)]
@@ -293,8 +339,20 @@ fn draw_resource_names(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> Dr
     chart.draw_series(timeline.resources.iter().enumerate().map(|(r, name)| {
         Text::new(
             (*name).to_owned(),
-            (timeline.x_max * 0.003, r as f64 + 0.97),
+            (timeline.x_max * 0.003, timeline.band_bottom(r) + 0.97),
             ("sans-serif", 14).into_font().color(&BLACK),
+        )
+    }))?;
+    Ok(())
+}
+
+/// `node N` at the left of each node's row of faults.
+fn draw_node_names(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult {
+    chart.draw_series((0..timeline.node_rows).map(|node| {
+        Text::new(
+            format!("node {node}"),
+            (timeline.x_max * 0.003, (node + 1) as f64 * NODE_ROW - 0.02),
+            ("sans-serif", 11).into_font().color(&BLACK),
         )
     }))?;
     Ok(())
@@ -310,7 +368,7 @@ fn draw_stale_writes(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> Draw
         .draw_series(stale_writes.iter().map(|stale| {
             let y = timeline
                 .band(&stale.write.resource)
-                .map_or(0.5, |r| r as f64 + 0.5);
+                .map_or(0.5, |y| y + 0.5);
             Cross::new(
                 (stale.write.invoked_us as f64 / 1e6, y),
                 7,
