@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use quorumlock_harness::{FaultProxy, TestCluster};
 
 use super::clocks::fast_clocks;
+use super::drift::drifting_clocks;
 use super::error::ChaosError;
 use crate::history::Recorder;
 use crate::scenario::Scenario;
@@ -118,6 +119,9 @@ impl Faults<'_> {
             Scenario::RestartDelayed => self.restarts(cluster, Some(t * 3 / 2)).await?,
             Scenario::ClockFast => {
                 fast_clocks(cluster, keys, self.recorder, self.deadline, notes).await?;
+            }
+            Scenario::ClockDrift => {
+                drifting_clocks(cluster, self.recorder, self.deadline, notes).await?;
             }
         }
         Ok(())

@@ -2,10 +2,11 @@
 //! faults, and the history they leave, checked.
 //!
 //! Below this file: [`options`] (how to run), [`error`], [`workload`] (the clients),
-//! [`faults`] (the fault schedule) over [`clocks`] (the fast-clock fault), and [`report`] (what
-//! a run returns).
+//! [`faults`] (the fault schedule) over [`clocks`] (the fast-clock fault) and [`drift`] (the
+//! drifting clocks), and [`report`] (what a run returns).
 
 mod clocks;
+mod drift;
 mod error;
 mod faults;
 mod options;
@@ -23,6 +24,7 @@ use crate::checker::check;
 use crate::history::{Clock, Recorder};
 use crate::scenario::Scenario;
 use clocks::with_fast_clocks;
+use drift::with_drifting_clocks;
 use faults::Faults;
 use workload::{ClientPlan, run_client, warm_up};
 
@@ -75,6 +77,7 @@ fn cluster_options(scenario: Scenario, options: &RunOptions, clocks: bool) -> Cl
     match scenario {
         Scenario::RestartAof => cluster.persistence(Persistence::AofAlways),
         Scenario::ClockFast if clocks => with_fast_clocks(cluster),
+        Scenario::ClockDrift => with_drifting_clocks(cluster),
         _ => cluster,
     }
 }
@@ -94,11 +97,15 @@ async fn run_on(
     let restart_guard = options
         .restart_guard
         .unwrap_or_else(|| scenario.restart_guard());
-    let lock_options = LockOptions::new()
+    let mut lock_options = LockOptions::new()
         .ttl(options.ttl)
         .retry(RetryPolicy::once())
         .key_prefix(prefix.clone())
         .restart_guard(restart_guard);
+    if let Some(defect) = options.defect {
+        lock_options = lock_options.defect(defect);
+        notes.push(format!("the clients' locks run with the defect {defect}"));
+    }
     if !restart_guard {
         notes.push(
             "restart guard off (LockOptions::restart_guard(false)): restarted nodes vote at once"
@@ -176,6 +183,7 @@ async fn run_on(
         scenario,
         expected_safe: scenario.expected_safe_with(restart_guard),
         restart_guard,
+        defect: options.defect,
         description: scenario.description().to_owned(),
         target,
         ttl_ms: u64::try_from(options.ttl.as_millis()).unwrap_or(u64::MAX),

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use quorumlock::Defect;
 use quorumlock_harness::ClusterOptions;
 
 use super::error::ChaosError;
@@ -18,6 +19,7 @@ pub struct RunOptions {
     pub(super) nodes: Option<Vec<String>>,
     pub(super) cluster: ClusterOptions,
     pub(super) restart_guard: Option<bool>,
+    pub(super) defect: Option<Defect>,
 }
 
 impl Default for RunOptions {
@@ -31,6 +33,7 @@ impl Default for RunOptions {
             nodes: None,
             cluster: ClusterOptions::default(),
             restart_guard: None,
+            defect: None,
         }
     }
 }
@@ -102,6 +105,14 @@ impl RunOptions {
     #[must_use]
     pub fn restart_guard(mut self, on: bool) -> Self {
         self.restart_guard = Some(on);
+        self
+    }
+
+    /// Runs the clients with a deliberately broken lock ([`Defect`], the mutation score): a
+    /// scenario expected safe that shows violations then has caught the defect.
+    #[must_use]
+    pub fn defect(mut self, defect: Defect) -> Self {
+        self.defect = Some(defect);
         self
     }
 

@@ -1,7 +1,8 @@
 //! The result of one run: [`ScenarioReport`] (what the checker found, and the history), and
 //! [`ExpectedVsObserved`], whether it came out as the scenario predicts.
 
-use serde::Serialize;
+use quorumlock::Defect;
+use serde::{Serialize, Serializer};
 
 use crate::checker::CheckReport;
 use crate::history::History;
@@ -32,6 +33,10 @@ pub struct ScenarioReport {
     pub expected_safe: bool,
     /// Whether the clients' locks ran with the restart guard on.
     pub restart_guard: bool,
+    /// The deliberate defect the clients' locks ran with, if any
+    /// ([`RunOptions::defect`](crate::RunOptions::defect)).
+    #[serde(serialize_with = "defect_name")]
+    pub defect: Option<Defect>,
     /// What it does.
     pub description: String,
     /// Where it ran, e.g. `5 local redis-server processes`.
@@ -59,4 +64,26 @@ impl ScenarioReport {
             (false, true) => ExpectedVsObserved::NotDemonstrated,
         }
     }
+
+    /// When the checker's first finding became visible, in µs since the run started: the
+    /// earliest instant at which two holders' windows overlapped (the later of the two grants)
+    /// or a stale write was made. `None` for a safe run.
+    pub fn first_violation_us(&self) -> Option<u64> {
+        let overlaps = self
+            .check
+            .violations
+            .iter()
+            .map(|violation| violation.first.start_us.max(violation.second.start_us));
+        let stale = self
+            .check
+            .stale_writes
+            .iter()
+            .map(|stale| stale.write.at_us);
+        overlaps.chain(stale).min()
+    }
+}
+
+/// A defect as its name, for the JSON.
+fn defect_name<S: Serializer>(defect: &Option<Defect>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_some(&defect.map(Defect::name))
 }
