@@ -87,3 +87,44 @@ impl ScenarioReport {
 fn defect_name<S: Serializer>(defect: &Option<Defect>, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_some(&defect.map(Defect::name))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::check;
+    use crate::history::{Hold, Write};
+
+    fn report(history: History) -> ScenarioReport {
+        ScenarioReport {
+            scenario: Scenario::Baseline,
+            expected_safe: true,
+            restart_guard: true,
+            defect: Some(Defect::QuorumHalf),
+            description: String::new(),
+            target: String::new(),
+            ttl_ms: 400,
+            clients: 2,
+            resources: 1,
+            notes: Vec::new(),
+            check: check(&history),
+            history,
+        }
+    }
+
+    /// Overlapping windows become visible at the later grant; a stale write at its instant; the
+    /// earliest of all counts.
+    #[test]
+    fn the_first_violation_is_the_earliest_overlap_or_stale_write() {
+        let mut history = History::new();
+        assert_eq!(report(history.clone()).first_violation_us(), None);
+        history.holds = vec![
+            Hold::new("r", 0, "a", 100, 500),
+            Hold::new("r", 1, "b", 300, 700),
+            Hold::new("r", 2, "c", 650, 900),
+        ];
+        assert_eq!(report(history.clone()).first_violation_us(), Some(300));
+        // Under a token no hold has: stale when it is made.
+        history.writes = vec![Write::new("r", 3, "nobody", 200)];
+        assert_eq!(report(history).first_violation_us(), Some(200));
+    }
+}
