@@ -104,7 +104,6 @@ async fn run_on(
         .restart_guard(restart_guard);
     if let Some(defect) = options.defect {
         lock_options = lock_options.defect(defect);
-        notes.push(format!("the clients' locks run with the defect {defect}"));
     }
     if !restart_guard {
         notes.push(

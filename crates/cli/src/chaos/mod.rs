@@ -254,7 +254,10 @@ pub async fn run_chaos(args: ChaosArgs) -> Result<(), String> {
     print!("{}", table(&reports));
     for report in &reports {
         for note in &report.notes {
-            println!("note ({}): {note}", report.scenario);
+            match report.defect {
+                Some(defect) => println!("note ({}+{defect}): {note}", report.scenario),
+                None => println!("note ({}): {note}", report.scenario),
+            }
         }
     }
     if !defects.is_empty() {

@@ -18,6 +18,9 @@ fn catching_test(defect: Defect) -> Option<&'static str> {
     }
 }
 
+/// How many catching scenarios the table names before it says how many more there were.
+const NAMED_CATCHERS: usize = 3;
+
 /// Microseconds as seconds with two decimals.
 fn secs(us: u64) -> String {
     format!("{:.2} s", us as f64 / 1e6)
@@ -45,37 +48,40 @@ pub(super) fn survivors(defects: &[Defect], reports: &[ScenarioReport]) -> Vec<D
 }
 
 /// One row per defect: whether it was caught, by which scenarios (with their violations plus
-/// stale writes), the earliest first violation (µs since its run started), and the runs.
+/// stale writes; the earliest first), the earliest first violation (since its run started), and
+/// the runs.
 pub(super) fn score_table(defects: &[Defect], reports: &[ScenarioReport]) -> String {
     let header = ["defect", "verdict", "caught by", "first violation", "runs"];
     let mut rows = vec![header.map(String::from).to_vec()];
     for &defect in defects {
         let runs: Vec<&ScenarioReport> = runs_of(defect, reports).collect();
-        let catchers: Vec<&&ScenarioReport> = runs
+        let mut catchers: Vec<(u64, &ScenarioReport)> = runs
             .iter()
-            .filter(|report| !report.check.is_safe())
+            .filter_map(|report| Some((report.first_violation_us()?, *report)))
             .collect();
+        catchers.sort_by_key(|&(us, _)| us);
         let verdict = match (defect.breaks_exclusion(), catchers.is_empty()) {
             (true, false) => "caught",
             (true, true) => "SURVIVED",
             (false, _) => "availability only",
         };
-        let caught_by = match catching_test(defect) {
-            Some(test) if catchers.is_empty() => format!("cargo test: {test}"),
-            _ => catchers
-                .iter()
-                .map(|report| {
-                    let findings = report.check.violations.len() + report.check.stale_writes.len();
-                    format!("{} ({findings})", report.scenario)
-                })
-                .collect::<Vec<_>>()
-                .join(", "),
-        };
-        let first = catchers
+        let mut caught_by: Vec<String> = catchers
             .iter()
-            .filter_map(|report| Some((report.first_violation_us()?, report.scenario)))
-            .min_by_key(|&(us, _)| us)
-            .map(|(us, scenario)| format!("{} ({scenario})", secs(us)))
+            .take(NAMED_CATCHERS)
+            .map(|(_, report)| {
+                let findings = report.check.violations.len() + report.check.stale_writes.len();
+                format!("{} ({findings})", report.scenario)
+            })
+            .collect();
+        if catchers.len() > NAMED_CATCHERS {
+            caught_by.push(format!("{} more", catchers.len() - NAMED_CATCHERS));
+        }
+        if let Some(test) = catching_test(defect).filter(|_| catchers.is_empty()) {
+            caught_by.push(format!("cargo test: {test}"));
+        }
+        let first = catchers
+            .first()
+            .map(|(us, report)| format!("{} ({})", secs(*us), report.scenario))
             .unwrap_or_else(|| "-".to_owned());
         let duration = runs
             .iter()
@@ -88,7 +94,7 @@ pub(super) fn score_table(defects: &[Defect], reports: &[ScenarioReport]) -> Str
             if caught_by.is_empty() {
                 "-".to_owned()
             } else {
-                caught_by
+                caught_by.join(", ")
             },
             first,
             format!("{} × {}", runs.len(), secs(duration)),
