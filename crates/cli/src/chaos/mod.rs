@@ -363,3 +363,19 @@ fn write_json(
         &serde_json::json!({ "reports": reports, "errors": errors }),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defects_are_none_a_list_or_all() {
+        assert_eq!(defects(None), Ok(Vec::new()));
+        assert_eq!(defects(Some("all")), Ok(Defect::ALL.to_vec()));
+        assert_eq!(
+            defects(Some("quorum-half, drift-ignored")),
+            Ok(vec![Defect::QuorumHalf, Defect::DriftIgnored])
+        );
+        assert!(defects(Some("quorum-half,nope")).is_err());
+    }
+}
