@@ -17,7 +17,7 @@ use crate::options::validate_ttl;
 use crate::quorum::Verdict;
 use crate::shared::{Shared, release_all, release_in_background};
 use crate::token::Token;
-use crate::validity::{drift, ttl_millis, validity};
+use crate::validity::ttl_millis;
 
 /// A held lock. Owned, `Send + Sync + 'static`: it can move between tasks and outlive the
 /// [`Lock`](crate::Lock) that made it.
@@ -156,10 +156,17 @@ impl Guard {
         self.shared.settings.check_extension(ttl)?;
         let shared = &self.shared;
         let (key, token, ttl_ms) = (&self.key, &self.token, ttl_millis(ttl));
+        let quorum = shared.settings.quorum;
+        // Test-only: one node that extended is enough.
+        #[cfg(feature = "chaos-defects")]
+        let quorum = match shared.settings.defect {
+            Some(crate::defect::Defect::ExtendMinority) => 1,
+            _ => quorum,
+        };
         let started = Moment::now();
         let round = fan_out(
             &shared.nodes,
-            shared.settings.quorum,
+            quorum,
             Until::Decided,
             pin!(std::future::pending::<()>()),
             |node| {
@@ -173,11 +180,9 @@ impl Guard {
         )
         .await;
         let decided = Moment::now();
-        let left = validity(
-            ttl,
-            decided.saturating_duration_since(started),
-            drift(ttl, shared.settings.drift_factor),
-        );
+        let left = shared
+            .settings
+            .validity(ttl, decided.saturating_duration_since(started));
         match (round.verdict, left) {
             (Some(Verdict::Won), Some(left)) => {
                 if let Some(unanswered) = round.unanswered {

@@ -71,6 +71,8 @@
 mod background;
 mod clock;
 mod commands;
+#[cfg(feature = "chaos-defects")]
+mod defect;
 mod error;
 mod fanout;
 mod guard;
@@ -86,6 +88,9 @@ mod shared;
 mod token;
 mod validity;
 
+#[cfg(feature = "chaos-defects")]
+#[doc(hidden)]
+pub use defect::{Defect, UnknownDefect};
 pub use error::{ConfigError, Error, NodeError, NodeOutcome, NodeReply};
 pub use guard::{Guard, ReleaseReport};
 pub use lock::Lock;

@@ -22,7 +22,7 @@ use crate::quorum::Verdict;
 use crate::retry::RetryPolicy;
 use crate::shared::{Shared, release_all, release_in_background};
 use crate::token::{Token, lock_key};
-use crate::validity::{drift, ttl_millis, validity};
+use crate::validity::ttl_millis;
 
 /// A distributed lock client over one Redis server or a quorum of independent masters.
 ///
@@ -301,11 +301,7 @@ impl Lock {
         } = round;
         let error = match verdict {
             Some(Verdict::Won) => {
-                match validity(
-                    settings.ttl,
-                    elapsed,
-                    drift(settings.ttl, settings.drift_factor),
-                ) {
+                match settings.validity(settings.ttl, elapsed) {
                     Some(left) => {
                         cleanup.disarm();
                         if let Some(unanswered) = unanswered {
@@ -348,6 +344,11 @@ impl Lock {
         // Requests still in flight are dropped, which finishes them: the release that follows
         // is ordered after each on its node.
         drop(unanswered);
+        #[cfg(feature = "chaos-defects")]
+        if settings.defect == Some(crate::defect::Defect::NoReleaseOnFailure) {
+            cleanup.disarm();
+            return Err(error);
+        }
         release_all(shared, key, token, ledger).await;
         cleanup.disarm();
         Err(error)

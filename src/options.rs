@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::error::ConfigError;
 use crate::quorum::majority;
 use crate::retry::RetryPolicy;
-use crate::validity::{MAX_TTL, drift};
+use crate::validity::{MAX_TTL, drift, validity};
 
 /// Which Redis servers the lock runs on.
 ///
@@ -61,6 +61,8 @@ pub struct LockOptions {
     tls_root_certificates: Option<Vec<u8>>,
     max_ttl: Option<Duration>,
     restart_guard: bool,
+    #[cfg(feature = "chaos-defects")]
+    defect: Option<crate::defect::Defect>,
 }
 
 impl Default for LockOptions {
@@ -78,6 +80,8 @@ impl Default for LockOptions {
             tls_root_certificates: None,
             max_ttl: None,
             restart_guard: true,
+            #[cfg(feature = "chaos-defects")]
+            defect: None,
         }
     }
 }
@@ -185,6 +189,16 @@ impl LockOptions {
         self
     }
 
+    /// **Test-only** (feature `chaos-defects`): builds the lock with one deliberate defect in
+    /// its decision code, for the chaos tooling's mutation score. Never in production: every
+    /// defect breaks a promise of the lock.
+    #[cfg(feature = "chaos-defects")]
+    #[doc(hidden)]
+    pub fn defect(mut self, defect: crate::defect::Defect) -> Self {
+        self.defect = Some(defect);
+        self
+    }
+
     /// Checks every setting against a node count and resolves the defaults that depend on others.
     pub(crate) fn validate(&self, nodes: usize) -> Result<Settings, ConfigError> {
         if nodes == 0 {
@@ -219,6 +233,11 @@ impl LockOptions {
                 ttl: self.ttl,
             });
         }
+        #[cfg(feature = "chaos-defects")]
+        let quorum = match self.defect {
+            Some(crate::defect::Defect::QuorumHalf) => crate::quorum::half(nodes),
+            _ => quorum,
+        };
         Ok(Settings {
             ttl: self.ttl,
             drift_factor: self.drift_factor,
@@ -234,6 +253,8 @@ impl LockOptions {
             restart_guard: self
                 .restart_guard
                 .then(|| max_ttl.saturating_add(drift(max_ttl, self.drift_factor))),
+            #[cfg(feature = "chaos-defects")]
+            defect: self.defect,
         })
     }
 }
@@ -265,9 +286,23 @@ pub(crate) struct Settings {
     /// With the restart guard on, how long a node that may have lost writes stays out of
     /// acquisitions after it started: `max_ttl` plus its drift.
     pub(crate) restart_guard: Option<Duration>,
+    /// The deliberate defect this lock was built with (test-only, see `defect.rs`).
+    #[cfg(feature = "chaos-defects")]
+    pub(crate) defect: Option<crate::defect::Defect>,
 }
 
 impl Settings {
+    /// How long a lease of `ttl` granted after `elapsed` may be trusted: `ttl − elapsed −
+    /// drift`; `None` when nothing is left.
+    pub(crate) fn validity(&self, ttl: Duration, elapsed: Duration) -> Option<Duration> {
+        let drift = drift(ttl, self.drift_factor);
+        #[cfg(feature = "chaos-defects")]
+        if let Some(defect) = self.defect {
+            return crate::validity::validity_with_defect(defect, ttl, elapsed, drift);
+        }
+        validity(ttl, elapsed, drift)
+    }
+
     /// Rejects an extension the restart guard would not cover (a TTL above `max_ttl`).
     pub(crate) fn check_extension(&self, ttl: Duration) -> Result<(), ConfigError> {
         if self.restart_guard.is_some() && ttl > self.max_ttl {

@@ -10,6 +10,13 @@ pub(crate) fn majority(nodes: usize) -> usize {
     nodes / 2 + 1
 }
 
+/// The quorum of a lock built with the `quorum-half` defect (test-only, see `defect.rs`): half
+/// the nodes, rounded down (2 of 5), which two disjoint groups can both reach; at least one.
+#[cfg(feature = "chaos-defects")]
+pub(crate) fn half(nodes: usize) -> usize {
+    (nodes / 2).max(1)
+}
+
 /// One node's contribution to a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Vote {

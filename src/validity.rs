@@ -37,6 +37,25 @@ pub(crate) fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Opt
         .filter(|left| !left.is_zero())
 }
 
+/// [`validity`] as a lock built with `defect` computes it (test-only, see `defect.rs`): 5 % of
+/// the TTL too much, or without the drift; other defects leave it alone.
+#[cfg(feature = "chaos-defects")]
+pub(crate) fn validity_with_defect(
+    defect: crate::defect::Defect,
+    ttl: Duration,
+    elapsed: Duration,
+    drift: Duration,
+) -> Option<Duration> {
+    use crate::defect::Defect;
+    match defect {
+        Defect::ValidityPlus5Pct => {
+            validity(ttl, elapsed, drift).map(|left| left.saturating_add(ttl / 20))
+        }
+        Defect::DriftIgnored => validity(ttl, elapsed, Duration::ZERO),
+        _ => validity(ttl, elapsed, drift),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

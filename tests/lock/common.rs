@@ -143,10 +143,34 @@ pub fn replies(error_or_guard: &[NodeOutcome]) -> Vec<NodeReply> {
 /// One attempt per acquisition, with timeouts that a loaded CI machine running many clusters at
 /// once cannot trip by accident (tests of timeouts set their own).
 pub fn once() -> LockOptions {
-    LockOptions::new()
-        .retry(RetryPolicy::once())
-        .node_timeout(Duration::from_secs(5))
-        .connect_timeout(Duration::from_secs(5))
+    defect_from_env(
+        LockOptions::new()
+            .retry(RetryPolicy::once())
+            .node_timeout(Duration::from_secs(5))
+            .connect_timeout(Duration::from_secs(5)),
+    )
+}
+
+/// Names a deliberate defect (`quorumlock::Defect`, feature `chaos-defects`) for every lock
+/// built from [`once`], e.g. `QUORUMLOCK_DEFECT=no-release-on-failure`: the tests that fail then
+/// are the ones that catch that defect (the mutation score in docs/chaos.md).
+const DEFECT_ENV: &str = "QUORUMLOCK_DEFECT";
+
+#[cfg(feature = "chaos-defects")]
+fn defect_from_env(options: LockOptions) -> LockOptions {
+    match std::env::var(DEFECT_ENV) {
+        Ok(name) => options.defect(name.parse().unwrap_or_else(|e| panic!("{DEFECT_ENV}: {e}"))),
+        Err(_) => options,
+    }
+}
+
+#[cfg(not(feature = "chaos-defects"))]
+fn defect_from_env(options: LockOptions) -> LockOptions {
+    assert!(
+        std::env::var_os(DEFECT_ENV).is_none(),
+        "{DEFECT_ENV} needs --features chaos-defects"
+    );
+    options
 }
 
 /// Timeouts far longer than the hang guard: if acquire waited for the hung node, the test would
@@ -157,6 +181,30 @@ pub fn patient() -> LockOptions {
         .node_timeout(Duration::from_secs(3600))
         .connect_timeout(Duration::from_secs(3600))
         .retry(RetryPolicy::once())
+}
+
+/// Five nodes, and an acquisition over them that wins nodes 0 and 1 and then fails as
+/// `Unavailable`: nodes 2–4 are frozen (SIGSTOP) after the connections are made, and time out
+/// after 500 ms. Returns the cluster (nodes 2–4 still frozen; dropping it kills them), the lock
+/// and the error.
+pub async fn acquisition_failed_after_winning_two(
+    options: LockOptions,
+) -> (TestCluster, Lock, quorumlock::Error) {
+    let (mut cluster, lock) =
+        quorum_lock(5, options.node_timeout(Duration::from_millis(500))).await;
+    lock.try_acquire("warm-up").await.unwrap().release().await;
+    lock.settle().await;
+    for node in 2..5 {
+        cluster.pause(node).unwrap();
+    }
+    let error = lock.try_acquire("two-won").await.unwrap_err();
+    assert!(
+        matches!(error, quorumlock::Error::Unavailable { .. }),
+        "{error}"
+    );
+    assert_eq!(holders(error.outcomes()), [0, 1], "{error}");
+    lock.settle().await;
+    (cluster, lock, error)
 }
 
 /// The usual setup: `nodes` local masters and a quorum lock over all of them.

@@ -8,6 +8,8 @@ mod common;
 mod acl;
 mod cancellation;
 mod configuration;
+#[cfg(feature = "chaos-defects")]
+mod defects;
 mod exclusion;
 mod extend_release;
 mod node_faults;

@@ -60,6 +60,17 @@ async fn three_dead_nodes_of_five_fail_as_unavailable_and_leave_no_key() {
     .await;
 }
 
+/// The nodes a failed acquisition won are released: it leaves no key behind (this is the test
+/// that catches the `no-release-on-failure` defect, see docs/chaos.md).
+#[tokio::test]
+async fn a_failed_acquisition_leaves_no_key_on_the_nodes_it_won() {
+    bounded(async {
+        let (cluster, _lock, _error) = acquisition_failed_after_winning_two(once()).await;
+        assert_no_keys(&cluster, 0..2).await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn the_key_reaches_every_live_node_not_only_the_first_quorum() {
     bounded(async {

@@ -41,5 +41,9 @@ mod scenario;
 
 pub use checker::{CheckReport, check};
 pub use history::{History, Recorder};
+/// The lock's deliberate defects (its test-only `chaos-defects` feature), for
+/// [`RunOptions::defect`] and the mutation score in `docs/chaos.md`.
+#[doc(inline)]
+pub use quorumlock::{Defect, UnknownDefect};
 pub use run::{ChaosError, ExpectedVsObserved, LOCAL_NODES, RunOptions, ScenarioReport, run};
 pub use scenario::{Scenario, UnknownScenario};

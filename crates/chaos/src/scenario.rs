@@ -45,6 +45,9 @@ pub enum Scenario {
     /// As [`RestartNoPersistence`](Scenario::RestartNoPersistence), but every node writes an
     /// append-only file with `appendfsync always`, so the keys survive the restart. Safe.
     RestartAof,
+    /// Nodes 0–2 count time 0.9 % too fast, the most the lock's default drift allowance
+    /// (1 % of the TTL + 2 ms) covers. Safe; a lock that ignores the drift is not.
+    ClockDrift,
     /// Nodes 0–2 count time ten times too fast, far beyond the drift allowance: keys expire while
     /// their holders still believe they hold them. Unsafe: shows violations.
     ClockFast,
@@ -63,7 +66,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 15] = [
+    pub const ALL: [Scenario; 16] = [
         Scenario::Baseline,
         Scenario::MinorityCrash,
         Scenario::MinorityFreeze,
@@ -75,6 +78,7 @@ impl Scenario {
         Scenario::RestartGuarded,
         Scenario::RestartDelayed,
         Scenario::RestartAof,
+        Scenario::ClockDrift,
         Scenario::ClockFast,
         Scenario::ClientStall,
         Scenario::NoLock,
@@ -95,6 +99,7 @@ impl Scenario {
             Scenario::RestartGuarded => "restart-guarded",
             Scenario::RestartDelayed => "restart-delayed",
             Scenario::RestartAof => "restart-aof",
+            Scenario::ClockDrift => "clock-drift",
             Scenario::ClockFast => "clock-fast",
             Scenario::ClientStall => "client-stall",
             Scenario::NoLock => "no-lock",
@@ -127,6 +132,9 @@ impl Scenario {
             }
             Scenario::RestartAof => {
                 "as restart-no-persistence, with AOF appendfsync always on every node"
+            }
+            Scenario::ClockDrift => {
+                "nodes 0,1,2 count time ×1.009, inside the 1 % + 2 ms drift allowance"
             }
             Scenario::ClockFast => "nodes 0,1,2 count time 10× too fast",
             Scenario::ClientStall => "some holders pause past their validity, then write",

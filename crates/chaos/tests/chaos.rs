@@ -9,7 +9,9 @@ use std::time::Duration;
 use quorumlock_chaos::checker::StaleReason;
 use quorumlock_chaos::history::{Hold, Write};
 use quorumlock_chaos::nemesis::Schedule;
-use quorumlock_chaos::{History, LOCAL_NODES, RunOptions, Scenario, ScenarioReport, check, run};
+use quorumlock_chaos::{
+    Defect, History, LOCAL_NODES, RunOptions, Scenario, ScenarioReport, check, run,
+};
 use quorumlock_harness::{ClusterOptions, TestCluster};
 
 fn options() -> RunOptions {
@@ -141,6 +143,27 @@ async fn restart_without_persistence_grants_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_without_persistence_is_safe_with_the_restart_guard() {
     assert_safe(Scenario::RestartGuarded).await;
+}
+
+/// Node clocks 0.9 % fast are inside the drift allowance; the note says what rate was measured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_clocks_drifting_within_the_allowance_are_safe() {
+    assert_safe(Scenario::ClockDrift).await;
+}
+
+/// The mutation score's machinery: a safe scenario run with a lock whose quorum is 2 of 5 shows
+/// violations, and the report says which defect ran and when the first violation was visible.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_quorum_is_caught_in_the_baseline() {
+    let report = run(Scenario::Baseline, &options().defect(Defect::QuorumHalf))
+        .await
+        .expect("baseline with quorum-half");
+    assert_eq!(report.defect, Some(Defect::QuorumHalf));
+    assert!(
+        !report.check.violations.is_empty(),
+        "quorum-half not caught"
+    );
+    assert!(report.first_violation_us().is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -42,7 +42,9 @@ enum Command {
     /// Chaos scenarios: faults against a local five-node cluster while clients contend, and a
     /// check of the history for two holders at once (mutual-exclusion violations).
     ///
-    /// Exits non-zero when a scenario expected to be safe shows a violation.
+    /// Exits non-zero when a scenario expected to be safe shows a violation, or (with
+    /// --defect, the mutation score) when a defect that can break mutual exclusion survives
+    /// every scenario.
     Chaos(chaos::ChaosArgs),
 }
 

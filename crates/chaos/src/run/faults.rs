@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use quorumlock_harness::{FaultProxy, TestCluster};
 
 use super::clocks::fast_clocks;
+use super::drift::drifting_clocks;
 use super::error::ChaosError;
 use crate::history::Recorder;
 use crate::nemesis::Schedule;
@@ -126,6 +127,9 @@ impl Faults<'_> {
                 if let Some(schedule) = self.nemesis {
                     self.unleash(schedule, cluster).await?;
                 }
+            }
+            Scenario::ClockDrift => {
+                drifting_clocks(cluster, self.recorder, self.deadline, notes).await?;
             }
         }
         Ok(())

@@ -3,10 +3,11 @@
 //!
 //! Below this file: [`options`] (how to run), [`error`], [`workload`] (the clients) over
 //! [`store`] (the protected store), [`faults`] (the fault schedule) over [`clocks`] (the
-//! fast-clock fault), [`nemesis`] (the executor of [`Scenario::Random`]'s schedule), and
-//! [`report`] (what a run returns).
+//! fast-clock fault) and [`drift`] (the drifting clocks), [`nemesis`] (the executor of
+//! [`Scenario::Random`]'s schedule), and [`report`] (what a run returns).
 
 mod clocks;
+mod drift;
 mod error;
 mod faults;
 mod nemesis;
@@ -27,6 +28,7 @@ use crate::history::{Clock, Recorder};
 use crate::nemesis::Schedule;
 use crate::scenario::Scenario;
 use clocks::with_fast_clocks;
+use drift::with_drifting_clocks;
 use faults::Faults;
 use store::Store;
 use workload::{Client, ClientPlan, warm_up};
@@ -106,6 +108,7 @@ fn cluster_options(scenario: Scenario, options: &RunOptions, clocks: bool) -> Cl
         .persistence(persistence(scenario, options));
     match scenario {
         Scenario::ClockFast if clocks => with_fast_clocks(cluster),
+        Scenario::ClockDrift => with_drifting_clocks(cluster),
         _ => cluster,
     }
 }
@@ -143,11 +146,14 @@ async fn run_on(
     let prefix = format!("quorumlock:chaos:{scenario}:{:08x}:", rand::random::<u32>());
     let resources: Vec<String> = (0..options.resources).map(|i| format!("res-{i}")).collect();
     let restart_guard = restart_guard(scenario, options);
-    let lock_options = LockOptions::new()
+    let mut lock_options = LockOptions::new()
         .ttl(options.ttl)
         .retry(RetryPolicy::once())
         .key_prefix(prefix.clone())
         .restart_guard(restart_guard);
+    if let Some(defect) = options.defect {
+        lock_options = lock_options.defect(defect);
+    }
     if !restart_guard {
         notes.push(
             "restart guard off (LockOptions::restart_guard(false)): restarted nodes vote at once"
@@ -258,6 +264,7 @@ async fn run_on(
         scenario,
         expected_safe: scenario.expected_safe_with(restart_guard),
         restart_guard,
+        defect: options.defect,
         description: scenario.description().to_owned(),
         target,
         ttl_ms: u64::try_from(options.ttl.as_millis()).unwrap_or(u64::MAX),

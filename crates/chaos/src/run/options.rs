@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use quorumlock::Defect;
 use quorumlock_harness::ClusterOptions;
 
 use super::error::ChaosError;
@@ -19,6 +20,7 @@ pub struct RunOptions {
     pub(super) cluster: ClusterOptions,
     pub(super) restart_guard: Option<bool>,
     pub(super) seed: Option<u64>,
+    pub(super) defect: Option<Defect>,
 }
 
 impl Default for RunOptions {
@@ -33,6 +35,7 @@ impl Default for RunOptions {
             cluster: ClusterOptions::default(),
             restart_guard: None,
             seed: None,
+            defect: None,
         }
     }
 }
@@ -114,6 +117,14 @@ impl RunOptions {
     #[must_use]
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
+        self
+    }
+
+    /// Runs the clients with a deliberately broken lock ([`Defect`], the mutation score): a
+    /// scenario expected safe that shows violations then has caught the defect.
+    #[must_use]
+    pub fn defect(mut self, defect: Defect) -> Self {
+        self.defect = Some(defect);
         self
     }
 

@@ -1,7 +1,8 @@
 //! The result of one run: [`ScenarioReport`] (what the checker found, and the history), and
 //! [`ExpectedVsObserved`], whether it came out as the scenario predicts.
 
-use serde::Serialize;
+use quorumlock::Defect;
+use serde::{Serialize, Serializer};
 
 use crate::checker::CheckReport;
 use crate::history::History;
@@ -33,6 +34,10 @@ pub struct ScenarioReport {
     pub expected_safe: bool,
     /// Whether the clients' locks ran with the restart guard on.
     pub restart_guard: bool,
+    /// The deliberate defect the clients' locks ran with, if any
+    /// ([`RunOptions::defect`](crate::RunOptions::defect)).
+    #[serde(serialize_with = "defect_name")]
+    pub defect: Option<Defect>,
     /// What it does.
     pub description: String,
     /// Where it ran, e.g. `5 local redis-server processes`.
@@ -65,5 +70,77 @@ impl ScenarioReport {
             (true, false) => ExpectedVsObserved::UnexpectedViolation,
             (false, true) => ExpectedVsObserved::NotDemonstrated,
         }
+    }
+
+    /// When the checker's first finding became visible, in µs since the run started: the
+    /// earliest instant at which two holders' windows overlapped (the later of the two grants),
+    /// a stale write was invoked, or two holders' writes interleaved (the later span's start).
+    /// Lost writes have no instant of their own: the interleaving that lost them has one. `None`
+    /// for a safe run.
+    pub fn first_violation_us(&self) -> Option<u64> {
+        let overlaps = self
+            .check
+            .violations
+            .iter()
+            .map(|violation| violation.first.start_us.max(violation.second.start_us));
+        let stale = self
+            .check
+            .stale_writes
+            .iter()
+            .map(|stale| stale.write.invoked_us);
+        let interleaved = self
+            .check
+            .interleaved
+            .iter()
+            .map(|pair| pair.first.start_us.max(pair.second.start_us));
+        overlaps.chain(stale).chain(interleaved).min()
+    }
+}
+
+/// A defect as its name, for the JSON.
+fn defect_name<S: Serializer>(defect: &Option<Defect>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_some(&defect.map(Defect::name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::check;
+    use crate::history::{Hold, Write};
+
+    fn report(history: History) -> ScenarioReport {
+        ScenarioReport {
+            scenario: Scenario::Baseline,
+            expected_safe: true,
+            restart_guard: true,
+            defect: Some(Defect::QuorumHalf),
+            description: String::new(),
+            target: String::new(),
+            ttl_ms: 400,
+            clients: 2,
+            resources: 1,
+            seed: None,
+            nemesis: None,
+            notes: Vec::new(),
+            check: check(&history),
+            history,
+        }
+    }
+
+    /// Overlapping windows become visible at the later grant; a stale write at its instant; the
+    /// earliest of all counts.
+    #[test]
+    fn the_first_violation_is_the_earliest_overlap_or_stale_write() {
+        let mut history = History::new();
+        assert_eq!(report(history.clone()).first_violation_us(), None);
+        history.holds = vec![
+            Hold::new("r", 0, "a", 100, 500),
+            Hold::new("r", 1, "b", 300, 700),
+            Hold::new("r", 2, "c", 650, 900),
+        ];
+        assert_eq!(report(history.clone()).first_violation_us(), Some(300));
+        // Under a token no hold has: stale when it is made.
+        history.writes = vec![Write::new("r", 3, "nobody", 200, 210)];
+        assert_eq!(report(history).first_violation_us(), Some(200));
     }
 }

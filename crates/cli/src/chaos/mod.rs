@@ -1,8 +1,10 @@
 //! `quorumlock chaos`: run the chaos scenarios, check each history for mutual-exclusion
 //! violations and stale, lost or interleaved writes, print a table, and optionally write JSON and SVG timelines.
 //!
-//! Below this file: [`table`] (the results table) and [`plots`] (the SVG timelines).
+//! Below this file: [`table`] (the results table), [`mutation`] (the mutation score of
+//! `--defect`) and [`plots`] (the SVG timelines).
 
+mod mutation;
 mod plots;
 mod table;
 
@@ -12,11 +14,12 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use quorumlock_chaos::{ExpectedVsObserved, RunOptions, Scenario, ScenarioReport, run};
+use quorumlock_chaos::{Defect, ExpectedVsObserved, RunOptions, Scenario, ScenarioReport, run};
 use quorumlock_harness::{Backend, ClusterOptions};
 
 use crate::flags::{self, NODES_ENV};
 use crate::json::write_json_file;
+use mutation::{score_table, survivors};
 use plots::plot;
 use table::table;
 
@@ -29,12 +32,16 @@ Examples:
   quorumlock chaos --scenario restart-no-persistence --ttl 2s --duration 20s --backend docker
   quorumlock chaos --scenario restart-no-persistence,restart-guarded --duration 5s
   quorumlock chaos --scenario random --seed 7 --duration 2m
+  quorumlock chaos --defect all --scenario all --duration 5s     (the mutation score)
   quorumlock chaos --scenario client-stall --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379")]
 pub struct ChaosArgs {
     /// A scenario name, several separated by commas, or `all`. Scenarios: baseline,
     /// minority-crash, minority-freeze, minority-latency, majority-latency, partition-minority,
     /// partition-majority, restart-no-persistence, restart-guarded, restart-delayed,
-    /// restart-aof, clock-fast, client-stall, no-lock, random.
+    /// restart-aof, clock-drift, clock-fast, client-stall, no-lock, random.
+    ///
+    /// With --defect, only the scenarios expected to be safe run (an unsafe one says nothing
+    /// about a defect).
     #[arg(long, default_value = "all")]
     scenario: String,
     /// How long each scenario runs, e.g. `10s`, `1500ms`, `2m`.
@@ -71,6 +78,13 @@ pub struct ChaosArgs {
     /// --duration and --ttl) replays the same faults. Default: a fresh seed, printed.
     #[arg(long)]
     seed: Option<u64>,
+    /// The mutation score: run every chosen safe scenario with the clients' locks broken on
+    /// purpose, one defect at a time (a name, several separated by commas, or `all`), and
+    /// print which scenarios caught each defect. Defects: validity-plus-5pct, drift-ignored,
+    /// quorum-half, no-release-on-failure, extend-minority. Exits non-zero when a defect that
+    /// can break mutual exclusion survives every scenario.
+    #[arg(long)]
+    defect: Option<String>,
 }
 
 /// `on` or `off`.
@@ -100,7 +114,20 @@ fn backend(arg: Option<BackendArg>) -> Result<Backend, String> {
     }
 }
 
-/// Runs the chosen scenarios; fails when a scenario expected safe showed a violation.
+/// The defects named by `--defect`: none, a list, or `all`.
+fn defects(arg: Option<&str>) -> Result<Vec<Defect>, String> {
+    match arg {
+        None => Ok(Vec::new()),
+        Some("all") => Ok(Defect::ALL.to_vec()),
+        Some(names) => names
+            .split(',')
+            .map(|name| name.trim().parse().map_err(|e| format!("{e}")))
+            .collect(),
+    }
+}
+
+/// Runs the chosen scenarios; fails when a scenario expected safe showed a violation, or (with
+/// `--defect`) when a defect that can break mutual exclusion survived every scenario.
 pub async fn run_chaos(args: ChaosArgs) -> Result<(), String> {
     let mut scenarios: Vec<Scenario> = if args.scenario == "all" {
         Scenario::ALL.to_vec()
@@ -145,18 +172,56 @@ pub async fn run_chaos(args: ChaosArgs) -> Result<(), String> {
         scenarios = runnable.into_iter().copied().collect();
         options = options.nodes(args.nodes.clone());
     }
+    let defects = defects(args.defect.as_deref())?;
+    if !defects.is_empty() {
+        let guard = args.restart_guard.map(|switch| switch == Switch::On);
+        let (safe, unsafe_): (Vec<_>, Vec<_>) = scenarios.iter().partition(|scenario| {
+            scenario.expected_safe_with(guard.unwrap_or_else(|| scenario.restart_guard()))
+        });
+        if !unsafe_.is_empty() {
+            eprintln!(
+                "--defect given: skipping {} (expected unsafe: they say nothing about a defect)",
+                names(&unsafe_)
+            );
+        }
+        scenarios = safe.into_iter().copied().collect();
+        if scenarios.is_empty() {
+            return Err("no scenario expected to be safe left to run with --defect".into());
+        }
+    }
     if let Some(dir) = &args.plots {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
 
-    let progress = progress_bar(scenarios.len(), args.duration);
+    // Every scenario once, or (with --defect) every scenario under each defect.
+    let jobs: Vec<(Scenario, Option<Defect>)> = if defects.is_empty() {
+        scenarios.iter().map(|&scenario| (scenario, None)).collect()
+    } else {
+        defects
+            .iter()
+            .flat_map(|&defect| {
+                scenarios
+                    .iter()
+                    .map(move |&scenario| (scenario, Some(defect)))
+            })
+            .collect()
+    };
+    let progress = progress_bar(jobs.len(), args.duration);
     let mut reports = Vec::new();
     let mut errors = Vec::new();
-    for (index, &scenario) in scenarios.iter().enumerate() {
-        progress.set_message(format!("{scenario} ({}/{})", index + 1, scenarios.len()));
+    for (index, &(scenario, defect)) in jobs.iter().enumerate() {
+        let label = match defect {
+            Some(defect) => format!("{scenario}+{defect}"),
+            None => scenario.name().to_owned(),
+        };
+        progress.set_message(format!("{label} ({}/{})", index + 1, jobs.len()));
         let base = progress_ms(args.duration) * index as u64;
         let started = Instant::now();
-        let running = run(scenario, &options);
+        let job_options = match defect {
+            Some(defect) => options.clone().defect(defect),
+            None => options.clone(),
+        };
+        let running = run(scenario, &job_options);
         tokio::pin!(running);
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         let mut interrupted = std::pin::pin!(tokio::signal::ctrl_c());
@@ -167,7 +232,7 @@ pub async fn run_chaos(args: ChaosArgs) -> Result<(), String> {
                     // Returning drops the running scenario, which stops every node, proxy and
                     // client it started.
                     progress.finish_and_clear();
-                    return Err(format!("interrupted during {scenario}"));
+                    return Err(format!("interrupted during {label}"));
                 }
                 _ = tick.tick() => {
                     let done = progress_ms(started.elapsed().min(args.duration));
@@ -179,7 +244,7 @@ pub async fn run_chaos(args: ChaosArgs) -> Result<(), String> {
         match result {
             Ok(report) => {
                 if let Some(dir) = &args.plots {
-                    let path = dir.join(format!("{scenario}.svg"));
+                    let path = dir.join(format!("{label}.svg"));
                     if let Err(e) = plot(&report, &path) {
                         progress.suspend(|| eprintln!("{e}"));
                     }
@@ -187,8 +252,8 @@ pub async fn run_chaos(args: ChaosArgs) -> Result<(), String> {
                 reports.push(report);
             }
             Err(e) => {
-                progress.suspend(|| eprintln!("{scenario}: {e}"));
-                errors.push((scenario, e.to_string()));
+                progress.suspend(|| eprintln!("{label}: {e}"));
+                errors.push((label, e.to_string()));
             }
         }
     }
@@ -197,8 +262,14 @@ pub async fn run_chaos(args: ChaosArgs) -> Result<(), String> {
     print!("{}", table(&reports));
     for report in &reports {
         for note in &report.notes {
-            println!("note ({}): {note}", report.scenario);
+            match report.defect {
+                Some(defect) => println!("note ({}+{defect}): {note}", report.scenario),
+                None => println!("note ({}): {note}", report.scenario),
+            }
         }
+    }
+    if !defects.is_empty() {
+        println!("\nmutation score:\n{}", score_table(&defects, &reports));
     }
     if let Some(path) = &args.json {
         write_json(path, &reports, &errors)?;
@@ -207,7 +278,19 @@ pub async fn run_chaos(args: ChaosArgs) -> Result<(), String> {
     if let Some(dir) = &args.plots {
         println!("timelines written to {}/<scenario>.svg", dir.display());
     }
-    summarize(&reports, &errors)
+    summarize(&reports, &errors)?;
+    let survived = survivors(&defects, &reports);
+    if !survived.is_empty() {
+        return Err(format!(
+            "defect(s) that can break mutual exclusion survived every scenario: {}",
+            survived
+                .iter()
+                .map(|defect| defect.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(())
 }
 
 fn names(scenarios: &[&Scenario]) -> String {
@@ -230,10 +313,11 @@ fn progress_bar(scenarios: usize, duration: Duration) -> ProgressBar {
     bar
 }
 
-/// The verdict line per scenario, and the overall result.
-fn summarize(reports: &[ScenarioReport], errors: &[(Scenario, String)]) -> Result<(), String> {
+/// The verdict line per scenario, and the overall result. A run with a deliberate defect that
+/// shows violations is not a failure: it caught the defect (see [`mutation`]).
+fn summarize(reports: &[ScenarioReport], errors: &[(String, String)]) -> Result<(), String> {
     let mut failed = Vec::new();
-    for report in reports {
+    for report in reports.iter().filter(|report| report.defect.is_none()) {
         match report.expected_vs_observed() {
             ExpectedVsObserved::AsExpected => {}
             ExpectedVsObserved::UnexpectedViolation => {
@@ -265,8 +349,8 @@ fn summarize(reports: &[ScenarioReport], errors: &[(Scenario, String)]) -> Resul
             _ => {}
         }
     }
-    for (scenario, error) in errors {
-        println!("ERROR {scenario}: {error}");
+    for (label, error) in errors {
+        println!("ERROR {label}: {error}");
     }
     if !failed.is_empty() {
         return Err(format!(
@@ -283,7 +367,7 @@ fn summarize(reports: &[ScenarioReport], errors: &[(Scenario, String)]) -> Resul
 fn write_json(
     path: &Path,
     reports: &[ScenarioReport],
-    errors: &[(Scenario, String)],
+    errors: &[(String, String)],
 ) -> Result<(), String> {
     /// The file's top level, borrowed: `serde_json::json!` would first copy every history into
     /// a `Value` tree, several times the history's own size on a long run.
@@ -294,7 +378,23 @@ fn write_json(
     }
     let errors = errors
         .iter()
-        .map(|(scenario, error)| (scenario.name(), error.as_str()))
+        .map(|(label, error)| (label.as_str(), error.as_str()))
         .collect();
     write_json_file(path, &ChaosJson { reports, errors })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defects_are_none_a_list_or_all() {
+        assert_eq!(defects(None), Ok(Vec::new()));
+        assert_eq!(defects(Some("all")), Ok(Defect::ALL.to_vec()));
+        assert_eq!(
+            defects(Some("quorum-half, drift-ignored")),
+            Ok(vec![Defect::QuorumHalf, Defect::DriftIgnored])
+        );
+        assert!(defects(Some("quorum-half,nope")).is_err());
+    }
 }

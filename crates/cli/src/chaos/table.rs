@@ -18,8 +18,9 @@ fn ms(us: u64) -> String {
     format!("{:.1}", us as f64 / 1000.0)
 }
 
-/// The results table, one row per scenario.
+/// The results table, one row per scenario; with a `defect` column when a run had one.
 pub(super) fn table(reports: &[ScenarioReport]) -> String {
+    let defects = reports.iter().any(|report| report.defect.is_some());
     let header = [
         "scenario",
         "expected",
@@ -38,16 +39,21 @@ pub(super) fn table(reports: &[ScenarioReport]) -> String {
         "p99 ms",
     ];
     let mut rows = vec![header.map(String::from).to_vec()];
+    if defects {
+        rows[0].insert(1, "defect".to_owned());
+    }
     for report in reports {
         let check = &report.check;
         let failures = check.availability.failures;
         let observed = match (report.expected_vs_observed(), check.is_safe()) {
+            // A safe scenario showing violations with a broken lock has caught the defect.
+            (ExpectedVsObserved::UnexpectedViolation, _) if report.defect.is_some() => "caught",
             (ExpectedVsObserved::UnexpectedViolation, _) => "VIOLATED",
             (ExpectedVsObserved::NotDemonstrated, _) => "not shown",
             (_, true) => "safe",
             (_, false) => "unsafe, shown",
         };
-        rows.push(vec![
+        let mut row = vec![
             report.scenario.name().to_owned(),
             expected(report).to_owned(),
             observed.to_owned(),
@@ -63,7 +69,14 @@ pub(super) fn table(reports: &[ScenarioReport]) -> String {
             failures.other.to_string(),
             ms(check.acquire_latency.p50_us),
             ms(check.acquire_latency.p99_us),
-        ]);
+        ];
+        if defects {
+            row.insert(
+                1,
+                report.defect.map_or("-", |defect| defect.name()).to_owned(),
+            );
+        }
+        rows.push(row);
     }
-    aligned(&rows, 3)
+    aligned(&rows, if defects { 4 } else { 3 })
 }

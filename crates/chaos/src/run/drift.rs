@@ -1,0 +1,104 @@
+//! The clock-drift fault of [`Scenario::ClockDrift`](crate::Scenario::ClockDrift): nodes 0–2
+//! count time [`DRIFT_RATE`] times too fast for the whole run (libfaketime, through the cluster
+//! options), the largest rate the lock's default drift allowance covers, and their rate is
+//! measured over the run.
+
+use std::time::{Duration, Instant};
+
+use quorumlock_harness::{ClusterOptions, TestCluster};
+use redis::aio::MultiplexedConnection;
+
+use super::error::ChaosError;
+use crate::history::Recorder;
+
+/// How fast the drifting clocks run. The default drift allowance is 1 % of the TTL + 2 ms (the
+/// 2 ms for Redis' expiry resolution): a key set at T1 lives TTL / rate, which stays above the
+/// validity's TTL − drift while rate ≤ 1 / 0.99 ≈ 1.0101. Just inside that: a correct lock is
+/// safe, one that ignores the drift is not.
+const DRIFT_RATE: f64 = 1.009;
+/// The nodes whose clocks drift: a majority, so that a contender can win on them alone.
+const DRIFTING_NODES: [usize; 3] = [0, 1, 2];
+
+/// `cluster` with the clocks of nodes 0–2 running [`DRIFT_RATE`] times too fast.
+pub(super) fn with_drifting_clocks(mut cluster: ClusterOptions) -> ClusterOptions {
+    for node in DRIFTING_NODES {
+        cluster = cluster.clock_rate(node, DRIFT_RATE);
+    }
+    cluster
+}
+
+/// How many times a clock is read at each end of the measurement; the reading with the
+/// shortest round trip counts (the least blurred by a loaded machine).
+const CLOCK_READS: usize = 5;
+
+/// Records the drift as a fault until `deadline` and measures each drifting node's clock rate
+/// over that time (`TIME` at the start and at the end, against our `Instant`), into `notes`.
+pub(super) async fn drifting_clocks(
+    cluster: &TestCluster,
+    recorder: &Recorder,
+    deadline: Instant,
+    notes: &mut Vec<String>,
+) -> Result<(), ChaosError> {
+    let mut connections = Vec::new();
+    for node in DRIFTING_NODES {
+        connections.push(cluster.connection(node).await?);
+    }
+    let fault = recorder.fault(format!("clock ×{DRIFT_RATE}"), &DRIFTING_NODES);
+    let mut starts = Vec::new();
+    for connection in &mut connections {
+        starts.push(best_reading(connection).await?);
+    }
+    tokio::time::sleep_until(deadline.into()).await;
+    let mut rates = Vec::new();
+    for (connection, start) in connections.iter_mut().zip(&starts) {
+        let end = best_reading(connection).await?;
+        let ours = end.at.saturating_duration_since(start.at).as_secs_f64();
+        if ours > 0.0 {
+            rates.push((end.node_secs - start.node_secs) / ours);
+        }
+    }
+    recorder.lift(fault);
+    notes.push(format!(
+        "clocks of nodes 0,1,2 run ×{DRIFT_RATE} (libfaketime); measured over the run: {}",
+        rates
+            .iter()
+            .map(|rate| format!("×{rate:.4}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    Ok(())
+}
+
+/// One reading of a node's wall clock.
+struct Reading {
+    /// Our clock halfway through the round trip that read it.
+    at: Instant,
+    /// The node's `TIME`, in seconds.
+    node_secs: f64,
+    /// The round trip.
+    round_trip: Duration,
+}
+
+/// Of [`CLOCK_READS`] readings of the node's clock, the one with the shortest round trip.
+async fn best_reading(connection: &mut MultiplexedConnection) -> Result<Reading, ChaosError> {
+    let mut best = read_clock(connection).await?;
+    for _ in 1..CLOCK_READS {
+        let reading = read_clock(connection).await?;
+        if reading.round_trip < best.round_trip {
+            best = reading;
+        }
+    }
+    Ok(best)
+}
+
+/// Reads the node's clock once (`TIME`).
+async fn read_clock(connection: &mut MultiplexedConnection) -> Result<Reading, ChaosError> {
+    let sent = Instant::now();
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(connection).await?;
+    let round_trip = sent.elapsed();
+    Ok(Reading {
+        at: sent + round_trip / 2,
+        node_secs: secs as f64 + micros as f64 / 1e6,
+        round_trip,
+    })
+}
