@@ -2,9 +2,11 @@
 //! faults, and the history they leave, checked.
 //!
 //! Below this file: [`options`] (how to run), [`error`], [`workload`] (the clients),
-//! [`faults`] (the fault schedule) over [`clocks`] (the fast-clock fault), and [`report`] (what
-//! a run returns).
+//! [`faults`] (the fault schedule) over [`clocks`] (the clock faults) and [`checks`] (each
+//! fault's proof that it took effect; the TTL adapted to the restart time), and [`report`]
+//! (what a run returns).
 
+mod checks;
 mod clocks;
 mod error;
 mod faults;
@@ -22,7 +24,8 @@ use tokio::task::JoinSet;
 use crate::checker::check;
 use crate::history::{Clock, Recorder};
 use crate::scenario::Scenario;
-use clocks::with_fast_clocks;
+use checks::ttl_for_restarts;
+use clocks::{with_fast_clocks, with_jumping_clocks};
 use faults::Faults;
 use workload::{ClientPlan, run_client, warm_up};
 
@@ -64,17 +67,33 @@ pub async fn run(scenario: Scenario, options: &RunOptions) -> Result<ScenarioRep
     if scenario == Scenario::RestartAof {
         notes.push("every node: appendonly yes, appendfsync always (data on tmpfs)".to_owned());
     }
+    let restarts = matches!(
+        scenario,
+        Scenario::RestartNoPersistence
+            | Scenario::RestartGuarded
+            | Scenario::RestartDelayed
+            | Scenario::RestartAof
+    );
+    let options = &if restarts {
+        ttl_for_restarts(&mut cluster, options, &mut notes).await?
+    } else {
+        options.clone()
+    };
     // Dropping the cluster (here, or while unwinding) kills every process and proxy it started.
     run_on(scenario, options, urls, Some(&mut cluster), target, notes).await
 }
 
 /// The cluster for a scenario: five nodes behind proxies, with persistence where it matters,
-/// and (if `clocks`) fast clocks on nodes 0–2 for [`Scenario::ClockFast`].
+/// (if `clocks`) fast clocks on nodes 0–2 for [`Scenario::ClockFast`], and clocks that can
+/// jump for the clock-jump scenarios.
 fn cluster_options(scenario: Scenario, options: &RunOptions, clocks: bool) -> ClusterOptions {
     let cluster = options.cluster.clone().nodes(LOCAL_NODES).proxies(true);
     match scenario {
         Scenario::RestartAof => cluster.persistence(Persistence::AofAlways),
         Scenario::ClockFast if clocks => with_fast_clocks(cluster),
+        Scenario::ClockJumpMinority | Scenario::ClockJumpMajority => {
+            with_jumping_clocks(cluster, scenario)
+        }
         _ => cluster,
     }
 }
