@@ -55,7 +55,10 @@ pub enum Scenario {
     /// their holders still believe they hold them. Unsafe: shows violations.
     ClockFast,
     /// The wall clocks of nodes 3 and 4 jump ahead by more than the TTL (their keys expire at
-    /// once), and later back. Safe: a minority's keys do not decide.
+    /// once), and later back. Unsafe: a hold whose keys sit on exactly three or four nodes (a
+    /// contender's leftover key was on the others) loses its majority in the jump, and a
+    /// contender wins nodes 3, 4 and a free one; nothing in the lock can see a clock jump
+    /// (the restart guard only sees restarts).
     ClockJumpMinority,
     /// The wall clocks of nodes 0–2 jump ahead by more than the TTL, and later back: every key
     /// on a majority expires at once while its holder believes it valid. Unsafe: shows
@@ -164,7 +167,10 @@ impl Scenario {
     pub fn expected_safe_with(self, restart_guard: bool) -> bool {
         match self {
             Scenario::RestartNoPersistence | Scenario::RestartGuarded => restart_guard,
-            Scenario::ClockFast | Scenario::ClockJumpMajority | Scenario::ClientStall => false,
+            Scenario::ClockFast
+            | Scenario::ClockJumpMinority
+            | Scenario::ClockJumpMajority
+            | Scenario::ClientStall => false,
             _ => true,
         }
     }

@@ -35,7 +35,10 @@ pub(super) fn jumping_nodes(scenario: Scenario) -> &'static [usize] {
 }
 
 /// `cluster` with the clocks of `scenario`'s [`jumping_nodes`] able to jump.
-pub(super) fn with_jumping_clocks(mut cluster: ClusterOptions, scenario: Scenario) -> ClusterOptions {
+pub(super) fn with_jumping_clocks(
+    mut cluster: ClusterOptions,
+    scenario: Scenario,
+) -> ClusterOptions {
     for &node in jumping_nodes(scenario) {
         cluster = cluster.clock_jumps(node);
     }

@@ -18,6 +18,8 @@ use crate::scenario::Scenario;
 
 /// Upper bound on fault cycles per scenario, on top of the time bound.
 const MAX_CYCLES: u32 = 10_000;
+/// How often the restart cycle looks for a hold just taken.
+const FRESH_POLL: Duration = Duration::from_millis(2);
 
 /// The fault schedule of a scenario, on a local cluster.
 pub(super) struct Faults<'a> {
@@ -119,11 +121,12 @@ impl Faults<'_> {
                 self.packet_drops(cluster, &[0, 1, 2], drop, notes).await?;
             }
             Scenario::RestartNoPersistence | Scenario::RestartGuarded => {
-                self.restarts(cluster, None, false, notes).await?;
+                self.restarts(cluster, None, false, &keys, notes).await?;
             }
-            Scenario::RestartAof => self.restarts(cluster, None, true, notes).await?,
+            Scenario::RestartAof => self.restarts(cluster, None, true, &keys, notes).await?,
             Scenario::RestartDelayed => {
-                self.restarts(cluster, Some(t * 3 / 2), false, notes).await?;
+                self.restarts(cluster, Some(t * 3 / 2), false, &keys, notes)
+                    .await?;
             }
             Scenario::ClockFast => {
                 fast_clocks(cluster, keys, self.recorder, self.deadline, notes).await?;
@@ -269,7 +272,15 @@ impl Faults<'_> {
             }
             let fault = self.recorder.fault(format!("clock +{jump_ms} ms"), nodes);
             let jumped_at = Instant::now();
-            jump_clocks(cluster, nodes, &mut connections, jump_ms, jump_ms, &mut ahead).await?;
+            jump_clocks(
+                cluster,
+                nodes,
+                &mut connections,
+                jump_ms,
+                jump_ms,
+                &mut ahead,
+            )
+            .await?;
             self.sleep_until(jumped_at + t * 2).await;
             jump_clocks(cluster, nodes, &mut connections, 0, -jump_ms, &mut back).await?;
             self.recorder.lift(fault);
@@ -289,27 +300,35 @@ impl Faults<'_> {
     }
 
     /// The restart cycle: cut nodes 3,4 off for one TTL, so holds taken meanwhile have their
-    /// keys on nodes 0–2 only; bring 3,4 back; kill and restart node 1 and then node 2 at once
-    /// (`down` = `None`), or kill both and restart them after `down`. Each restart is proved:
-    /// the process is gone after the kill, and a key set before it is gone after the start
-    /// (or, if the nodes `keep_data`, still there).
+    /// keys on nodes 0–2 only, and until a hold has just been taken (its key on node 1 is
+    /// fresh; at most one TTL more); bring 3,4 back; kill and restart node 1 and then node 2 at
+    /// once (`down` = `None`), or kill both and restart them after `down`. Each restart is
+    /// proved: the process is gone after the kill, and a key set before it is gone after the
+    /// start (or, if the nodes `keep_data`, still there). `keys` are the lock's keys.
     async fn restarts(
         &self,
         cluster: &mut TestCluster,
         down: Option<Duration>,
         keeps_data: bool,
+        keys: &[Vec<u8>],
         notes: &mut Vec<String>,
     ) -> Result<(), ChaosError> {
         let t = self.ttl;
-        let mut proved = 0;
+        let (mut proved, mut cycles, mut timed) = (0, 0, 0);
         for _ in 0..MAX_CYCLES {
-            self.sleep(t).await;
+            // Half a TTL apart (not one, as the other faults): where a restart takes a second,
+            // the TTL is scaled to two of them and a 10 s run still has two cycles.
+            self.sleep(t / 2).await;
             if !self.fits(t * 2 + down.unwrap_or_default()) {
                 break;
             }
             let cut = self.recorder.fault("cut + refused", &[3, 4]);
             self.partition(cluster, &[3, 4]).await?;
             self.sleep(t).await;
+            cycles += 1;
+            if self.fresh_hold(cluster, 1, keys).await? {
+                timed += 1;
+            }
             heal(cluster, &[3, 4]).await?;
             self.recorder.lift(cut);
             let label = match down {
@@ -357,10 +376,42 @@ impl Faults<'_> {
         }
         notes.push(format!(
             "self-check: {proved} restarts, each server process gone after the kill and a key \
-             set before it {} right after the start",
+             set before it {} right after the start; {timed} of {cycles} cycles restarted right \
+             after a hold was taken",
             if keeps_data { "still there" } else { "gone" }
         ));
         Ok(())
+    }
+
+    /// Waits until one of the lock's `keys` on `node` was set within the last tenth of a TTL
+    /// (a hold just taken, which will outlive a restart that takes under half a TTL), polling
+    /// its PTTL; `false` if none was within one TTL (or by the deadline).
+    async fn fresh_hold(
+        &self,
+        cluster: &TestCluster,
+        node: usize,
+        keys: &[Vec<u8>],
+    ) -> Result<bool, ChaosError> {
+        let mut connection = cluster.connection(node).await?;
+        let fresh_ms = i64::try_from((self.ttl * 9 / 10).as_millis()).unwrap_or(i64::MAX);
+        let until = (Instant::now() + self.ttl).min(self.deadline);
+        let polls = self.ttl.as_millis() / FRESH_POLL.as_millis().max(1) + 1;
+        for _ in 0..polls {
+            for key in keys {
+                let left: i64 = redis::cmd("PTTL")
+                    .arg(key.as_slice())
+                    .query_async(&mut connection)
+                    .await?;
+                if left >= fresh_ms {
+                    return Ok(true);
+                }
+            }
+            if Instant::now() >= until {
+                break;
+            }
+            tokio::time::sleep(FRESH_POLL).await;
+        }
+        Ok(false)
     }
 }
 
