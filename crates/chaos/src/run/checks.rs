@@ -18,6 +18,9 @@ use super::options::RunOptions;
 const SILENCE_PROBE: Duration = Duration::from_millis(100);
 /// Response timeout of the probes that must be answered (a slowed node included).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a SIGSTOP may take to show as state `T`, and how often that is looked at.
+const STOP_WAIT: Duration = Duration::from_secs(1);
+const STOP_POLL: Duration = Duration::from_millis(1);
 /// The TTL of a restart scenario is at least this many restart times: a holder keeps the lock
 /// for 50–95 % of its validity, so a hold taken just before a restart then mostly outlives it,
 /// and the cycle (TTL apart, TTL cut off, two restarts) still fits into a 10 s run once on a
@@ -83,21 +86,28 @@ pub(super) fn process_gone(pid: u32, node: usize) -> Result<(), ChaosError> {
 }
 
 /// Proves that `node` is frozen: on the process backend its process is stopped (state `T` in
-/// `/proc/PID/stat`); on every backend it does not answer.
+/// `/proc/PID/stat`, which a SIGSTOP reaches a moment after `kill` returns, so it is polled for
+/// up to [`STOP_WAIT`]); on every backend it does not answer.
 pub(super) async fn frozen(cluster: &mut TestCluster, node: usize) -> Result<(), ChaosError> {
     if cluster.backend() == Backend::Process {
         let pid = cluster
             .pid(node)?
             .ok_or_else(|| not_in_effect("SIGSTOP", node, "not running"))?;
-        match process_state(pid) {
-            Some('T' | 't') => {}
-            other => {
-                return Err(not_in_effect(
-                    "SIGSTOP",
-                    node,
-                    format!("process {pid} in state {other:?}, not T"),
-                ));
+        let polls = STOP_WAIT.as_millis() / STOP_POLL.as_millis().max(1) + 1;
+        let mut state = process_state(pid);
+        for _ in 0..polls {
+            if matches!(state, Some('T' | 't')) {
+                break;
             }
+            tokio::time::sleep(STOP_POLL).await;
+            state = process_state(pid);
+        }
+        if !matches!(state, Some('T' | 't')) {
+            return Err(not_in_effect(
+                "SIGSTOP",
+                node,
+                format!("process {pid} in state {state:?} after {STOP_WAIT:?}, not T"),
+            ));
         }
     }
     silent(cluster, node, "SIGSTOP").await
