@@ -24,10 +24,16 @@ pub enum Scenario {
     /// Nodes 0–2 answer late: every round waits for a slow node, so validity shrinks and
     /// availability drops. Safe.
     MajorityLatency,
-    /// Nodes 3 and 4 become hung servers (connections accepted, nothing answered). Safe.
+    /// Every packet to and from nodes 3 and 4 is dropped: a partitioned minority. Safe.
     PartitionMinority,
-    /// Nodes 0–2 are cut off (connections closed and refused): no quorum, no lock. Safe.
+    /// Every packet to and from nodes 0–2 is dropped: no quorum, no lock. Safe.
     PartitionMajority,
+    /// Packets to nodes 0–2 are dropped (their replies would pass): they never hear a request,
+    /// so nothing lands there and nobody gets a quorum. Safe.
+    PartitionOneWay,
+    /// Packets from nodes 0–2 are dropped (requests pass): every SET lands on a majority, but
+    /// no client ever learns it, so each must release everywhere after failing. Safe.
+    PartitionAsymmetric,
     /// Holds are taken while nodes 3 and 4 are unreachable (their keys land on nodes 0–2 only);
     /// then node 1, and after it node 2, is killed and restarted at once without persistence,
     /// forgetting its keys, and another client wins nodes 1, 3 and 4 while the holder still
@@ -51,6 +57,16 @@ pub enum Scenario {
     /// Nodes 0–2 count time ten times too fast, far beyond the drift allowance: keys expire while
     /// their holders still believe they hold them. Unsafe: shows violations.
     ClockFast,
+    /// The wall clocks of nodes 3 and 4 jump ahead by more than the TTL (their keys expire at
+    /// once), and later back. Unsafe: a hold whose keys sit on exactly three or four nodes (a
+    /// contender's leftover key was on the others) loses its majority in the jump, and a
+    /// contender wins nodes 3, 4 and a free one; nothing in the lock can see a clock jump
+    /// (the restart guard only sees restarts).
+    ClockJumpMinority,
+    /// The wall clocks of nodes 0–2 jump ahead by more than the TTL, and later back: every key
+    /// on a majority expires at once while its holder believes it valid. Unsafe: shows
+    /// violations.
+    ClockJumpMajority,
     /// Some holders pause (as in a long GC) between checking the validity and writing, past the
     /// validity: their writes are stale. Unsafe: shows stale writes.
     ClientStall,
@@ -66,7 +82,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 16] = [
+    pub const ALL: [Scenario; 20] = [
         Scenario::Baseline,
         Scenario::MinorityCrash,
         Scenario::MinorityFreeze,
@@ -74,12 +90,16 @@ impl Scenario {
         Scenario::MajorityLatency,
         Scenario::PartitionMinority,
         Scenario::PartitionMajority,
+        Scenario::PartitionOneWay,
+        Scenario::PartitionAsymmetric,
         Scenario::RestartNoPersistence,
         Scenario::RestartGuarded,
         Scenario::RestartDelayed,
         Scenario::RestartAof,
         Scenario::ClockDrift,
         Scenario::ClockFast,
+        Scenario::ClockJumpMinority,
+        Scenario::ClockJumpMajority,
         Scenario::ClientStall,
         Scenario::NoLock,
         Scenario::Random,
@@ -95,12 +115,16 @@ impl Scenario {
             Scenario::MajorityLatency => "majority-latency",
             Scenario::PartitionMinority => "partition-minority",
             Scenario::PartitionMajority => "partition-majority",
+            Scenario::PartitionOneWay => "partition-one-way",
+            Scenario::PartitionAsymmetric => "partition-asymmetric",
             Scenario::RestartNoPersistence => "restart-no-persistence",
             Scenario::RestartGuarded => "restart-guarded",
             Scenario::RestartDelayed => "restart-delayed",
             Scenario::RestartAof => "restart-aof",
             Scenario::ClockDrift => "clock-drift",
             Scenario::ClockFast => "clock-fast",
+            Scenario::ClockJumpMinority => "clock-jump-minority",
+            Scenario::ClockJumpMajority => "clock-jump-majority",
             Scenario::ClientStall => "client-stall",
             Scenario::NoLock => "no-lock",
             Scenario::Random => "random",
@@ -119,8 +143,12 @@ impl Scenario {
             Scenario::MajorityLatency => {
                 "+latency on nodes 0,1,2 (under, then over the node timeout)"
             }
-            Scenario::PartitionMinority => "black-hole nodes 3,4 for 2×TTL",
-            Scenario::PartitionMajority => "cut and refuse nodes 0,1,2 for 2×TTL",
+            Scenario::PartitionMinority => "drop all packets of nodes 3,4 for 2×TTL",
+            Scenario::PartitionMajority => "drop all packets of nodes 0,1,2 for 2×TTL",
+            Scenario::PartitionOneWay => "drop packets to nodes 0,1,2 (requests) for 2×TTL",
+            Scenario::PartitionAsymmetric => {
+                "drop packets from nodes 0,1,2 (replies; requests land) for 2×TTL"
+            }
             Scenario::RestartNoPersistence => {
                 "holds taken while 3,4 are cut off; then nodes 1, 2 killed and restarted empty at once (restart guard off)"
             }
@@ -137,6 +165,12 @@ impl Scenario {
                 "nodes 0,1,2 count time ×1.009, inside the 1 % + 2 ms drift allowance"
             }
             Scenario::ClockFast => "nodes 0,1,2 count time 10× too fast",
+            Scenario::ClockJumpMinority => {
+                "wall clocks of nodes 3,4 jump 2×TTL ahead, 2×TTL later back"
+            }
+            Scenario::ClockJumpMajority => {
+                "wall clocks of nodes 0,1,2 jump 2×TTL ahead, 2×TTL later back"
+            }
             Scenario::ClientStall => "some holders pause past their validity, then write",
             Scenario::NoLock => "clients skip the lock and write anyway",
             Scenario::Random => {
@@ -158,7 +192,11 @@ impl Scenario {
     pub fn expected_safe_with(self, restart_guard: bool) -> bool {
         match self {
             Scenario::RestartNoPersistence | Scenario::RestartGuarded => restart_guard,
-            Scenario::ClockFast | Scenario::ClientStall | Scenario::NoLock => false,
+            Scenario::ClockFast
+            | Scenario::ClockJumpMinority
+            | Scenario::ClockJumpMajority
+            | Scenario::ClientStall
+            | Scenario::NoLock => false,
             _ => true,
         }
     }

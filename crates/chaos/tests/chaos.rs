@@ -227,6 +227,21 @@ async fn a_seeded_nemesis_is_safe() {
     assert_eq!(done, wanted);
 }
 
+/// Packets really dropped (else the runs' self-checks fail them): a partitioned minority, and a
+/// majority whose replies are lost while the requests land, keep mutual exclusion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn packet_dropping_partitions_are_safe() {
+    for scenario in [Scenario::PartitionMinority, Scenario::PartitionAsymmetric] {
+        assert_safe(scenario).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clock_jump_on_a_majority_grants_twice() {
+    let report = assert_unsafe(Scenario::ClockJumpMajority).await;
+    assert!(!report.check.violations.is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_side_scenarios_run_on_given_nodes() {
     let cluster = TestCluster::start(ClusterOptions::default().nodes(3))

@@ -14,7 +14,8 @@ use crate::backend::Backend;
 #[cfg(feature = "docker")]
 use crate::docker::DockerServer;
 use crate::error::HarnessError;
-use crate::faketime::find_libfaketime;
+use crate::faketime::{ClockFile, find_libfaketime};
+use crate::netfilter::{Netfilter, PacketDrop, ServerSocket};
 use crate::options::ClusterOptions;
 use crate::process::ProcessServer;
 use crate::proxy::FaultProxy;
@@ -44,7 +45,9 @@ const INSPECTION_TIMEOUT: Duration = Duration::from_secs(1);
 /// enabled.
 #[derive(Debug)]
 pub struct TestCluster {
-    // Field order matters for drop: the nodes go before the TLS files they read.
+    // Field order matters for drop: packets pass again before the nodes go, and the nodes go
+    // before the TLS files they read.
+    netfilter: Netfilter,
     nodes: Vec<Node>,
     options: ClusterOptions,
     transport: Transport,
@@ -84,6 +87,7 @@ impl TestCluster {
             "test cluster started"
         );
         Ok(TestCluster {
+            netfilter: Netfilter::default(),
             nodes,
             options,
             transport,
@@ -284,6 +288,67 @@ impl TestCluster {
             .await?)
     }
 
+    /// Drops `what` of node `index`'s packets from now on (replacing what was dropped for it
+    /// before) until [`heal_packets`](Self::heal_packets): a real partition, where segments
+    /// vanish and TCP retransmits, unlike the proxy's faults. The rules match the server's own
+    /// socket, behind any proxy, so they cut every path to the node, the harness's
+    /// [`connection`](Self::connection)s too; see [`PacketDrop`] for what each choice lets
+    /// through. The rules are removed when the cluster is dropped.
+    ///
+    /// Uses nftables (`nft`): one table per cluster, `inet quorumlock_<pid>_<n>`, rewritten
+    /// atomically; tables of processes that no longer exist are deleted first. On the docker
+    /// backend the rules match the container's bridge address and port 6379 as it is now (a
+    /// container restarted later may get another address: drop its packets again then).
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::NftNotFound`], [`HarnessError::NftNotPermitted`] (needs root or
+    /// `CAP_NET_ADMIN`), [`HarnessError::Nft`]; [`HarnessError::NotRunning`] for a stopped
+    /// container (it has no address).
+    pub async fn drop_packets(
+        &mut self,
+        index: usize,
+        what: PacketDrop,
+    ) -> Result<(), HarnessError> {
+        let socket = self.server_socket(index).await?;
+        self.netfilter.drop_packets(index, socket, what).await
+    }
+
+    /// Lets node `index`'s packets pass again (nothing if none were dropped). Connections
+    /// that lost segments recover as TCP retransmits them, after its back-off (hundreds of
+    /// milliseconds or more); new ones can be made at once.
+    pub async fn heal_packets(&mut self, index: usize) -> Result<(), HarnessError> {
+        self.node(index)?;
+        self.netfilter.heal(index).await
+    }
+
+    /// Sets node `index`'s clock `offset_ms` milliseconds ahead of real time (behind if
+    /// negative), at once: a jump by the difference to the offset before. Needs
+    /// [`ClusterOptions::clock_jumps`] for the node, else [`HarnessError::NoClockJumps`].
+    pub fn set_clock_offset(&self, index: usize, offset_ms: i64) -> Result<(), HarnessError> {
+        let clock = self
+            .node(index)?
+            .clock
+            .as_ref()
+            .ok_or(HarnessError::NoClockJumps(index))?;
+        clock.set_offset_ms(offset_ms)?;
+        info!(node = index, offset_ms, "clock offset set");
+        Ok(())
+    }
+
+    /// Where node `index`'s server socket is, as its packets carry it.
+    async fn server_socket(&self, index: usize) -> Result<ServerSocket, HarnessError> {
+        let node = self.node(index)?;
+        match &node.server {
+            Server::Process(_) => Ok(ServerSocket {
+                addr: Ipv4Addr::LOCALHOST,
+                port: node.port,
+            }),
+            #[cfg(feature = "docker")]
+            Server::Docker(server) => server.bridge_socket(index).await,
+        }
+    }
+
     fn node(&self, index: usize) -> Result<&Node, HarnessError> {
         self.nodes.get(index).ok_or(HarnessError::NoSuchNode(index))
     }
@@ -314,7 +379,7 @@ impl Drop for TestCluster {
 
 /// What starting a node needs beyond the options, prepared once per cluster.
 enum BackendContext {
-    /// libfaketime's path, if any node has a clock rate.
+    /// libfaketime's path, if any node has a clock rate or a clock that jumps.
     Process { libfaketime: Option<PathBuf> },
     #[cfg(feature = "docker")]
     Docker {
@@ -327,10 +392,10 @@ impl BackendContext {
     async fn prepare(options: &ClusterOptions) -> Result<BackendContext, HarnessError> {
         match options.backend {
             Backend::Process => Ok(BackendContext::Process {
-                libfaketime: if options.clock_rates.is_empty() {
-                    None
-                } else {
+                libfaketime: if options.fakes_clocks() {
                     Some(find_libfaketime()?)
+                } else {
+                    None
                 },
             }),
             #[cfg(feature = "docker")]
@@ -350,9 +415,12 @@ impl BackendContext {
 #[derive(Debug)]
 struct Node {
     port: u16,
-    // Field order matters for drop: the server goes before the proxy in front of it.
+    // Field order matters for drop: the server goes before the proxy in front of it and the
+    // clock file it reads.
     server: Server,
     proxy: Option<FaultProxy>,
+    /// Its jumpable clock, with [`ClusterOptions::clock_jumps`].
+    clock: Option<ClockFile>,
 }
 
 /// A node's server, by backend.
@@ -371,16 +439,32 @@ async fn start_new_node(
     backend: &BackendContext,
     index: usize,
 ) -> Result<Node, HarnessError> {
+    let clock = if options.clock_jumps.contains(&index) {
+        Some(ClockFile::new(
+            index,
+            options.clock_rates.get(&index).copied(),
+        )?)
+    } else {
+        None
+    };
+    let clock_dir = clock.as_ref().map(ClockFile::dir);
     let (server, port) = match backend {
         BackendContext::Process { libfaketime } => {
-            let (server, port) =
-                ProcessServer::start_new(options, transport, libfaketime.as_deref(), index).await?;
+            let (server, port) = ProcessServer::start_new(
+                options,
+                transport,
+                libfaketime.as_deref(),
+                clock_dir,
+                index,
+            )
+            .await?;
             (Server::Process(server), port)
         }
         #[cfg(feature = "docker")]
         BackendContext::Docker { docker, image } => {
             let (server, port) =
-                DockerServer::start_new(options, transport, docker, image, index).await?;
+                DockerServer::start_new(options, transport, docker, image, clock_dir, index)
+                    .await?;
             (Server::Docker(server), port)
         }
     };
@@ -394,6 +478,7 @@ async fn start_new_node(
         port,
         server,
         proxy,
+        clock,
     })
 }
 

@@ -123,6 +123,31 @@ pub enum HarnessError {
         /// The paths that were tried.
         searched: Vec<PathBuf>,
     },
+    /// Dropping packets needs the `nft` command, which was not found on `PATH` (Debian package
+    /// `nftables`).
+    #[error("nft not found on PATH (apt-get install nftables): packet-dropping partitions need it")]
+    NftNotFound,
+    /// `nft` ran but may not change the firewall: dropping packets needs root or
+    /// `CAP_NET_ADMIN`.
+    #[error("nft is not permitted to change the firewall (needs root or CAP_NET_ADMIN): {stderr}")]
+    NftNotPermitted {
+        /// What nft said.
+        stderr: String,
+    },
+    /// `nft` failed for another reason.
+    #[error("nft {args} failed ({status}): {stderr}")]
+    Nft {
+        /// The arguments it was run with.
+        args: String,
+        /// Its exit status.
+        status: String,
+        /// What it said.
+        stderr: String,
+    },
+    /// A clock offset was set on a node started without
+    /// [`ClusterOptions::clock_jumps`](crate::ClusterOptions::clock_jumps).
+    #[error("node {0}: its clock cannot jump (start it with ClusterOptions::clock_jumps)")]
+    NoClockJumps(usize),
     /// The certificates for [`ClusterOptions::tls`](crate::ClusterOptions) could not be made
     /// (cargo feature `tls`).
     #[error("TLS setup: {reason}")]

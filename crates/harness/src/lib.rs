@@ -114,6 +114,7 @@ pub mod docker;
 mod env;
 mod error;
 mod faketime;
+mod netfilter;
 mod options;
 mod port;
 mod probe;
@@ -128,6 +129,7 @@ pub use backend::Backend;
 pub use cluster::TestCluster;
 pub use env::{BACKEND_ENV, LIBFAKETIME_ENV, REDIS_SERVER_ENV};
 pub use error::HarnessError;
+pub use netfilter::PacketDrop;
 pub use options::{ClusterOptions, Persistence};
 pub use proxy::FaultProxy;
 #[cfg(feature = "tls")]

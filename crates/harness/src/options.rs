@@ -1,7 +1,7 @@
 //! How to start a cluster: [`ClusterOptions`] and what it chooses, [`Persistence`] and the
 //! [`Backend`] (read from `QUORUMLOCK_BACKEND` here; the type itself is in `backend.rs`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -81,6 +81,7 @@ pub struct ClusterOptions {
     persistence: Persistence,
     data_dir: Option<PathBuf>,
     pub(crate) clock_rates: BTreeMap<usize, f64>,
+    pub(crate) clock_jumps: BTreeSet<usize>,
     #[cfg(feature = "tls")]
     pub(crate) tls: bool,
 }
@@ -106,6 +107,7 @@ impl Default for ClusterOptions {
             persistence: Persistence::None,
             data_dir: None,
             clock_rates: BTreeMap::new(),
+            clock_jumps: BTreeSet::new(),
             #[cfg(feature = "tls")]
             tls: false,
         }
@@ -230,6 +232,29 @@ impl ClusterOptions {
         self
     }
 
+    /// Lets node `node`'s wall clock jump at run time, forward or back, with
+    /// [`TestCluster::set_clock_offset`](crate::TestCluster::set_clock_offset); it starts at
+    /// real time (at the rate of [`clock_rate`](Self::clock_rate), if one is set too).
+    ///
+    /// Done with libfaketime reading its offset from a file of the node's own
+    /// (`FAKETIME_TIMESTAMP_FILE` with `FAKETIME_NO_CACHE=1`, so a change shows at the next
+    /// clock call; on the docker backend its directory is bind-mounted at `/faketime`). Without
+    /// a clock rate only the wall clock (`CLOCK_REALTIME`, what key expiry uses) jumps, as when
+    /// an operator or NTP steps a clock (`FAKETIME_DONT_FAKE_MONOTONIC=1`); with one, the
+    /// monotonic clock is faked too, as for the rate alone. The offset is kept across
+    /// restarts. Needs libfaketime as [`clock_rate`](Self::clock_rate) does;
+    /// [`HarnessError::NoSuchNode`] at start if `node` is out of range.
+    #[must_use]
+    pub fn clock_jumps(mut self, node: usize) -> Self {
+        self.clock_jumps.insert(node);
+        self
+    }
+
+    /// Whether any node needs libfaketime.
+    pub(crate) fn fakes_clocks(&self) -> bool {
+        !self.clock_rates.is_empty() || !self.clock_jumps.is_empty()
+    }
+
     /// Makes every node speak TLS only (default `false`; cargo feature `tls`).
     ///
     /// At [`TestCluster::start`](crate::TestCluster::start) the harness makes a CA for this
@@ -265,6 +290,9 @@ impl ClusterOptions {
                 return Err(HarnessError::InvalidClockRate { node, rate });
             }
         }
+        if let Some(&node) = self.clock_jumps.iter().find(|&&node| node >= self.nodes) {
+            return Err(HarnessError::NoSuchNode(node));
+        }
         Ok(())
     }
 
@@ -283,20 +311,38 @@ impl ClusterOptions {
         args
     }
 
-    /// `FAKETIME` and `LD_PRELOAD` for node `index`, if it has a clock rate; `libfaketime` is
-    /// the library's path where the server runs.
+    /// libfaketime's environment for node `index`, empty if its clock is real: `LD_PRELOAD`
+    /// (`libfaketime` is the library's path where the server runs), and `FAKETIME` for a rate
+    /// alone, or the clock file (`clock_file`, its path where the server runs) for a clock that
+    /// jumps.
     pub(crate) fn clock_env(
         &self,
         index: usize,
         libfaketime: &Path,
-    ) -> Option<[(String, String); 2]> {
-        let rate = self.clock_rates.get(&index)?;
-        Some([
-            ("FAKETIME".to_owned(), format!("+0 x{rate}")),
-            (
-                "LD_PRELOAD".to_owned(),
-                format!("{} libc.so.6", libfaketime.display()),
-            ),
-        ])
+        clock_file: Option<&Path>,
+    ) -> Vec<(String, String)> {
+        let rate = self.clock_rates.get(&index);
+        let mut env = match (clock_file, rate) {
+            (None, None) => return Vec::new(),
+            (None, Some(rate)) => vec![("FAKETIME".to_owned(), format!("+0 x{rate}"))],
+            (Some(file), rate) => {
+                let mut env = vec![
+                    (
+                        "FAKETIME_TIMESTAMP_FILE".to_owned(),
+                        file.display().to_string(),
+                    ),
+                    ("FAKETIME_NO_CACHE".to_owned(), "1".to_owned()),
+                ];
+                if rate.is_none() {
+                    env.push(("FAKETIME_DONT_FAKE_MONOTONIC".to_owned(), "1".to_owned()));
+                }
+                env
+            }
+        };
+        env.push((
+            "LD_PRELOAD".to_owned(),
+            format!("{} libc.so.6", libfaketime.display()),
+        ));
+        env
     }
 }

@@ -16,6 +16,7 @@ use tracing::{debug, info, warn};
 use self::child::{RedisProcess, spawn_server};
 use self::output::OutputStart;
 use crate::error::HarnessError;
+use crate::faketime::CLOCK_FILE_NAME;
 use crate::options::ClusterOptions;
 use crate::port::{OwnPortRetry, on_a_free_port};
 use crate::probe::{PROBE_TIMEOUT, ProbeBackoff};
@@ -42,12 +43,13 @@ impl ProcessServer {
         options: &ClusterOptions,
         transport: &Transport,
         libfaketime: Option<&Path>,
+        clock_dir: Option<&Path>,
         index: usize,
     ) -> Result<(ProcessServer, u16), HarnessError> {
         let dir = options.node_data_dir(index)?;
-        let env: Vec<(String, String)> = libfaketime
-            .and_then(|path| options.clock_env(index, path))
-            .map(Vec::from)
+        let clock_file = clock_dir.map(|dir| dir.join(CLOCK_FILE_NAME));
+        let env = libfaketime
+            .map(|path| options.clock_env(index, path, clock_file.as_deref()))
             .unwrap_or_default();
         let (process, port) = on_a_free_port(index, |port| {
             launch(options, transport, index, port, dir.path(), &env)

@@ -14,7 +14,7 @@ use common::{backend_checks, bounded, ping};
 use std::io::ErrorKind;
 use std::time::Duration;
 
-use quorumlock_harness::{Backend, ClusterOptions, HarnessError, TestCluster, docker};
+use quorumlock_harness::{Backend, ClusterOptions, HarnessError, PacketDrop, TestCluster, docker};
 
 /// Set (not empty, not `0`) to turn "docker unavailable" from a skip into a failure.
 const REQUIRE_DOCKER_ENV: &str = "QUORUMLOCK_REQUIRE_DOCKER";
@@ -338,6 +338,30 @@ async fn a_restart_waits_for_its_port_to_be_free_again() {
                 .unwrap(),
             "PONG"
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn dropped_packets_time_out_until_healed() {
+    bounded(async {
+        for what in [PacketDrop::Both, PacketDrop::Requests, PacketDrop::Replies] {
+            let Some(mut cluster) = docker_cluster(ClusterOptions::default().nodes(1)).await else {
+                return;
+            };
+            backend_checks::dropped_packets_time_out_until_healed(&mut cluster, what).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_clock_jumps_ahead_and_back() {
+    bounded(async {
+        let Some(cluster) = docker_cluster(backend_checks::jumping_clock_on_node_0()).await else {
+            return;
+        };
+        backend_checks::a_clock_jumps_ahead_and_back(&cluster).await;
     })
     .await;
 }

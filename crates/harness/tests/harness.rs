@@ -17,7 +17,9 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::sys::signal;
 use nix::unistd::Pid;
-use quorumlock_harness::{Backend, ClusterOptions, HarnessError, Persistence, TestCluster};
+use quorumlock_harness::{
+    Backend, ClusterOptions, HarnessError, PacketDrop, Persistence, TestCluster,
+};
 
 /// Whether a process with this id still exists (a zombie counts as existing).
 fn process_exists(pid: u32) -> bool {
@@ -559,6 +561,28 @@ async fn aof_nodes_keep_their_data_on_tmpfs_unless_told_otherwise() {
         )
         .await;
         assert!(dir.starts_with(parent.path()), "{}", dir.display());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn dropped_packets_time_out_until_healed() {
+    bounded(async {
+        for what in [PacketDrop::Both, PacketDrop::Requests, PacketDrop::Replies] {
+            let mut cluster = TestCluster::with_nodes(1).await.unwrap();
+            backend_checks::dropped_packets_time_out_until_healed(&mut cluster, what).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_clock_jumps_ahead_and_back() {
+    bounded(async {
+        let cluster = TestCluster::start(backend_checks::jumping_clock_on_node_0())
+            .await
+            .unwrap();
+        backend_checks::a_clock_jumps_ahead_and_back(&cluster).await;
     })
     .await;
 }

@@ -1,14 +1,20 @@
-//! The fast-clock fault of [`Scenario::ClockFast`](crate::Scenario::ClockFast): nodes 0–2 count
+//! The clock faults. [`Scenario::ClockFast`](crate::Scenario::ClockFast): nodes 0–2 count
 //! time [`FAST_CLOCK_RATE`] times too fast, for real (libfaketime, through the cluster options)
-//! or, where that is not available, emulated by shortening every new key's expiry.
+//! or, where that is not available, emulated by shortening every new key's expiry. The clock
+//! jumps of [`Scenario::ClockJumpMinority`](crate::Scenario::ClockJumpMinority) and
+//! [`Scenario::ClockJumpMajority`](crate::Scenario::ClockJumpMajority): wall clocks stepped
+//! ahead and back at run time (libfaketime reading an offset file), each jump measured with
+//! `TIME`.
 
 use std::time::{Duration, Instant};
 
 use quorumlock_harness::{ClusterOptions, TestCluster};
 use redis::aio::MultiplexedConnection;
 
+use super::checks::{clock_jumped, clock_offset_ms};
 use super::error::ChaosError;
 use crate::history::Recorder;
+use crate::scenario::Scenario;
 
 /// Speed factor of the fast clocks.
 const FAST_CLOCK_RATE: f64 = 10.0;
@@ -18,6 +24,45 @@ const FAST_NODES: [usize; 3] = [0, 1, 2];
 const CLOCK_CHECK: Duration = Duration::from_millis(100);
 /// How often the clock emulation looks for new keys.
 const SKEW_POLL: Duration = Duration::from_millis(2);
+
+/// The nodes whose wall clocks jump in `scenario` (none for the others).
+pub(super) fn jumping_nodes(scenario: Scenario) -> &'static [usize] {
+    match scenario {
+        Scenario::ClockJumpMinority => &[3, 4],
+        Scenario::ClockJumpMajority => &[0, 1, 2],
+        _ => &[],
+    }
+}
+
+/// `cluster` with the clocks of `scenario`'s [`jumping_nodes`] able to jump.
+pub(super) fn with_jumping_clocks(
+    mut cluster: ClusterOptions,
+    scenario: Scenario,
+) -> ClusterOptions {
+    for &node in jumping_nodes(scenario) {
+        cluster = cluster.clock_jumps(node);
+    }
+    cluster
+}
+
+/// Sets the clocks of `nodes` to `offset_ms` ahead of real time, proving each jump of
+/// `jump_ms` with `TIME` before and after; the measured jumps go to `measured`.
+pub(super) async fn jump_clocks(
+    cluster: &TestCluster,
+    nodes: &[usize],
+    connections: &mut [MultiplexedConnection],
+    offset_ms: i64,
+    jump_ms: i64,
+    measured: &mut Vec<i128>,
+) -> Result<(), ChaosError> {
+    for (&node, connection) in nodes.iter().zip(connections.iter_mut()) {
+        let before = clock_offset_ms(connection).await?;
+        cluster.set_clock_offset(node, offset_ms)?;
+        let after = clock_offset_ms(connection).await?;
+        measured.push(clock_jumped(node, before, after, i128::from(jump_ms))?);
+    }
+    Ok(())
+}
 
 /// `cluster` with the clocks of nodes 0–2 running [`FAST_CLOCK_RATE`] times too fast.
 pub(super) fn with_fast_clocks(mut cluster: ClusterOptions) -> ClusterOptions {

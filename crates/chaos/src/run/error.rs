@@ -33,4 +33,14 @@ pub enum ChaosError {
     /// A node needed for a fault has no fault proxy.
     #[error("node {0} has no fault proxy")]
     NoProxy(usize),
+    /// A fault's self-check failed: it did not take effect, so the run would prove nothing.
+    #[error("self-check failed: {fault} on node {node} did not take effect: {evidence}")]
+    FaultNotInEffect {
+        /// The fault, e.g. `SIGSTOP`.
+        fault: String,
+        /// The node it was applied to.
+        node: usize,
+        /// What was measured instead.
+        evidence: String,
+    },
 }

@@ -1,11 +1,17 @@
 //! The fault schedule of each scenario on a local cluster: which nodes are killed, frozen,
-//! slowed, cut off or restarted, when, and for how long, each fault recorded in the history.
+//! slowed, partitioned, restarted or have their clocks moved, when, and for how long, each
+//! fault recorded in the history and proved to have taken effect (`checks.rs`), with what was
+//! measured in the notes.
 
 use std::time::{Duration, Instant};
 
-use quorumlock_harness::{FaultProxy, TestCluster};
+use quorumlock_harness::{FaultProxy, PacketDrop, TestCluster};
 
-use super::clocks::fast_clocks;
+use super::checks::{
+    frozen, latency_in_effect, mark_before_restart, median_ms, process_gone, proxied_connection,
+    restarted_as_expected, round_trip, server_pid, silent,
+};
+use super::clocks::{fast_clocks, jump_clocks, jumping_nodes};
 use super::drift::drifting_clocks;
 use super::error::ChaosError;
 use crate::history::Recorder;
@@ -14,6 +20,8 @@ use crate::scenario::Scenario;
 
 /// Upper bound on fault cycles per scenario, on top of the time bound.
 const MAX_CYCLES: u32 = 10_000;
+/// How often the restart cycle looks for a hold just taken.
+const FRESH_POLL: Duration = Duration::from_millis(2);
 
 /// The fault schedule of a scenario, on a local cluster.
 pub(super) struct Faults<'a> {
@@ -52,74 +60,78 @@ impl Faults<'_> {
         match scenario {
             Scenario::Baseline | Scenario::ClientStall | Scenario::NoLock => {}
             Scenario::MinorityCrash => {
+                let mut proved = 0;
                 for _ in 0..MAX_CYCLES {
                     self.sleep(t).await;
                     if !self.fits(t * 5 / 2) {
                         break;
                     }
+                    let pids = [server_pid(cluster, 3)?, server_pid(cluster, 4)?];
                     let fault = self.recorder.fault("killed", &[3, 4]);
                     cluster.kill(3).await?;
                     cluster.kill(4).await?;
+                    process_gone(pids[0], 3)?;
+                    process_gone(pids[1], 4)?;
+                    proved += 2;
                     self.sleep(t * 2).await;
                     cluster.start_node(3).await?;
                     cluster.start_node(4).await?;
                     self.recorder.lift(fault);
                 }
+                notes.push(format!(
+                    "self-check: {proved} kills, each server process gone right after"
+                ));
             }
             Scenario::MinorityFreeze => {
+                let mut proved = 0;
                 for _ in 0..MAX_CYCLES {
                     self.sleep(t).await;
                     if !self.fits(t * 5 / 2) {
                         break;
                     }
                     let fault = self.recorder.fault("SIGSTOP", &[3, 4]);
+                    let frozen_at = Instant::now();
                     cluster.pause(3)?;
                     cluster.pause(4)?;
-                    self.sleep(t * 2).await;
+                    frozen(cluster, 3).await?;
+                    frozen(cluster, 4).await?;
+                    proved += 2;
+                    self.sleep_until(frozen_at + t * 2).await;
                     cluster.resume(3)?;
                     cluster.resume(4)?;
                     self.recorder.lift(fault);
                 }
+                notes.push(format!(
+                    "self-check: {proved} freezes, each node stopped (process state T on the \
+                     process backend) and silent to a PING probe"
+                ));
             }
-            Scenario::MinorityLatency => self.latency(cluster, &[3, 4]).await?,
-            Scenario::MajorityLatency => self.latency(cluster, &[0, 1, 2]).await?,
+            Scenario::MinorityLatency => self.latency(cluster, &[3, 4], notes).await?,
+            Scenario::MajorityLatency => self.latency(cluster, &[0, 1, 2], notes).await?,
             Scenario::PartitionMinority => {
-                for _ in 0..MAX_CYCLES {
-                    self.sleep(t).await;
-                    if !self.fits(t * 5 / 2) {
-                        break;
-                    }
-                    let fault = self.recorder.fault("black hole", &[3, 4]);
-                    for node in [3, 4] {
-                        proxy(cluster, node)?.blackhole();
-                    }
-                    self.sleep(t * 2).await;
-                    for node in [3, 4] {
-                        let proxy = proxy(cluster, node)?;
-                        proxy.heal().await?;
-                        // Swallowed requests leave the clients' connections out of step.
-                        proxy.cut().await;
-                    }
-                    self.recorder.lift(fault);
-                }
+                let drop = (PacketDrop::Both, "packets dropped");
+                self.packet_drops(cluster, &[3, 4], drop, notes).await?;
             }
             Scenario::PartitionMajority => {
-                for _ in 0..MAX_CYCLES {
-                    self.sleep(t).await;
-                    if !self.fits(t * 5 / 2) {
-                        break;
-                    }
-                    let fault = self.recorder.fault("cut + refused", &[0, 1, 2]);
-                    self.partition(cluster, &[0, 1, 2]).await?;
-                    self.sleep(t * 2).await;
-                    heal(cluster, &[0, 1, 2]).await?;
-                    self.recorder.lift(fault);
-                }
+                let drop = (PacketDrop::Both, "packets dropped");
+                self.packet_drops(cluster, &[0, 1, 2], drop, notes).await?;
             }
-            Scenario::RestartNoPersistence | Scenario::RestartGuarded | Scenario::RestartAof => {
-                self.restarts(cluster, None).await?;
+            Scenario::PartitionOneWay => {
+                let drop = (PacketDrop::Requests, "requests dropped");
+                self.packet_drops(cluster, &[0, 1, 2], drop, notes).await?;
             }
-            Scenario::RestartDelayed => self.restarts(cluster, Some(t * 3 / 2)).await?,
+            Scenario::PartitionAsymmetric => {
+                let drop = (PacketDrop::Replies, "replies dropped");
+                self.packet_drops(cluster, &[0, 1, 2], drop, notes).await?;
+            }
+            Scenario::RestartNoPersistence | Scenario::RestartGuarded => {
+                self.restarts(cluster, None, false, &keys, notes).await?;
+            }
+            Scenario::RestartAof => self.restarts(cluster, None, true, &keys, notes).await?,
+            Scenario::RestartDelayed => {
+                self.restarts(cluster, Some(t * 3 / 2), false, &keys, notes)
+                    .await?;
+            }
             Scenario::ClockFast => {
                 fast_clocks(cluster, keys, self.recorder, self.deadline, notes).await?;
             }
@@ -130,6 +142,10 @@ impl Faults<'_> {
             }
             Scenario::ClockDrift => {
                 drifting_clocks(cluster, self.recorder, self.deadline, notes).await?;
+            }
+            Scenario::ClockJumpMinority | Scenario::ClockJumpMajority => {
+                self.clock_jumps(cluster, jumping_nodes(scenario), notes)
+                    .await?;
             }
         }
         Ok(())
@@ -145,12 +161,31 @@ impl Faults<'_> {
     }
 
     /// Latency under the per-node timeout (slow answers), then over it (timeouts), alternating.
-    async fn latency(&self, cluster: &TestCluster, nodes: &[usize]) -> Result<(), ChaosError> {
+    /// Proved by a PING through each slowed node's proxy inside every window (and one outside,
+    /// before it); the medians go to `notes`.
+    async fn latency(
+        &self,
+        cluster: &TestCluster,
+        nodes: &[usize],
+        notes: &mut Vec<String>,
+    ) -> Result<(), ChaosError> {
         let t = self.ttl;
+        let urls = cluster.urls();
+        let mut probes = Vec::new();
+        for &node in nodes {
+            let url = urls.get(node).ok_or(ChaosError::NoProxy(node))?;
+            probes.push(proxied_connection(url).await?);
+        }
+        // Round trips outside the windows, inside the short ones, inside the long ones.
+        let mut outside = Vec::new();
+        let mut inside: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
         for cycle in 0..MAX_CYCLES {
             self.sleep(t).await;
             if !self.fits(t * 5 / 2) {
                 break;
+            }
+            for probe in &mut probes {
+                outside.push(round_trip(probe).await?);
             }
             // The default node timeout is TTL / 10: a round trip of 2 × TTL / 50 stays under
             // it, one of 2 × TTL / 12 goes over.
@@ -158,35 +193,154 @@ impl Faults<'_> {
             let fault = self
                 .recorder
                 .fault(format!("+{}ms each way", latency.as_millis()), nodes);
+            let slowed_at = Instant::now();
             for &node in nodes {
                 proxy(cluster, node)?.set_latency(latency);
             }
-            self.sleep(t * 2).await;
+            for (&node, probe) in nodes.iter().zip(&mut probes) {
+                let measured = round_trip(probe).await?;
+                latency_in_effect(node, latency, measured)?;
+                inside[cycle as usize % 2].push(measured);
+            }
+            self.sleep_until(slowed_at + t * 2).await;
             for &node in nodes {
                 proxy(cluster, node)?.set_latency(Duration::ZERO);
             }
             self.recorder.lift(fault);
         }
+        let [short, long] = &mut inside;
+        notes.push(format!(
+            "self-check: a PING through the proxies took {:.1} ms inside the +{} ms windows, \
+             {:.1} ms inside the +{} ms windows, {:.1} ms outside (medians of {}, {}, {})",
+            median_ms(short),
+            (t / 50).as_millis(),
+            median_ms(long),
+            (t / 12).as_millis(),
+            median_ms(&mut outside),
+            short.len(),
+            long.len(),
+            outside.len(),
+        ));
+        Ok(())
+    }
+
+    /// Drops packets of `nodes` (`drop`: which, and its label) for 2 TTL, healing after, in
+    /// cycles; each time proved by a probe PING to every node that gets no answer.
+    async fn packet_drops(
+        &self,
+        cluster: &mut TestCluster,
+        nodes: &[usize],
+        (what, label): (PacketDrop, &str),
+        notes: &mut Vec<String>,
+    ) -> Result<(), ChaosError> {
+        let t = self.ttl;
+        let mut partitions = 0;
+        for _ in 0..MAX_CYCLES {
+            self.sleep(t).await;
+            if !self.fits(t * 5 / 2) {
+                break;
+            }
+            let fault = self.recorder.fault(label, nodes);
+            let dropped_at = Instant::now();
+            for &node in nodes {
+                cluster.drop_packets(node, what).await?;
+            }
+            for &node in nodes {
+                silent(cluster, node, label).await?;
+            }
+            partitions += 1;
+            self.sleep_until(dropped_at + t * 2).await;
+            for &node in nodes {
+                cluster.heal_packets(node).await?;
+            }
+            self.recorder.lift(fault);
+        }
+        notes.push(format!(
+            "self-check: in each of {partitions} partitions ({label}, nftables) a PING probe to \
+             every node of {nodes:?} got no answer"
+        ));
+        Ok(())
+    }
+
+    /// Clocks of `nodes` jump 2 TTL ahead, and 2 TTL later back, in cycles; every jump measured
+    /// with `TIME` (the range goes to `notes`).
+    async fn clock_jumps(
+        &self,
+        cluster: &TestCluster,
+        nodes: &[usize],
+        notes: &mut Vec<String>,
+    ) -> Result<(), ChaosError> {
+        let t = self.ttl;
+        let jump_ms = i64::try_from((t * 2).as_millis()).unwrap_or(i64::MAX);
+        let mut connections = Vec::new();
+        for &node in nodes {
+            connections.push(cluster.connection(node).await?);
+        }
+        let (mut ahead, mut back) = (Vec::new(), Vec::new());
+        for _ in 0..MAX_CYCLES {
+            self.sleep(t).await;
+            if !self.fits(t * 5 / 2) {
+                break;
+            }
+            let fault = self.recorder.fault(format!("clock +{jump_ms} ms"), nodes);
+            let jumped_at = Instant::now();
+            jump_clocks(
+                cluster,
+                nodes,
+                &mut connections,
+                jump_ms,
+                jump_ms,
+                &mut ahead,
+            )
+            .await?;
+            self.sleep_until(jumped_at + t * 2).await;
+            jump_clocks(cluster, nodes, &mut connections, 0, -jump_ms, &mut back).await?;
+            self.recorder.lift(fault);
+        }
+        let range = |measured: &[i128]| match (measured.iter().min(), measured.iter().max()) {
+            (Some(min), Some(max)) => format!("{min:+}..{max:+} ms"),
+            _ => "none".to_owned(),
+        };
+        notes.push(format!(
+            "self-check: {} clock jumps of ±{jump_ms} ms on nodes {nodes:?} (libfaketime), \
+             measured with TIME: ahead {}, back {}",
+            ahead.len() + back.len(),
+            range(&ahead),
+            range(&back)
+        ));
         Ok(())
     }
 
     /// The restart cycle: cut nodes 3,4 off for one TTL, so holds taken meanwhile have their
-    /// keys on nodes 0–2 only; bring 3,4 back; kill and restart node 1 and then node 2 at once
-    /// (`down` = `None`), or kill both and restart them after `down`.
+    /// keys on nodes 0–2 only, and until a hold has just been taken (its key on node 1 is
+    /// fresh; at most one TTL more); bring 3,4 back; kill and restart node 1 and then node 2 at
+    /// once (`down` = `None`), or kill both and restart them after `down`. Each restart is
+    /// proved: the process is gone after the kill, and a key set before it is gone after the
+    /// start (or, if the nodes `keep_data`, still there). `keys` are the lock's keys.
     async fn restarts(
         &self,
         cluster: &mut TestCluster,
         down: Option<Duration>,
+        keeps_data: bool,
+        keys: &[Vec<u8>],
+        notes: &mut Vec<String>,
     ) -> Result<(), ChaosError> {
         let t = self.ttl;
+        let (mut proved, mut cycles, mut timed) = (0, 0, 0);
         for _ in 0..MAX_CYCLES {
-            self.sleep(t).await;
+            // Half a TTL apart (not one, as the other faults): where a restart takes a second,
+            // the TTL is scaled to two of them and a 10 s run still has two cycles.
+            self.sleep(t / 2).await;
             if !self.fits(t * 2 + down.unwrap_or_default()) {
                 break;
             }
             let cut = self.recorder.fault("cut + refused", &[3, 4]);
             self.partition(cluster, &[3, 4]).await?;
             self.sleep(t).await;
+            cycles += 1;
+            if self.fresh_hold(cluster, 1, keys).await? {
+                timed += 1;
+            }
             heal(cluster, &[3, 4]).await?;
             self.recorder.lift(cut);
             let label = match down {
@@ -198,24 +352,78 @@ impl Faults<'_> {
                 // (nodes 1, 3, 4), while the holder still has nodes 0 and 2.
                 None => {
                     for node in [1, 2] {
+                        mark_before_restart(cluster, node).await?;
+                        let pid = server_pid(cluster, node)?;
                         let restart = self.recorder.fault(label, &[node]);
                         cluster.kill(node).await?;
+                        process_gone(pid, node)?;
                         cluster.start_node(node).await?;
                         self.recorder.lift(restart);
+                        restarted_as_expected(cluster, node, keeps_data).await?;
+                        proved += 1;
                     }
                 }
                 Some(down) => {
+                    let mut pids = Vec::new();
+                    for node in [1, 2] {
+                        mark_before_restart(cluster, node).await?;
+                        pids.push((node, server_pid(cluster, node)?));
+                    }
                     let restart = self.recorder.fault(label, &[1, 2]);
                     cluster.kill(1).await?;
                     cluster.kill(2).await?;
+                    for &(node, pid) in &pids {
+                        process_gone(pid, node)?;
+                    }
                     self.sleep(down).await;
                     cluster.start_node(1).await?;
                     cluster.start_node(2).await?;
                     self.recorder.lift(restart);
+                    for node in [1, 2] {
+                        restarted_as_expected(cluster, node, keeps_data).await?;
+                        proved += 1;
+                    }
                 }
             }
         }
+        notes.push(format!(
+            "self-check: {proved} restarts, each server process gone after the kill and a key \
+             set before it {} right after the start; {timed} of {cycles} cycles restarted right \
+             after a hold was taken",
+            if keeps_data { "still there" } else { "gone" }
+        ));
         Ok(())
+    }
+
+    /// Waits until one of the lock's `keys` on `node` was set within the last tenth of a TTL
+    /// (a hold just taken, which will outlive a restart that takes under half a TTL), polling
+    /// its PTTL; `false` if none was within one TTL (or by the deadline).
+    async fn fresh_hold(
+        &self,
+        cluster: &TestCluster,
+        node: usize,
+        keys: &[Vec<u8>],
+    ) -> Result<bool, ChaosError> {
+        let mut connection = cluster.connection(node).await?;
+        let fresh_ms = i64::try_from((self.ttl * 9 / 10).as_millis()).unwrap_or(i64::MAX);
+        let until = (Instant::now() + self.ttl).min(self.deadline);
+        let polls = self.ttl.as_millis() / FRESH_POLL.as_millis().max(1) + 1;
+        for _ in 0..polls {
+            for key in keys {
+                let left: i64 = redis::cmd("PTTL")
+                    .arg(key.as_slice())
+                    .query_async(&mut connection)
+                    .await?;
+                if left >= fresh_ms {
+                    return Ok(true);
+                }
+            }
+            if Instant::now() >= until {
+                break;
+            }
+            tokio::time::sleep(FRESH_POLL).await;
+        }
+        Ok(false)
     }
 }
 

@@ -2,10 +2,12 @@
 //! faults, and the history they leave, checked.
 //!
 //! Below this file: [`options`] (how to run), [`error`], [`workload`] (the clients) over
-//! [`store`] (the protected store), [`faults`] (the fault schedule) over [`clocks`] (the
-//! fast-clock fault) and [`drift`] (the drifting clocks), [`nemesis`] (the executor of
+//! [`store`] (the protected store), [`faults`] (the fault schedule) over [`clocks`] (the clock
+//! faults), [`drift`] (the drifting clocks) and [`checks`] (each fault's proof that it took
+//! effect; the TTL adapted to the restart time), [`nemesis`] (the executor of
 //! [`Scenario::Random`]'s schedule), and [`report`] (what a run returns).
 
+mod checks;
 mod clocks;
 mod drift;
 mod error;
@@ -27,7 +29,8 @@ use crate::checker::check;
 use crate::history::{Clock, Recorder};
 use crate::nemesis::Schedule;
 use crate::scenario::Scenario;
-use clocks::with_fast_clocks;
+use checks::ttl_for_restarts;
+use clocks::{with_fast_clocks, with_jumping_clocks};
 use drift::with_drifting_clocks;
 use faults::Faults;
 use store::Store;
@@ -84,6 +87,18 @@ pub async fn run(scenario: Scenario, options: &RunOptions) -> Result<ScenarioRep
     if persistence(scenario, options) == Persistence::AofAlways {
         notes.push("every node: appendonly yes, appendfsync always (data on tmpfs)".to_owned());
     }
+    let restarts = matches!(
+        scenario,
+        Scenario::RestartNoPersistence
+            | Scenario::RestartGuarded
+            | Scenario::RestartDelayed
+            | Scenario::RestartAof
+    );
+    let options = &if restarts {
+        ttl_for_restarts(&mut cluster, options, &mut notes).await?
+    } else {
+        options.clone()
+    };
     // Dropping the cluster (here, or while unwinding) kills every process and proxy it started.
     run_on(
         scenario,
@@ -98,7 +113,8 @@ pub async fn run(scenario: Scenario, options: &RunOptions) -> Result<ScenarioRep
 }
 
 /// The cluster for a scenario: five nodes behind proxies, with persistence where it matters,
-/// and (if `clocks`) fast clocks on nodes 0–2 for [`Scenario::ClockFast`].
+/// (if `clocks`) fast clocks on nodes 0–2 for [`Scenario::ClockFast`], and clocks that can
+/// jump for the clock-jump scenarios.
 fn cluster_options(scenario: Scenario, options: &RunOptions, clocks: bool) -> ClusterOptions {
     let cluster = options
         .cluster
@@ -109,6 +125,9 @@ fn cluster_options(scenario: Scenario, options: &RunOptions, clocks: bool) -> Cl
     match scenario {
         Scenario::ClockFast if clocks => with_fast_clocks(cluster),
         Scenario::ClockDrift => with_drifting_clocks(cluster),
+        Scenario::ClockJumpMinority | Scenario::ClockJumpMajority => {
+            with_jumping_clocks(cluster, scenario)
+        }
         _ => cluster,
     }
 }

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -22,6 +23,7 @@ use tracing::{debug, info, warn};
 use crate::docker::cleanup::{LABEL, remove, remove_all_blocking};
 use crate::docker::engine::{api, blocking, is_port_conflict, status_of};
 use crate::error::HarnessError;
+use crate::netfilter::ServerSocket;
 use crate::probe::{PROBE_TIMEOUT, ProbeBackoff};
 use crate::transport::Transport;
 
@@ -159,6 +161,31 @@ impl DockerServer {
         .await?
         .state
         .unwrap_or_default())
+    }
+
+    /// The server's socket on the container's network (its bridge address, port 6379): where
+    /// the host's packets to it go, behind Docker's own proxy for the published port.
+    pub(crate) async fn bridge_socket(&self, index: usize) -> Result<ServerSocket, HarnessError> {
+        let id = self.id(index)?;
+        let inspected = api(
+            index,
+            "inspect container",
+            self.docker
+                .inspect_container(id, None::<InspectContainerOptions>),
+        )
+        .await?;
+        let addr = inspected
+            .network_settings
+            .and_then(|settings| settings.networks)
+            .into_iter()
+            .flat_map(HashMap::into_values)
+            .filter_map(|endpoint| endpoint.ip_address)
+            .find_map(|ip| ip.parse::<Ipv4Addr>().ok())
+            .ok_or(HarnessError::NotRunning(index))?;
+        Ok(ServerSocket {
+            addr,
+            port: CONTAINER_PORT_NUMBER,
+        })
     }
 
     fn id(&self, index: usize) -> Result<&str, HarnessError> {

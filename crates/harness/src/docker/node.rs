@@ -10,12 +10,15 @@ use tracing::debug;
 use crate::docker::container::{CONTAINER_PORT_NUMBER, ContainerSpec, DockerServer};
 use crate::docker::engine::{LIBFAKETIME_IN_IMAGE, is_port_conflict_error};
 use crate::error::HarnessError;
+use crate::faketime::CLOCK_FILE_NAME;
 use crate::options::{ClusterOptions, Persistence};
 use crate::port::{OwnPortRetry, on_a_free_port};
 use crate::transport::Transport;
 
 /// Where a TLS cluster's certificate directory is mounted (read-only) in each container.
 const TLS_DIR_IN_CONTAINER: &str = "/tls";
+/// Where a jumpable clock's directory (its libfaketime file) is mounted in the container.
+const CLOCK_DIR_IN_CONTAINER: &str = "/faketime";
 /// The server's working directory in each container (its append-only file, with AOF).
 const DATA_DIR_IN_CONTAINER: &str = "/data";
 
@@ -27,6 +30,7 @@ impl DockerServer {
         transport: &Transport,
         docker: &Docker,
         image: &str,
+        clock_dir: Option<&Path>,
         index: usize,
     ) -> Result<(DockerServer, u16), HarnessError> {
         let mut args =
@@ -47,19 +51,23 @@ impl DockerServer {
         );
         args.extend(options.persistence_args());
         args.extend(options.extra_args.iter().cloned());
+        let clock_file = clock_dir.map(|_| Path::new(CLOCK_DIR_IN_CONTAINER).join(CLOCK_FILE_NAME));
         let env = options
-            .clock_env(index, Path::new(LIBFAKETIME_IN_IMAGE))
-            .map(|pairs| {
-                pairs
-                    .into_iter()
-                    .map(|(name, value)| format!("{name}={value}"))
-                    .collect()
-            })
-            .unwrap_or_default();
+            .clock_env(
+                index,
+                Path::new(LIBFAKETIME_IN_IMAGE),
+                clock_file.as_deref(),
+            )
+            .into_iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
         let mut binds = transport
             .host_dir()
             .map(|dir| vec![format!("{}:{TLS_DIR_IN_CONTAINER}:ro", dir.display())])
             .unwrap_or_default();
+        if let Some(dir) = clock_dir {
+            binds.push(format!("{}:{CLOCK_DIR_IN_CONTAINER}:ro", dir.display()));
+        }
         // With AOF, /data is a host directory (on tmpfs by default): it survives the container
         // being stopped and started, and fsync there is cheap. A tmpfs mount would be emptied
         // by every stop, taking the append-only file with it.

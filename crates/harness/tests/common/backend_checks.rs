@@ -6,7 +6,7 @@
 use std::io::ErrorKind;
 use std::time::Duration;
 
-use quorumlock_harness::{ClusterOptions, HarnessError, Persistence, TestCluster};
+use quorumlock_harness::{ClusterOptions, HarnessError, PacketDrop, Persistence, TestCluster};
 
 use super::{LONG, SHORT, connect, dbsize, get, ping, pttl, set, set_px};
 
@@ -335,6 +335,71 @@ pub async fn a_fast_clock_expires_keys_before_a_normal_one(cluster: &TestCluster
 /// The options for [`a_fast_clock_expires_keys_before_a_normal_one`].
 pub fn fast_clock_on_node_0() -> ClusterOptions {
     ClusterOptions::default().nodes(2).clock_rate(0, 10.0)
+}
+
+/// While node 0's packets are dropped as `what` says, a PING on a connection made before gets
+/// no answer and no new connection can be made; once healed, a new connection answers. With
+/// replies dropped, a SET sent meanwhile (and never answered) did land.
+pub async fn dropped_packets_time_out_until_healed(cluster: &mut TestCluster, what: PacketDrop) {
+    let url = cluster.direct_url(0).unwrap();
+    let mut before = connect(&url, SHORT).await.unwrap();
+    assert_eq!(ping(&mut before).await.unwrap(), "PONG");
+    cluster.drop_packets(0, what).await.unwrap();
+    let unanswered: redis::RedisResult<()> = redis::cmd("SET")
+        .arg("k")
+        .arg("landed")
+        .query_async(&mut before)
+        .await;
+    let err = unanswered.expect_err("no answer while packets are dropped");
+    assert!(err.is_timeout(), "{what:?}: timed out, not refused: {err}");
+    assert!(
+        connect(&url, SHORT).await.is_err(),
+        "{what:?}: no new connection while packets are dropped"
+    );
+    cluster.heal_packets(0).await.unwrap();
+    let mut after = connect(&url, LONG).await.unwrap();
+    assert_eq!(ping(&mut after).await.unwrap(), "PONG");
+    if what == PacketDrop::Replies {
+        assert_eq!(get(&mut after, "k").await.as_deref(), Some("landed"));
+    }
+}
+
+/// Node 0's wall clock jumps an hour ahead and back at once when told, and a key it holds
+/// expires with the jump ahead. Needs [`jumping_clock_on_node_0`].
+pub async fn a_clock_jumps_ahead_and_back(cluster: &TestCluster) {
+    async fn now_s(connection: &mut redis::aio::MultiplexedConnection) -> i64 {
+        let (secs, _micros): (i64, i64) = redis::cmd("TIME").query_async(connection).await.unwrap();
+        secs
+    }
+    let mut node = cluster.connection(0).await.unwrap();
+    set_px(&mut node, "k", "v", 60_000).await;
+    let real = now_s(&mut node).await;
+    cluster.set_clock_offset(0, 3_600_000).unwrap();
+    let ahead = now_s(&mut node).await;
+    assert!(
+        (3_599..3_700).contains(&(ahead - real)),
+        "an hour ahead: {real} then {ahead}"
+    );
+    assert_eq!(
+        pttl(&mut node, "k").await,
+        -2,
+        "the key expired with the jump"
+    );
+    cluster.set_clock_offset(0, 0).unwrap();
+    let back = now_s(&mut node).await;
+    assert!(
+        back < ahead - 3_000,
+        "back to real time: {ahead} then {back}"
+    );
+    assert!(matches!(
+        cluster.set_clock_offset(1, 1),
+        Err(HarnessError::NoClockJumps(1))
+    ));
+}
+
+/// The options for [`a_clock_jumps_ahead_and_back`].
+pub fn jumping_clock_on_node_0() -> ClusterOptions {
+    ClusterOptions::default().nodes(2).clock_jumps(0)
 }
 
 /// Polls (bounded, about 5 s) until `key` is gone from the node; returns its last PTTL (-2: gone).
