@@ -22,6 +22,11 @@
 //!   elapsed time from the validity, and a key set late lives longer, not shorter.
 //! - **black hole** (bytes swallowed) and **refused connections**: a node that cannot be reached
 //!   is a set of timeouts or errors.
+//! - **packets dropped** (nftables on the node's server socket): both ways, requests only, or
+//!   replies only. A request that is lost sets nothing; one whose reply is lost sets a key its
+//!   sender counts as not won, which only makes the key outlive nothing the sender relies on, and
+//!   the sender releases on every node after a lost round; requests retransmitted after the heal
+//!   land late, which (as with a freeze) only makes keys live longer than assumed.
 //!
 //! Left out on purpose, because they break the assumptions and a correct lock may then fail:
 //! restarts without persistence while the guard is off; data loss without a restart
@@ -30,7 +35,7 @@
 //! validity (`client-stall`, a hazard of every lease that only fencing fixes).
 //!
 //! On one node, two faults of one [`Layer`] never overlap (a node cannot be killed while
-//! frozen; its proxy has one mode at a time), so lifting a fault always restores what applying
+//! frozen; its proxy has one mode at a time; its packets one rule), so lifting a fault always restores what applying
 //! it changed. Faults of different layers on one node may overlap (frozen and black-holed).
 //!
 //! # Adding a fault kind
@@ -70,6 +75,14 @@ pub enum FaultKind {
     BlackHole,
     /// The node's proxy cuts open connections and refuses new ones; heals at the end.
     Refuse,
+    /// Every packet to and from the node's server is dropped (nftables): a real partition, TCP
+    /// retransmits into the void until the end.
+    DropPackets,
+    /// The packets to the node's server are dropped: it never hears its clients.
+    DropRequests,
+    /// The packets from the node's server are dropped: requests land and are executed, and
+    /// their senders never learn the outcome.
+    DropReplies,
 }
 
 /// What part of a node a fault acts on. Two faults of one layer never overlap on one node.
@@ -81,12 +94,14 @@ pub enum Layer {
     Process,
     /// The node's fault proxy: the network path to it.
     Network,
+    /// The packets of the node's server (nftables rules behind the proxy).
+    Packets,
 }
 
 impl FaultKind {
     /// How many kinds [`draw`](FaultKind::draw) chooses from (latency counts twice: under and
     /// over the per-node timeout).
-    const CHOICES: u32 = 6;
+    const CHOICES: u32 = 9;
 
     /// A kind drawn uniformly, with its parameters scaled to `ttl`.
     fn draw(rng: &mut StdRng, ttl: Duration) -> FaultKind {
@@ -104,7 +119,10 @@ impl FaultKind {
                 each_way_us: us(ttl / 12),
             },
             4 => FaultKind::BlackHole,
-            _ => FaultKind::Refuse,
+            5 => FaultKind::Refuse,
+            6 => FaultKind::DropPackets,
+            7 => FaultKind::DropRequests,
+            _ => FaultKind::DropReplies,
         }
     }
 
@@ -113,6 +131,9 @@ impl FaultKind {
         match self {
             FaultKind::Kill | FaultKind::Freeze => Layer::Process,
             FaultKind::Latency { .. } | FaultKind::BlackHole | FaultKind::Refuse => Layer::Network,
+            FaultKind::DropPackets | FaultKind::DropRequests | FaultKind::DropReplies => {
+                Layer::Packets
+            }
         }
     }
 
@@ -126,6 +147,9 @@ impl FaultKind {
             }
             FaultKind::BlackHole => "black hole".to_owned(),
             FaultKind::Refuse => "cut + refused".to_owned(),
+            FaultKind::DropPackets => "packets dropped".to_owned(),
+            FaultKind::DropRequests => "requests dropped".to_owned(),
+            FaultKind::DropReplies => "replies dropped".to_owned(),
         }
     }
 }
@@ -302,7 +326,14 @@ mod tests {
     fn a_long_schedule_composes_every_kind_on_minorities_and_majorities() {
         let schedule = Schedule::generate(1, MINUTE, TTL, 5);
         let events = &schedule.events;
-        for kind in [FaultKind::Kill, FaultKind::Freeze, FaultKind::BlackHole] {
+        for kind in [
+            FaultKind::Kill,
+            FaultKind::Freeze,
+            FaultKind::BlackHole,
+            FaultKind::DropPackets,
+            FaultKind::DropRequests,
+            FaultKind::DropReplies,
+        ] {
             assert!(events.iter().any(|e| e.kind == kind), "{kind:?}");
         }
         assert!(events.iter().any(|e| e.kind == FaultKind::Refuse));

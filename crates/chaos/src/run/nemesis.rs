@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use quorumlock_harness::TestCluster;
+use quorumlock_harness::{PacketDrop, TestCluster};
 
 use super::error::ChaosError;
 use super::faults::{Faults, proxy};
@@ -79,6 +79,9 @@ async fn apply(cluster: &mut TestCluster, kind: FaultKind, node: usize) -> Resul
             proxy.refuse().await;
             proxy.cut().await;
         }
+        FaultKind::DropPackets => cluster.drop_packets(node, PacketDrop::Both).await?,
+        FaultKind::DropRequests => cluster.drop_packets(node, PacketDrop::Requests).await?,
+        FaultKind::DropReplies => cluster.drop_packets(node, PacketDrop::Replies).await?,
     }
     Ok(())
 }
@@ -96,6 +99,9 @@ async fn lift(cluster: &mut TestCluster, kind: FaultKind, node: usize) -> Result
             proxy.cut().await;
         }
         FaultKind::Refuse => proxy(cluster, node)?.heal().await?,
+        FaultKind::DropPackets | FaultKind::DropRequests | FaultKind::DropReplies => {
+            cluster.heal_packets(node).await?;
+        }
     }
     Ok(())
 }
