@@ -35,7 +35,7 @@
 //! validity (`client-stall`, a hazard of every lease that only fencing fixes).
 //!
 //! On one node, two faults of one [`Layer`] never overlap (a node cannot be killed while
-//! frozen; its proxy has one mode at a time; its packets one rule), so lifting a fault always restores what applying
+//! frozen, nor restarted while its packets are dropped; its proxy has one mode at a time), so lifting a fault always restores what applying
 //! it changed. Faults of different layers on one node may overlap (frozen and black-holed).
 //!
 //! # Adding a fault kind
@@ -90,12 +90,11 @@ pub enum FaultKind {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Layer {
-    /// The `redis-server` process (or container).
+    /// The `redis-server` process (or container), and the packets of its server socket
+    /// (nftables rules behind the proxy).
     Process,
     /// The node's fault proxy: the network path to it.
     Network,
-    /// The packets of the node's server (nftables rules behind the proxy).
-    Packets,
 }
 
 impl FaultKind {
@@ -129,11 +128,14 @@ impl FaultKind {
     /// The part of the node it acts on.
     pub fn layer(self) -> Layer {
         match self {
-            FaultKind::Kill | FaultKind::Freeze => Layer::Process,
+            // Packet drops share the process's layer: a restarted node is ready once it answers
+            // on its server socket, which dropped packets would hide.
+            FaultKind::Kill
+            | FaultKind::Freeze
+            | FaultKind::DropPackets
+            | FaultKind::DropRequests
+            | FaultKind::DropReplies => Layer::Process,
             FaultKind::Latency { .. } | FaultKind::BlackHole | FaultKind::Refuse => Layer::Network,
-            FaultKind::DropPackets | FaultKind::DropRequests | FaultKind::DropReplies => {
-                Layer::Packets
-            }
         }
     }
 

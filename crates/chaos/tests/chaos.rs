@@ -185,9 +185,9 @@ async fn a_stalled_client_writes_stale() {
     );
 }
 
-/// A seed whose 3 s schedule (TTL 400 ms, five nodes) kills node 3, then nodes 0, 3 and 4 (a
-/// majority) while nodes 2, 3 and 4 answer later than the node timeout.
-const NEMESIS_SEED: u64 = 3;
+/// A seed whose 3 s schedule (TTL 400 ms, five nodes) has 6 faults: 2 kills with restarts,
+/// requests dropped twice, replies dropped once, a black hole; 3 of them on a majority.
+const NEMESIS_SEED: u64 = 7;
 
 /// The nemesis at a fixed seed: overlapping faults on random nodes, majorities included, and no
 /// violation; the report carries the seed and the schedule it replays.

@@ -31,7 +31,7 @@ use crate::nemesis::Schedule;
 use crate::scenario::Scenario;
 use checks::ttl_for_restarts;
 use clocks::{with_fast_clocks, with_jumping_clocks};
-use drift::with_drifting_clocks;
+use drift::{ttl_for_drift, with_drifting_clocks};
 use faults::Faults;
 use store::Store;
 use workload::{Client, ClientPlan, warm_up};
@@ -96,6 +96,8 @@ pub async fn run(scenario: Scenario, options: &RunOptions) -> Result<ScenarioRep
     );
     let options = &if restarts {
         ttl_for_restarts(&mut cluster, options, &mut notes).await?
+    } else if scenario == Scenario::ClockDrift {
+        ttl_for_drift(options, &mut notes)
     } else {
         options.clone()
     };
