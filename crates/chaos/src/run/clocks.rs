@@ -86,10 +86,7 @@ pub(super) async fn fast_clocks(
     notes: &mut Vec<String>,
 ) -> Result<(), ChaosError> {
     let nodes = FAST_NODES;
-    let mut connections = Vec::new();
-    for node in nodes {
-        connections.push(cluster.connection(node).await?);
-    }
+    let mut connections = node_connections(cluster, &nodes).await?;
     let rates = futures::future::try_join_all(connections.iter_mut().map(clock_rate)).await?;
     if rates.iter().all(|&rate| rate > FAST_CLOCK_RATE / 2.0) {
         notes.push(format!(
@@ -144,19 +141,68 @@ pub(super) async fn fast_clocks(
 
 /// How fast a node's wall clock runs against ours, watched over [`CLOCK_CHECK`].
 async fn clock_rate(connection: &mut MultiplexedConnection) -> Result<f64, ChaosError> {
-    async fn node_time(connection: &mut MultiplexedConnection) -> redis::RedisResult<f64> {
-        let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(connection).await?;
-        Ok(secs as f64 + micros as f64 / 1e6)
-    }
-    let started = Instant::now();
-    let first = node_time(connection).await?;
+    let start = best_reading(connection).await?;
     tokio::time::sleep(CLOCK_CHECK).await;
-    let second = node_time(connection).await?;
-    let ours = started.elapsed().as_secs_f64();
-    Ok(if ours > 0.0 {
-        (second - first) / ours
-    } else {
-        1.0
+    let end = best_reading(connection).await?;
+    Ok(rate_between(&start, &end).unwrap_or(1.0))
+}
+
+/// A connection to each of `nodes`, in order, for reading their clocks.
+pub(super) async fn node_connections(
+    cluster: &TestCluster,
+    nodes: &[usize],
+) -> Result<Vec<MultiplexedConnection>, ChaosError> {
+    let mut connections = Vec::with_capacity(nodes.len());
+    for &node in nodes {
+        connections.push(cluster.connection(node).await?);
+    }
+    Ok(connections)
+}
+
+/// How fast the node's clock ran against ours between two readings (`None` if ours did not
+/// move).
+pub(super) fn rate_between(start: &Reading, end: &Reading) -> Option<f64> {
+    let ours = end.at.saturating_duration_since(start.at).as_secs_f64();
+    (ours > 0.0).then(|| (end.node_secs - start.node_secs) / ours)
+}
+
+/// How many times a clock is read at each end of the measurement; the reading with the
+/// shortest round trip counts (the least blurred by a loaded machine).
+const CLOCK_READS: usize = 5;
+
+/// One reading of a node's wall clock.
+pub(super) struct Reading {
+    /// Our clock halfway through the round trip that read it.
+    at: Instant,
+    /// The node's `TIME`, in seconds.
+    node_secs: f64,
+    /// The round trip.
+    round_trip: Duration,
+}
+
+/// Of [`CLOCK_READS`] readings of the node's clock, the one with the shortest round trip.
+pub(super) async fn best_reading(
+    connection: &mut MultiplexedConnection,
+) -> Result<Reading, ChaosError> {
+    let mut best = read_clock(connection).await?;
+    for _ in 1..CLOCK_READS {
+        let reading = read_clock(connection).await?;
+        if reading.round_trip < best.round_trip {
+            best = reading;
+        }
+    }
+    Ok(best)
+}
+
+/// Reads the node's clock once (`TIME`).
+async fn read_clock(connection: &mut MultiplexedConnection) -> Result<Reading, ChaosError> {
+    let sent = Instant::now();
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(connection).await?;
+    let round_trip = sent.elapsed();
+    Ok(Reading {
+        at: sent + round_trip / 2,
+        node_secs: secs as f64 + micros as f64 / 1e6,
+        round_trip,
     })
 }
 

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use quorumlock_harness::{ClusterOptions, TestCluster};
-use redis::aio::MultiplexedConnection;
 
+use super::clocks::{best_reading, node_connections, rate_between};
 use super::error::ChaosError;
 use super::options::RunOptions;
 use crate::history::Recorder;
@@ -47,10 +47,6 @@ pub(super) fn with_drifting_clocks(mut cluster: ClusterOptions) -> ClusterOption
     cluster
 }
 
-/// How many times a clock is read at each end of the measurement; the reading with the
-/// shortest round trip counts (the least blurred by a loaded machine).
-const CLOCK_READS: usize = 5;
-
 /// Records the drift as a fault until `deadline` and measures each drifting node's clock rate
 /// over that time (`TIME` at the start and at the end, against our `Instant`), into `notes`.
 pub(super) async fn drifting_clocks(
@@ -59,10 +55,7 @@ pub(super) async fn drifting_clocks(
     deadline: Instant,
     notes: &mut Vec<String>,
 ) -> Result<(), ChaosError> {
-    let mut connections = Vec::new();
-    for node in DRIFTING_NODES {
-        connections.push(cluster.connection(node).await?);
-    }
+    let mut connections = node_connections(cluster, &DRIFTING_NODES).await?;
     let fault = recorder.fault(format!("clock ×{DRIFT_RATE}"), &DRIFTING_NODES);
     let mut starts = Vec::new();
     for connection in &mut connections {
@@ -72,10 +65,7 @@ pub(super) async fn drifting_clocks(
     let mut rates = Vec::new();
     for (connection, start) in connections.iter_mut().zip(&starts) {
         let end = best_reading(connection).await?;
-        let ours = end.at.saturating_duration_since(start.at).as_secs_f64();
-        if ours > 0.0 {
-            rates.push((end.node_secs - start.node_secs) / ours);
-        }
+        rates.extend(rate_between(start, &end));
     }
     recorder.lift(fault);
     notes.push(format!(
@@ -87,38 +77,4 @@ pub(super) async fn drifting_clocks(
             .join(", ")
     ));
     Ok(())
-}
-
-/// One reading of a node's wall clock.
-struct Reading {
-    /// Our clock halfway through the round trip that read it.
-    at: Instant,
-    /// The node's `TIME`, in seconds.
-    node_secs: f64,
-    /// The round trip.
-    round_trip: Duration,
-}
-
-/// Of [`CLOCK_READS`] readings of the node's clock, the one with the shortest round trip.
-async fn best_reading(connection: &mut MultiplexedConnection) -> Result<Reading, ChaosError> {
-    let mut best = read_clock(connection).await?;
-    for _ in 1..CLOCK_READS {
-        let reading = read_clock(connection).await?;
-        if reading.round_trip < best.round_trip {
-            best = reading;
-        }
-    }
-    Ok(best)
-}
-
-/// Reads the node's clock once (`TIME`).
-async fn read_clock(connection: &mut MultiplexedConnection) -> Result<Reading, ChaosError> {
-    let sent = Instant::now();
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(connection).await?;
-    let round_trip = sent.elapsed();
-    Ok(Reading {
-        at: sent + round_trip / 2,
-        node_secs: secs as f64 + micros as f64 / 1e6,
-        round_trip,
-    })
 }

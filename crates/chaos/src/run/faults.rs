@@ -11,7 +11,7 @@ use super::checks::{
     frozen, latency_in_effect, mark_before_restart, median_ms, process_gone, proxied_connection,
     restarted_as_expected, round_trip, server_pid, silent,
 };
-use super::clocks::{fast_clocks, jump_clocks, jumping_nodes};
+use super::clocks::{fast_clocks, jump_clocks, jumping_nodes, node_connections};
 use super::drift::drifting_clocks;
 use super::error::ChaosError;
 use crate::history::Recorder;
@@ -272,10 +272,7 @@ impl Faults<'_> {
     ) -> Result<(), ChaosError> {
         let t = self.ttl;
         let jump_ms = i64::try_from((t * 2).as_millis()).unwrap_or(i64::MAX);
-        let mut connections = Vec::new();
-        for &node in nodes {
-            connections.push(cluster.connection(node).await?);
-        }
+        let mut connections = node_connections(cluster, nodes).await?;
         let (mut ahead, mut back) = (Vec::new(), Vec::new());
         for _ in 0..MAX_CYCLES {
             self.sleep(t).await;
