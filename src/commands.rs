@@ -1,7 +1,9 @@
-//! The lock's commands on one node: acquire (`SET NX PX`), release (compare-and-delete) and
-//! extend (compare-and-`PEXPIRE`), the last two as Lua scripts so the compare and the write are
-//! one atomic step. Acquire and extend answer `true` when the node holds the key for our token;
-//! release answers with the node's [`NodeReply`].
+//! The lock's commands on one node: acquire (`SET NX PX`, and with fencing the `INCR` of the
+//! resource's fence counter), release (compare-and-delete) and extend (compare-and-`PEXPIRE`),
+//! all but the plain `SET` as Lua scripts so the compare and the writes are one atomic step.
+//! Acquire answers whether the node holds the key for our token (and the counter's new value),
+//! extend whether it still does; release answers with the node's [`NodeReply`]. The fence's
+//! write-back is in `fencing.rs`.
 //!
 //! Acquire and release keep the acquisition's [`Ledger`] up to date, so that a release is sent to
 //! a node only after every request of ours that could still set the key there (see `ledger.rs`).
@@ -9,6 +11,7 @@
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
+use redis::aio::MultiplexedConnection;
 use redis::{RedisResult, Script};
 
 use crate::error::{NodeError, NodeReply};
@@ -24,6 +27,19 @@ use crate::node::Node;
 const ACQUIRE_OR_RENEW: &str = r"if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
 return 0";
+
+/// With fencing: [`ACQUIRE_OR_RENEW`] (the renewal only when `ARGV[3]` is `1`), then, once the key
+/// is ours, `INCR` of the fence counter `KEYS[2]`, answered; nil when the key is not ours. The
+/// counter moves only together with a grant on this node, in one atomic step. A counter that is
+/// not a positive integer (someone else wrote it) is an error reply; the key it set is then
+/// released like any other of a failed acquisition.
+const ACQUIRE_FENCED: &str = r"if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+if ARGV[3] ~= '1' or redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+local fence = redis.call('INCR', KEYS[2])
+if fence < 1 then return redis.error_reply('FENCE the fence counter is not positive') end
+return fence";
 
 /// Deletes the key only while it holds our token.
 ///
@@ -42,41 +58,63 @@ return 0",
     )
 });
 
+/// One acquire request: what to set on the node.
+pub(crate) struct AcquireRequest<'a> {
+    /// The lock key.
+    pub(crate) key: &'a [u8],
+    /// The fence counter's key, with fencing on.
+    pub(crate) fence_key: Option<&'a [u8]>,
+    /// The acquisition's token.
+    pub(crate) token: &'a str,
+    /// The TTL, in milliseconds.
+    pub(crate) ttl_ms: u64,
+    /// Whether a key already holding our token (left by an earlier attempt) counts as ours.
+    pub(crate) renew_leftover: bool,
+}
+
+/// What a node answered to an acquire request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// The key is someone else's.
+    NotOurs,
+    /// The key is ours; with fencing, the counter's value after its `INCR`.
+    Ours(Option<u64>),
+}
+
 /// What became of an acquire request.
 enum Sent {
-    /// The server answered 1 (set for us) or 0.
-    Reply(i64),
+    /// The server answered.
+    Reply(Taken),
     /// Not handed to the connection; see [`Refused`]. With the server's `run_id`.
     Refused(Refused, Arc<str>),
 }
 
-/// Takes the key for `token` in attempt `attempt` of the acquisition that `ledger` belongs to.
-/// The first attempt uses a plain `SET NX PX` (its token is new, so no key of ours can exist
-/// yet); later attempts use the script that also accepts and renews a leftover of an earlier
-/// attempt.
+/// Takes the key for the request's token in attempt `attempt` of the acquisition that `ledger`
+/// belongs to. Without fencing, the first attempt uses a plain `SET NX PX` (its token is new, so
+/// no key of ours can exist yet); later attempts use the script that also accepts and renews a
+/// leftover of an earlier attempt. With fencing, every attempt uses the script that also takes
+/// the next fence from the counter.
 ///
 /// The request is recorded in the ledger as handed over in the same step that gives it to the
 /// connection, and only while the attempt is undecided: one still waiting for its connection at
-/// the decision is never sent (and answers `false`). Handed over, it may still wait before it
-/// enters the connection's queue (for room in the queue, or for its task to be polled), possibly
-/// in a background task after the decision, so a release started later could overtake it: the
-/// release to this node waits until the request has finished (answered, failed, timed out or
-/// dropped), which the ledger records. A node that a release of ours is still in flight to gets
-/// no request (it fails as a timeout): that release could otherwise delete the new key.
+/// the decision is never sent (and answers [`Taken::NotOurs`]). Handed over, it may still wait
+/// before it enters the connection's queue (for room in the queue, or for its task to be
+/// polled), possibly in a background task after the decision, so a release started later could
+/// overtake it: the release to this node waits until the request has finished (answered,
+/// failed, timed out or dropped), which the ledger records. A node that a release of ours is
+/// still in flight to gets no request (it fails as a timeout): that release could otherwise
+/// delete the new key.
 ///
 /// Nothing is sent either when the node may not vote (see [`Node::run_vote`]: its server's
-/// identity is unknown, another node votes for that server, or the restart guard holds it
-/// back), or when this attempt already sent to the same server through another node
-/// ([`NodeError::SameServer`]).
+/// identity is unknown, another node votes for that server, the restart guard holds it back, or
+/// fencing needs a node that persists every write), or when this attempt already sent to the
+/// same server through another node ([`NodeError::SameServer`]).
 pub(crate) async fn acquire(
     node: &Node,
-    key: &[u8],
-    token: &str,
-    ttl_ms: u64,
-    renew_leftover: bool,
+    request: &AcquireRequest<'_>,
     ledger: &Ledger,
     attempt: u32,
-) -> Result<bool, NodeError> {
+) -> Result<Taken, NodeError> {
     let index = node.index();
     let sent = node
         .run_vote(|mut connection, generation, server| async move {
@@ -84,39 +122,78 @@ pub(crate) async fn acquire(
                 Ok(in_flight) => in_flight,
                 Err(refused) => return Ok(Sent::Refused(refused, server)),
             };
-            let reply = if renew_leftover {
-                redis::cmd("EVAL")
-                    .arg(ACQUIRE_OR_RENEW)
-                    .arg(1)
-                    .arg(key)
-                    .arg(token)
-                    .arg(ttl_ms)
-                    .query_async(&mut connection)
-                    .await
-            } else {
-                redis::cmd("SET")
-                    .arg(key)
-                    .arg(token)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(ttl_ms)
-                    .query_async::<Option<String>>(&mut connection)
-                    .await
-                    .map(|set| i64::from(set.is_some()))
-            };
+            let reply = send_acquire(&mut connection, request).await;
             in_flight.finish(answered(&reply));
             reply.map(Sent::Reply)
         })
         .await?;
     match sent {
-        Sent::Reply(reply) => flag(reply),
-        Sent::Refused(Refused::Decided, _) => Ok(false),
+        Sent::Reply(taken) => Ok(taken),
+        Sent::Refused(Refused::Decided, _) => Ok(Taken::NotOurs),
         Sent::Refused(Refused::Busy, _) => Err(NodeError::Timeout(node.command_timeout())),
         Sent::Refused(Refused::SameServer(other), server) => Err(NodeError::SameServer {
             node: other,
             run_id: server.to_string(),
         }),
     }
+}
+
+/// The acquire request itself, in one command: `SET NX PX`, or one of the two scripts.
+async fn send_acquire(
+    connection: &mut MultiplexedConnection,
+    request: &AcquireRequest<'_>,
+) -> RedisResult<Taken> {
+    let AcquireRequest {
+        key,
+        fence_key,
+        token,
+        ttl_ms,
+        renew_leftover,
+    } = *request;
+    if let Some(fence_key) = fence_key {
+        let counter: Option<i64> = redis::cmd("EVAL")
+            .arg(ACQUIRE_FENCED)
+            .arg(2)
+            .arg(key)
+            .arg(fence_key)
+            .arg(token)
+            .arg(ttl_ms)
+            .arg(if renew_leftover { "1" } else { "0" })
+            .query_async(connection)
+            .await?;
+        // The script never answers a counter below 1, so the conversion cannot fail; were it to,
+        // the node would count as not ours, never as a grant with a made-up fence.
+        return Ok(match counter.map(u64::try_from) {
+            Some(Ok(fence)) => Taken::Ours(Some(fence)),
+            None | Some(Err(_)) => Taken::NotOurs,
+        });
+    }
+    let taken = if renew_leftover {
+        let reply: i64 = redis::cmd("EVAL")
+            .arg(ACQUIRE_OR_RENEW)
+            .arg(1)
+            .arg(key)
+            .arg(token)
+            .arg(ttl_ms)
+            .query_async(connection)
+            .await?;
+        reply == 1
+    } else {
+        redis::cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms)
+            .query_async::<Option<String>>(connection)
+            .await?
+            .is_some()
+    };
+    Ok(if taken {
+        Taken::Ours(None)
+    } else {
+        Taken::NotOurs
+    })
 }
 
 /// Deletes the key if it still holds `token`, in the order the ledger asks for:
@@ -182,7 +259,7 @@ pub(crate) async fn extend(
     token: &str,
     ttl_ms: u64,
 ) -> Result<bool, NodeError> {
-    node.run(|mut connection, _generation| async move {
+    node.run_counted(|mut connection, _generation| async move {
         EXTEND
             .key(key)
             .arg(token)
@@ -204,7 +281,7 @@ fn answered<T>(reply: &RedisResult<T>) -> bool {
 }
 
 /// Our scripts answer 1 (done) or 0 (not ours); anything else is a protocol error.
-fn flag(reply: i64) -> Result<bool, NodeError> {
+pub(crate) fn flag(reply: i64) -> Result<bool, NodeError> {
     match reply {
         1 => Ok(true),
         0 => Ok(false),
@@ -230,6 +307,27 @@ mod tests {
         .unwrap()
     }
 
+    /// An acquire request without fencing, as a yes or no.
+    async fn take(
+        node: &Node,
+        key: &[u8],
+        token: &str,
+        ttl_ms: u64,
+        renew_leftover: bool,
+        ledger: &Ledger,
+        attempt: u32,
+    ) -> Result<bool, NodeError> {
+        let request = AcquireRequest {
+            key,
+            fence_key: None,
+            token,
+            ttl_ms,
+            renew_leftover,
+        };
+        let taken = acquire(node, &request, ledger, attempt).await?;
+        Ok(taken == Taken::Ours(None))
+    }
+
     fn node(url: &str) -> Node {
         let settings = LockOptions::new()
             .node_timeout(Duration::from_secs(5))
@@ -249,7 +347,7 @@ mod tests {
 
         let _: () = direct.set_ex("ours", "token-a", 1).await.unwrap();
         assert!(
-            acquire(&node, b"ours", "token-a", 60_000, true, &ledger, attempt)
+            take(&node, b"ours", "token-a", 60_000, true, &ledger, attempt)
                 .await
                 .unwrap()
         );
@@ -257,14 +355,14 @@ mod tests {
         assert!(ttl_ms > 1_000, "the leftover got the new TTL: {ttl_ms}");
         // A plain first attempt never renews: its token cannot have been stored before.
         assert!(
-            !acquire(&node, b"ours", "token-a", 60_000, false, &ledger, attempt)
+            !take(&node, b"ours", "token-a", 60_000, false, &ledger, attempt)
                 .await
                 .unwrap()
         );
 
         let _: () = direct.set("theirs", "token-b").await.unwrap();
         assert!(
-            !acquire(&node, b"theirs", "token-a", 60_000, true, &ledger, attempt)
+            !take(&node, b"theirs", "token-a", 60_000, true, &ledger, attempt)
                 .await
                 .unwrap()
         );
@@ -272,7 +370,7 @@ mod tests {
         assert_eq!(value, "token-b");
 
         assert!(
-            acquire(&node, b"free", "token-a", 60_000, true, &ledger, attempt)
+            take(&node, b"free", "token-a", 60_000, true, &ledger, attempt)
                 .await
                 .unwrap()
         );
@@ -282,7 +380,7 @@ mod tests {
         // Once the round is decided, a request not yet sent is never sent.
         ledger.decide();
         assert!(
-            !acquire(&node, b"late", "token-a", 60_000, false, &ledger, attempt)
+            !take(&node, b"late", "token-a", 60_000, false, &ledger, attempt)
                 .await
                 .unwrap()
         );
@@ -308,11 +406,11 @@ mod tests {
         let ledger = Ledger::new(2);
         let attempt = ledger.begin();
         assert!(
-            acquire(&first, b"k", "t", 60_000, false, &ledger, attempt)
+            take(&first, b"k", "t", 60_000, false, &ledger, attempt)
                 .await
                 .unwrap()
         );
-        let error = acquire(&second, b"k", "t", 60_000, true, &ledger, attempt)
+        let error = take(&second, b"k", "t", 60_000, true, &ledger, attempt)
             .await
             .unwrap_err();
         assert!(
@@ -328,7 +426,7 @@ mod tests {
 
         let attempt = ledger.begin();
         assert!(
-            acquire(&second, b"k", "t", 60_000, true, &ledger, attempt)
+            take(&second, b"k", "t", 60_000, true, &ledger, attempt)
                 .await
                 .unwrap()
         );
@@ -341,7 +439,7 @@ mod tests {
         let node = node("redis://127.0.0.1:1");
         let ledger = Ledger::new(1);
         let attempt = ledger.begin();
-        let error = acquire(&node, b"k", "t", 1_000, false, &ledger, attempt)
+        let error = take(&node, b"k", "t", 1_000, false, &ledger, attempt)
             .await
             .unwrap_err();
         assert_eq!(error, NodeError::ConnectionRefused);
@@ -359,7 +457,7 @@ mod tests {
         let ledger = Ledger::new(1);
         let attempt = ledger.begin();
         assert!(
-            acquire(&node, b"k", "t", 60_000, false, &ledger, attempt)
+            take(&node, b"k", "t", 60_000, false, &ledger, attempt)
                 .await
                 .unwrap()
         );
@@ -380,7 +478,7 @@ mod tests {
         let ledger = Ledger::new(1);
         let attempt = ledger.begin();
         assert!(
-            acquire(&node, b"k", "t", 60_000, false, &ledger, attempt)
+            take(&node, b"k", "t", 60_000, false, &ledger, attempt)
                 .await
                 .unwrap()
         );

@@ -74,6 +74,24 @@ pub enum Error {
         outcomes: Vec<NodeOutcome>,
     },
 
+    /// Fencing: a quorum took the lock and the fence was `fence`, but fewer than a quorum of
+    /// nodes confirmed the fence's write-back while the lock still held there, so the fence
+    /// could not be proven larger than every later holder's. Nothing was handed out, and the
+    /// keys set were released.
+    #[error(
+        "fence {fence} not confirmed by a quorum of {quorum}; released ({})",
+        Summary(outcomes)
+    )]
+    #[non_exhaustive]
+    FenceUnconfirmed {
+        /// The fence that would have been handed out.
+        fence: u64,
+        /// The number of nodes that must confirm.
+        quorum: usize,
+        /// What each node said to the write-back.
+        outcomes: Vec<NodeOutcome>,
+    },
+
     /// An extension did not reach the quorum. The keys that still hold were left in place.
     #[error(
         "extend failed; the lock is {} ({})",
@@ -98,6 +116,7 @@ impl Error {
             | Error::Unavailable { outcomes, .. }
             | Error::ValidityExpired { outcomes, .. }
             | Error::Cancelled { outcomes, .. }
+            | Error::FenceUnconfirmed { outcomes, .. }
             | Error::ExtendFailed { outcomes, .. } => outcomes,
         }
     }
@@ -157,6 +176,17 @@ pub enum ConfigError {
         second: usize,
         /// `host:port` (host in lower case), without credentials.
         addr: String,
+    },
+    /// With fencing on, the lock keys' prefix and the fence counters' prefix overlap (one
+    /// starts with the other), so a lock key could be a counter key.
+    #[error(
+        "key_prefix {key_prefix:?} and fence_prefix {fence_prefix:?} overlap: neither may start with the other"
+    )]
+    OverlappingPrefixes {
+        /// The lock keys' prefix (invalid UTF-8 replaced).
+        key_prefix: String,
+        /// The fence counters' prefix (invalid UTF-8 replaced).
+        fence_prefix: String,
     },
     /// `max_ttl` is below the lock's TTL or above [`MAX_TTL`](crate::MAX_TTL).
     #[error("max_ttl {max_ttl:?} must be at least the ttl {ttl:?} and at most {max:?}", max = crate::validity::MAX_TTL)]
@@ -317,6 +347,15 @@ pub enum NodeError {
         /// counts from when its uptime was read, on connect).
         left: Duration,
     },
+    /// Acquire with fencing only: the node does not persist every write (AOF with `appendfsync
+    /// always`), so a crash could take its fence counter back to an older value and a later
+    /// holder could get a fence no larger than an earlier one's. Nothing is sent to it. See
+    /// [`LockOptions::fence_volatile_nodes`](crate::LockOptions::fence_volatile_nodes).
+    #[error(
+        "fencing: the node does not persist every write (AOF with appendfsync always), so its \
+         fence counter could go back in a crash (see LockOptions::fence_volatile_nodes)"
+    )]
+    NotDurable,
 }
 
 impl NodeError {

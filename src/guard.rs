@@ -39,6 +39,8 @@ pub struct Guard {
     /// When the acquisition's round was decided.
     decided: Moment,
     valid_until: Moment,
+    /// With fencing on, the fence of this acquisition.
+    fence: Option<u64>,
     outcomes: Vec<NodeOutcome>,
     runtime: Option<Handle>,
     released: bool,
@@ -49,6 +51,8 @@ pub struct Guard {
 pub(crate) struct Lease {
     pub(crate) decided: Moment,
     pub(crate) valid_until: Moment,
+    /// With fencing on, the fence confirmed by a quorum.
+    pub(crate) fence: Option<u64>,
 }
 
 /// What a release found on the nodes that had answered when it returned.
@@ -83,6 +87,7 @@ impl Guard {
             ledger,
             decided: lease.decided,
             valid_until: lease.valid_until,
+            fence: lease.fence,
             outcomes,
             runtime: Handle::try_current().ok(),
             released: false,
@@ -103,6 +108,32 @@ impl Guard {
     /// This acquisition's token.
     pub fn token(&self) -> &Token {
         &self.token
+    }
+
+    /// With [`LockOptions::fencing`](crate::LockOptions::fencing) on, this acquisition's fence:
+    /// larger than the fence of every earlier holder of the resource, and smaller than that of
+    /// every later one (under the lock's assumptions, see `docs/fencing.md`). Send it with every
+    /// write to the protected store, which must refuse a fence below the highest it has seen;
+    /// then a write this holder makes after its validity ran out (a long pause) cannot overwrite
+    /// a later holder's. `None` with fencing off. An extension keeps the fence.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), quorumlock::Error> {
+    /// use quorumlock::{Lock, LockOptions};
+    ///
+    /// let lock = Lock::quorum(
+    ///     ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"],
+    ///     LockOptions::new().fencing(true),
+    /// )?;
+    /// let guard = lock.acquire("invoice:42").await?;
+    /// let fence = guard.fence().unwrap_or_default();
+    /// // UPDATE invoices SET …, last_fence = $fence WHERE id = 42 AND last_fence < $fence
+    /// # let _ = fence;
+    /// guard.release().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn fence(&self) -> Option<u64> {
+        self.fence
     }
 
     /// The instant the acquisition was decided: when the deciding node's reply arrived, just
@@ -239,6 +270,8 @@ impl fmt::Debug for Guard {
         f.debug_struct("Guard")
             .field("resource", &String::from_utf8_lossy(self.resource()))
             .field("token", &self.token)
+            .field("fence", &self.fence)
+            .field("fence", &self.fence)
             .field("remaining", &self.remaining())
             .finish_non_exhaustive()
     }

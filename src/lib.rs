@@ -57,8 +57,8 @@
 //!   which node votes for which `run_id`).
 //! - I/O: `node` (one master's lazy connection, what its server says about itself on connect,
 //!   and timeouts), `commands` (SET NX PX and the Lua
-//!   scripts on one node), `fanout` (all nodes at once, early decision), `background` (releases
-//!   started from `Drop`).
+//!   scripts on one node), `fanout` (all nodes at once, early decision), `fencing` (the fence's
+//!   write-back to a quorum), `background` (releases started from `Drop`).
 //! - The API: [`Lock`], [`Guard`], [`LockOptions`], [`Topology`], [`Error`].
 //!
 //! The test harness (real `redis-server` processes and a fault-injecting proxy), the chaos
@@ -75,6 +75,7 @@ mod commands;
 mod defect;
 mod error;
 mod fanout;
+mod fencing;
 mod guard;
 mod identity;
 mod ledger;

@@ -7,12 +7,14 @@ use std::fmt;
 use std::future::{Future, pending};
 use std::pin::{Pin, pin};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::clock::Moment;
-use crate::commands;
+use crate::commands::{self, AcquireRequest, Taken};
 use crate::error::{ConfigError, Error, NodeOutcome, NodeReply};
 use crate::fanout::{Round, Until, fan_out};
+use crate::fencing;
 use crate::guard::{Guard, Lease};
 use crate::identity::{Claims, first_duplicate};
 use crate::ledger::Ledger;
@@ -181,26 +183,30 @@ impl Lock {
             return Err(ConfigError::EmptyResource.into());
         }
         policy.validate()?;
-        let key = lock_key(&self.shared.settings.key_prefix, resource);
-        let token = Token::generate();
-        let ledger = Arc::new(Ledger::new(self.shared.nodes.len()));
+        let settings = &self.shared.settings;
+        let acquisition = Acquisition {
+            resource,
+            key: lock_key(&settings.key_prefix, resource),
+            fence_key: settings
+                .fencing
+                .is_some()
+                .then(|| lock_key(&settings.fence_prefix, resource)),
+            token: Token::generate(),
+            ledger: Arc::new(Ledger::new(self.shared.nodes.len())),
+        };
         let mut cancel = pin!(cancel);
         let first_started = Instant::now();
         let mut attempts_made = 0u32;
         loop {
             let result = self
-                .attempt(
-                    resource,
-                    &key,
-                    &token,
-                    &ledger,
-                    attempts_made > 0,
-                    cancel.as_mut(),
-                )
+                .attempt(&acquisition, attempts_made > 0, cancel.as_mut())
                 .await;
             attempts_made = attempts_made.saturating_add(1);
             let error = match result {
                 Ok((lease, outcomes)) => {
+                    let Acquisition {
+                        key, token, ledger, ..
+                    } = acquisition;
                     return Ok(Guard::new(
                         Arc::clone(&self.shared),
                         key,
@@ -225,7 +231,10 @@ impl Lock {
             // them can delete its key.
             let pause_then_quiet = async {
                 tokio::time::sleep(pause).await;
-                ledger.wait_quiet(None, self.shared.request_bound()).await;
+                acquisition
+                    .ledger
+                    .wait_quiet(None, self.shared.request_bound())
+                    .await;
             };
             tokio::select! {
                 biased;
@@ -245,45 +254,86 @@ impl Lock {
         self.shared.background.settle().await;
     }
 
-    /// One attempt: the fan-out, the verdict, the validity, and the cleanup if it failed.
+    /// Deletes the fence counter of `resource` on every node (`DEL`, whatever the lock's state),
+    /// so that it takes no space once the resource is retired. Works with fencing on or off.
+    ///
+    /// **The next fence of the resource is 1 again**: a store that still remembers a higher
+    /// fence will refuse every later holder, and a holder valid meanwhile keeps a fence that a
+    /// later holder's can equal. Call it only for a resource no one will lock again, or together
+    /// with deleting the store's record of the last fence, while no one holds the lock.
+    ///
+    /// Returns what each node did: [`NodeReply::Ours`] deleted a counter,
+    /// [`NodeReply::NotOurs`] had none, [`NodeReply::Failed`] could not be asked (try again: a
+    /// counter left there stays until deleted).
+    pub async fn delete_fence_counter(
+        &self,
+        resource: impl AsRef<[u8]>,
+    ) -> Result<Vec<NodeOutcome>, Error> {
+        fencing::delete_counters(&self.shared, resource.as_ref()).await
+    }
+
+    /// One attempt: the fan-out, the verdict, with fencing the write-back, the validity, and the
+    /// cleanup if it failed.
     async fn attempt<C>(
         &self,
-        resource: &[u8],
-        key: &Arc<[u8]>,
-        token: &Token,
-        ledger: &Arc<Ledger>,
+        acquisition: &Acquisition<'_>,
         renew_leftover: bool,
-        cancel: Pin<&mut C>,
+        mut cancel: Pin<&mut C>,
     ) -> Result<(Lease, Vec<NodeOutcome>), Error>
     where
         C: Future<Output = ()> + ?Sized,
     {
         let shared = &self.shared;
         let settings = &shared.settings;
+        let Acquisition {
+            resource,
+            key,
+            fence_key,
+            token,
+            ledger,
+        } = acquisition;
         let ttl_ms = ttl_millis(settings.ttl);
         let mut cleanup = ReleaseOnDrop::new(shared, key, token, ledger);
         let attempt = ledger.begin();
+        // With fencing, each node's new counter value, 0 until it has answered with one.
+        let fences: Option<Arc<[AtomicU64]>> = fence_key
+            .as_ref()
+            .map(|_| shared.nodes.iter().map(|_| AtomicU64::new(0)).collect());
         let started = Moment::now();
         let round = fan_out(
             &shared.nodes,
             settings.quorum,
             Until::Decided,
-            cancel,
+            cancel.as_mut(),
             |node| {
-                let (key, token, ledger) = (Arc::clone(key), token.clone(), Arc::clone(ledger));
+                let (key, fence_key, token, ledger, fences) = (
+                    Arc::clone(key),
+                    fence_key.clone(),
+                    token.clone(),
+                    Arc::clone(ledger),
+                    fences.clone(),
+                );
                 async move {
-                    NodeReply::from_flag(
-                        commands::acquire(
-                            &node,
-                            &key,
-                            token.as_str(),
-                            ttl_ms,
-                            renew_leftover,
-                            &ledger,
-                            attempt,
-                        )
-                        .await,
-                    )
+                    let request = AcquireRequest {
+                        key: &key,
+                        fence_key: fence_key.as_deref(),
+                        token: token.as_str(),
+                        ttl_ms,
+                        renew_leftover,
+                    };
+                    match commands::acquire(&node, &request, &ledger, attempt).await {
+                        Ok(Taken::Ours(fence)) => {
+                            if let (Some(fence), Some(slot)) = (
+                                fence,
+                                fences.as_ref().and_then(|fences| fences.get(node.index())),
+                            ) {
+                                slot.store(fence, Ordering::Relaxed);
+                            }
+                            NodeReply::Ours
+                        }
+                        Ok(Taken::NotOurs) => NodeReply::NotOurs,
+                        Err(error) => NodeReply::Failed(error),
+                    }
                 }
             },
         )
@@ -293,7 +343,6 @@ impl Lock {
         // it already was; those that were are in flight in the ledger until they finish.
         ledger.decide();
         let decided = Moment::now();
-        let elapsed = decided.saturating_duration_since(started);
         let Round {
             verdict,
             outcomes,
@@ -301,49 +350,70 @@ impl Lock {
         } = round;
         let error = match verdict {
             Some(Verdict::Won) => {
-                match settings.validity(settings.ttl, elapsed) {
-                    Some(left) => {
-                        cleanup.disarm();
-                        if let Some(unanswered) = unanswered {
-                            // Requests already handed over reach the slower nodes, so more of
-                            // them hold the key if one of the quorum crashes; a release to such a
-                            // node waits until its request has finished.
-                            shared.background.spawn(None, unanswered);
-                        }
-                        // A moment that far out does not exist: treat the lock as expiring now.
-                        let valid_until = decided.checked_add(left).unwrap_or(decided);
-                        return Ok((
-                            Lease {
-                                decided,
-                                valid_until,
-                            },
-                            outcomes,
-                        ));
+                // Requests already handed over reach the slower nodes, so more of them hold the
+                // key if one of the quorum crashes; a release to such a node waits until its
+                // request has finished (the ledger), should this attempt still fail.
+                if let Some(unanswered) = unanswered {
+                    shared.background.spawn(None, unanswered);
+                }
+                let confirmed = match (fence_key, &fences) {
+                    (Some(fence_key), Some(fences)) => {
+                        let fence = fencing::highest_fence(fences, &outcomes);
+                        fencing::write_back_all(shared, key, fence_key, token, fence, cancel)
+                            .await
+                            .map(|(decided, outcomes)| (decided, outcomes, Some(fence)))
                     }
-                    None => Error::ValidityExpired {
-                        ttl: settings.ttl,
-                        elapsed,
+                    _ => Ok((decided, outcomes, None)),
+                };
+                match confirmed {
+                    Ok((decided, outcomes, fence)) => {
+                        let elapsed = decided.saturating_duration_since(started);
+                        match settings.validity(settings.ttl, elapsed) {
+                            Some(left) => {
+                                cleanup.disarm();
+                                // A moment that far out does not exist: treat the lock as
+                                // expiring now.
+                                let valid_until = decided.checked_add(left).unwrap_or(decided);
+                                return Ok((
+                                    Lease {
+                                        decided,
+                                        valid_until,
+                                        fence,
+                                    },
+                                    outcomes,
+                                ));
+                            }
+                            None => Error::ValidityExpired {
+                                ttl: settings.ttl,
+                                elapsed,
+                                outcomes,
+                            },
+                        }
+                    }
+                    Err(error) => error,
+                }
+            }
+            Some(verdict) => {
+                // Requests still in flight are dropped, which finishes them: the release that
+                // follows is ordered after each on its node.
+                drop(unanswered);
+                match verdict {
+                    Verdict::Held => Error::Held {
+                        resource: resource.to_vec(),
+                        unreachable: outcomes
+                            .iter()
+                            .filter(|outcome| matches!(outcome.reply, NodeReply::Failed(_)))
+                            .count(),
+                        outcomes,
+                    },
+                    _ => Error::Unavailable {
+                        quorum: settings.quorum,
                         outcomes,
                     },
                 }
             }
-            Some(Verdict::Held) => Error::Held {
-                resource: resource.to_vec(),
-                unreachable: outcomes
-                    .iter()
-                    .filter(|outcome| matches!(outcome.reply, NodeReply::Failed(_)))
-                    .count(),
-                outcomes,
-            },
-            Some(Verdict::Unavailable | Verdict::Pending) => Error::Unavailable {
-                quorum: settings.quorum,
-                outcomes,
-            },
             None => Error::Cancelled { outcomes },
         };
-        // Requests still in flight are dropped, which finishes them: the release that follows
-        // is ordered after each on its node.
-        drop(unanswered);
         #[cfg(feature = "chaos-defects")]
         if settings.defect == Some(crate::defect::Defect::NoReleaseOnFailure) {
             cleanup.disarm();
@@ -353,6 +423,16 @@ impl Lock {
         cleanup.disarm();
         Err(error)
     }
+}
+
+/// What every attempt of one acquisition shares: the names, the token, and the ledger.
+struct Acquisition<'a> {
+    resource: &'a [u8],
+    key: Arc<[u8]>,
+    /// The fence counter's key, with fencing on.
+    fence_key: Option<Arc<[u8]>>,
+    token: Token,
+    ledger: Arc<Ledger>,
 }
 
 /// Releases an acquisition's key in the background if dropped while armed: the attempt's future

@@ -59,6 +59,8 @@ struct Identity {
     /// From when on the node may vote: `None` while the restart guard holds it back beyond any
     /// representable instant; the instant the facts were read when it may vote at once.
     votes_from: Option<Instant>,
+    /// AOF on with `appendfsync always`: a crash loses nothing it answered.
+    persists_every_write: bool,
     /// Whether a refused claim on `run_id` was logged for this connection already.
     warned: AtomicBool,
 }
@@ -74,6 +76,8 @@ pub(crate) struct Node {
     /// With the restart guard on, how long a server that may have lost writes stays out of
     /// acquisitions after it started.
     restart_guard: Option<Duration>,
+    /// Fencing on and only durable nodes allowed: a node that may lose writes does not vote.
+    durable_only: bool,
     /// Which node of the lock votes for which server; shared by the lock's nodes.
     claims: Arc<Claims>,
 }
@@ -99,6 +103,9 @@ impl Node {
             command_timeout: settings.node_timeout,
             slot: Mutex::new((0, Slot::Idle)),
             restart_guard: settings.restart_guard,
+            durable_only: settings
+                .fencing
+                .is_some_and(|fencing| !fencing.volatile_nodes),
             claims: Arc::default(),
         })
     }
@@ -185,24 +192,37 @@ impl Node {
         .await
     }
 
-    /// Whether this node may vote now, and for which server.
+    /// As [`run`](Node::run), for a request that is counted towards a quorum after the
+    /// acquisition (extend, and the fence's write-back): `command` is called only if this node
+    /// holds the claim on its server, so one server never counts twice. The restart guard does
+    /// not apply: such a request only confirms a key of ours that the node already holds.
+    pub(crate) async fn run_counted<T, F, Fut>(&self, command: F) -> Result<T, NodeError>
+    where
+        F: FnOnce(MultiplexedConnection, u64) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let (generation, connected) = self.connection().await?;
+        if let Err(error) = connected
+            .identity
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|identity| self.claim(identity))
+        {
+            if connected.identity.is_err() {
+                self.reset(generation);
+            }
+            return Err(error);
+        }
+        self.finish(generation, command(connected.connection, generation))
+            .await
+    }
+
+    /// Whether this node may vote in an acquisition now, and for which server.
     fn may_vote(&self, identity: &Result<Arc<Identity>, NodeError>) -> Result<Arc<str>, NodeError> {
         let identity = identity.as_ref().map_err(Clone::clone)?;
-        if let Err(owner) = self.claims.claim(self.index, &identity.run_id) {
-            if !identity.warned.swap(true, Ordering::Relaxed) {
-                tracing::warn!(
-                    node = self.index,
-                    addr = %self.addr,
-                    same_as = owner,
-                    run_id = %identity.run_id,
-                    "this node reaches the same Redis server as another node of the lock; \
-                     only that one votes for it"
-                );
-            }
-            return Err(NodeError::SameServer {
-                node: owner,
-                run_id: identity.run_id.to_string(),
-            });
+        self.claim(identity)?;
+        if self.durable_only && !identity.persists_every_write {
+            return Err(NodeError::NotDurable);
         }
         if self.restart_guard.is_some() {
             let now = Instant::now();
@@ -221,6 +241,28 @@ impl Node {
             }
         }
         Ok(Arc::clone(&identity.run_id))
+    }
+
+    /// One server, one vote: whether this node holds the claim on its server (else
+    /// [`NodeError::SameServer`], logged once per connection).
+    fn claim(&self, identity: &Identity) -> Result<(), NodeError> {
+        let Err(owner) = self.claims.claim(self.index, &identity.run_id) else {
+            return Ok(());
+        };
+        if !identity.warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                node = self.index,
+                addr = %self.addr,
+                same_as = owner,
+                run_id = %identity.run_id,
+                "this node reaches the same Redis server as another node of the lock; \
+                 only that one votes for it"
+            );
+        }
+        Err(NodeError::SameServer {
+            node: owner,
+            run_id: identity.run_id.to_string(),
+        })
     }
 
     /// Runs a command already given its connection of `generation`, within the command
@@ -408,6 +450,7 @@ async fn identify(
     };
     let wait = restart_guard.map_or(Duration::ZERO, |guard| facts.votes_after(guard));
     Ok(Ok(Arc::new(Identity {
+        persists_every_write: facts.persists_every_write(),
         run_id: facts.run_id.into(),
         votes_from: read_at.checked_add(wait),
         warned: AtomicBool::new(false),

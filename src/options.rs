@@ -61,6 +61,9 @@ pub struct LockOptions {
     tls_root_certificates: Option<Vec<u8>>,
     max_ttl: Option<Duration>,
     restart_guard: bool,
+    fencing: bool,
+    fence_prefix: Vec<u8>,
+    fence_volatile_nodes: bool,
     #[cfg(feature = "chaos-defects")]
     defect: Option<crate::defect::Defect>,
 }
@@ -80,6 +83,9 @@ impl Default for LockOptions {
             tls_root_certificates: None,
             max_ttl: None,
             restart_guard: true,
+            fencing: false,
+            fence_prefix: b"quorumlock-fence:".to_vec(),
+            fence_volatile_nodes: false,
             #[cfg(feature = "chaos-defects")]
             defect: None,
         }
@@ -189,6 +195,48 @@ impl LockOptions {
         self
     }
 
+    /// Fencing tokens (default off): every acquisition also hands out a fence, a number that
+    /// grows strictly from one holder of a resource to the next, read with
+    /// [`Guard::fence`](crate::Guard::fence). Give it to the store you protect with every write,
+    /// and have the store refuse a fence lower than the highest it has seen: then a holder that
+    /// was paused past its validity cannot overwrite a later holder's work. See
+    /// `docs/fencing.md` for the protocol and its proof.
+    ///
+    /// It costs one more round trip per acquisition (the write-back of the fence to a quorum);
+    /// extend and release cost the same. Each resource keeps a counter on every node, under
+    /// [`fence_prefix`](LockOptions::fence_prefix), which never expires (about 80 bytes per
+    /// resource and node); [`Lock::delete_fence_counter`](crate::Lock::delete_fence_counter)
+    /// drops it for a retired resource.
+    ///
+    /// A counter must survive a crash: with fencing on, only nodes that persist every write (AOF
+    /// with `appendfsync always`) vote, and any other node's vote fails with
+    /// [`NodeError::NotDurable`](crate::NodeError::NotDurable), unless
+    /// [`fence_volatile_nodes`](LockOptions::fence_volatile_nodes) allows them.
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.fencing = on;
+        self
+    }
+
+    /// Bytes put before every resource name to form the key of its fence counter (default
+    /// `quorumlock-fence:`). With fencing on, neither this nor the
+    /// [`key_prefix`](LockOptions::key_prefix) may start with the other, so that no lock key is
+    /// ever a counter key.
+    pub fn fence_prefix(mut self, fence_prefix: impl Into<Vec<u8>>) -> Self {
+        self.fence_prefix = fence_prefix.into();
+        self
+    }
+
+    /// With fencing on, let nodes that may lose recent writes in a crash (no AOF, or
+    /// `appendfsync` other than `always`) vote anyway (default false). **Weakens the fence**: a
+    /// node that crashes and comes back with an older counter can hand a later holder a fence no
+    /// larger than an earlier one's; the store then rejects the later holder's writes (nothing
+    /// stale is accepted, but that holder cannot write). For nodes that are never restarted
+    /// without their data, or for tests.
+    pub fn fence_volatile_nodes(mut self, allow: bool) -> Self {
+        self.fence_volatile_nodes = allow;
+        self
+    }
+
     /// **Test-only** (feature `chaos-defects`): builds the lock with one deliberate defect in
     /// its decision code, for the chaos tooling's mutation score. Never in production: every
     /// defect breaks a promise of the lock.
@@ -233,6 +281,21 @@ impl LockOptions {
                 ttl: self.ttl,
             });
         }
+        let fencing = if self.fencing {
+            if self.key_prefix.starts_with(&self.fence_prefix)
+                || self.fence_prefix.starts_with(&self.key_prefix)
+            {
+                return Err(ConfigError::OverlappingPrefixes {
+                    key_prefix: String::from_utf8_lossy(&self.key_prefix).into_owned(),
+                    fence_prefix: String::from_utf8_lossy(&self.fence_prefix).into_owned(),
+                });
+            }
+            Some(Fencing {
+                volatile_nodes: self.fence_volatile_nodes,
+            })
+        } else {
+            None
+        };
         #[cfg(feature = "chaos-defects")]
         let quorum = match self.defect {
             Some(crate::defect::Defect::QuorumHalf) => crate::quorum::half(nodes),
@@ -253,6 +316,8 @@ impl LockOptions {
             restart_guard: self
                 .restart_guard
                 .then(|| max_ttl.saturating_add(drift(max_ttl, self.drift_factor))),
+            fence_prefix: self.fence_prefix.clone(),
+            fencing,
             #[cfg(feature = "chaos-defects")]
             defect: self.defect,
         })
@@ -286,9 +351,20 @@ pub(crate) struct Settings {
     /// With the restart guard on, how long a node that may have lost writes stays out of
     /// acquisitions after it started: `max_ttl` plus its drift.
     pub(crate) restart_guard: Option<Duration>,
+    /// Prefix of the fence counters' keys (used by `delete_fence_counter` even with fencing off).
+    pub(crate) fence_prefix: Vec<u8>,
+    /// Fencing, when on.
+    pub(crate) fencing: Option<Fencing>,
     /// The deliberate defect this lock was built with (test-only, see `defect.rs`).
     #[cfg(feature = "chaos-defects")]
     pub(crate) defect: Option<crate::defect::Defect>,
+}
+
+/// Fencing settings, when fencing is on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fencing {
+    /// Whether nodes that may lose recent writes vote anyway.
+    pub(crate) volatile_nodes: bool,
 }
 
 impl Settings {

@@ -12,6 +12,7 @@ mod configuration;
 mod defects;
 mod exclusion;
 mod extend_release;
+mod fencing;
 mod node_faults;
 mod node_identity;
 mod restart_guard;
