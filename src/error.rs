@@ -8,6 +8,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::keep_alive::Lost;
+
 /// The error type of every fallible operation in this crate.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
@@ -92,6 +94,11 @@ pub enum Error {
         outcomes: Vec<NodeOutcome>,
     },
 
+    /// The lock was lost while [`Lock::with_lock`](crate::Lock::with_lock) ran the caller's work:
+    /// the work's future was dropped at once. The keys left were released.
+    #[error("lock lost: {0}")]
+    Lost(Lost),
+
     /// An extension did not reach the quorum. The keys that still hold were left in place.
     #[error(
         "extend failed; the lock is {} ({})",
@@ -112,6 +119,7 @@ impl Error {
     pub fn outcomes(&self) -> &[NodeOutcome] {
         match self {
             Error::Config(_) => &[],
+            Error::Lost(lost) => lost.outcomes(),
             Error::Held { outcomes, .. }
             | Error::Unavailable { outcomes, .. }
             | Error::ValidityExpired { outcomes, .. }
@@ -176,6 +184,16 @@ pub enum ConfigError {
         second: usize,
         /// `host:port` (host in lower case), without credentials.
         addr: String,
+    },
+    /// A keep-alive interval of zero, or not below the TTL.
+    #[error(
+        "keep-alive interval {every:?} must be greater than zero and less than the ttl {ttl:?}"
+    )]
+    InvalidKeepAlive {
+        /// The interval asked for (or the default).
+        every: Duration,
+        /// The lock's TTL.
+        ttl: Duration,
     },
     /// With fencing on, the lock keys' prefix and the fence counters' prefix overlap (one
     /// starts with the other), so a lock key could be a counter key.

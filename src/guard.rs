@@ -48,7 +48,7 @@ pub struct Guard {
 
 /// The times of one grant: when its round was decided and until when it is valid.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Lease {
+pub(crate) struct Grant {
     pub(crate) decided: Moment,
     pub(crate) valid_until: Moment,
     /// With fencing on, the fence confirmed by a quorum.
@@ -76,7 +76,7 @@ impl Guard {
         resource_len: usize,
         token: Token,
         ledger: Arc<Ledger>,
-        lease: Lease,
+        grant: Grant,
         outcomes: Vec<NodeOutcome>,
     ) -> Guard {
         Guard {
@@ -85,9 +85,9 @@ impl Guard {
             resource_len,
             token,
             ledger,
-            decided: lease.decided,
-            valid_until: lease.valid_until,
-            fence: lease.fence,
+            decided: grant.decided,
+            valid_until: grant.valid_until,
+            fence: grant.fence,
             outcomes,
             runtime: Handle::try_current().ok(),
             released: false,
@@ -229,6 +229,26 @@ impl Guard {
                 outcomes: round.outcomes,
             }),
         }
+    }
+
+    /// When the acquisition was decided, on the lease clock.
+    pub(crate) fn decided_moment(&self) -> Moment {
+        self.decided
+    }
+
+    /// When the validity ends, on the lease clock.
+    pub(crate) fn valid_until_moment(&self) -> Moment {
+        self.valid_until
+    }
+
+    /// What the guard's lock shares: its nodes, settings and background work.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The runtime the guard was acquired on, if any.
+    pub(crate) fn runtime(&self) -> Option<&Handle> {
+        self.runtime.as_ref()
     }
 
     /// Deletes the key on every node that still holds our token, never retrying.

@@ -50,7 +50,8 @@
 //! # Layout
 //!
 //! - Pure algorithm, no I/O: `quorum` (the vote tally), `validity` (lease
-//!   arithmetic), [`retry`](crate::RetryPolicy) (the retry schedule), `token` (tokens, keys),
+//!   arithmetic), [`retry`](crate::RetryPolicy) (the retry schedule), `renewal` (the
+//!   keep-alive's schedule), `token` (tokens, keys),
 //!   `ledger` (which of an acquisition's requests may still reach each node, so that a release
 //!   runs after them, and one request per server and attempt), `recovery` (the restart guard:
 //!   what `INFO` says, and from when a node may vote), `identity` (duplicate addresses, and
@@ -59,7 +60,8 @@
 //!   and timeouts), `commands` (SET NX PX and the Lua
 //!   scripts on one node), `fanout` (all nodes at once, early decision), `fencing` (the fence's
 //!   write-back to a quorum), `background` (releases started from `Drop`).
-//! - The API: [`Lock`], [`Guard`], [`LockOptions`], [`Topology`], [`Error`].
+//! - The API: [`Lock`], [`Guard`], [`KeptGuard`] and [`Lease`] (a guard kept alive in the
+//!   background, `keep_alive`), [`LockOptions`], [`Topology`], [`Error`].
 //!
 //! The test harness (real `redis-server` processes and a fault-injecting proxy), the chaos
 //! tooling and the `quorumlock` command live in their own crates in this workspace
@@ -78,12 +80,14 @@ mod fanout;
 mod fencing;
 mod guard;
 mod identity;
+mod keep_alive;
 mod ledger;
 mod lock;
 mod node;
 mod options;
 mod quorum;
 mod recovery;
+mod renewal;
 mod retry;
 mod shared;
 mod token;
@@ -94,6 +98,7 @@ mod validity;
 pub use defect::{Defect, UnknownDefect};
 pub use error::{ConfigError, Error, NodeError, NodeOutcome, NodeReply};
 pub use guard::{Guard, ReleaseReport};
+pub use keep_alive::{KeepAlive, KeptGuard, Lease, Lost};
 pub use lock::Lock;
 pub use options::{LockOptions, Topology};
 pub use retry::RetryPolicy;

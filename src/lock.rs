@@ -15,7 +15,7 @@ use crate::commands::{self, AcquireRequest, Taken};
 use crate::error::{ConfigError, Error, NodeOutcome, NodeReply};
 use crate::fanout::{Round, Until, fan_out};
 use crate::fencing;
-use crate::guard::{Guard, Lease};
+use crate::guard::{Grant, Guard};
 use crate::identity::{Claims, first_duplicate};
 use crate::ledger::Ledger;
 use crate::node::Node;
@@ -279,7 +279,7 @@ impl Lock {
         acquisition: &Acquisition<'_>,
         renew_leftover: bool,
         mut cancel: Pin<&mut C>,
-    ) -> Result<(Lease, Vec<NodeOutcome>), Error>
+    ) -> Result<(Grant, Vec<NodeOutcome>), Error>
     where
         C: Future<Output = ()> + ?Sized,
     {
@@ -375,7 +375,7 @@ impl Lock {
                                 // expiring now.
                                 let valid_until = decided.checked_add(left).unwrap_or(decided);
                                 return Ok((
-                                    Lease {
+                                    Grant {
                                         decided,
                                         valid_until,
                                         fence,

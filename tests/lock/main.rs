@@ -13,6 +13,7 @@ mod defects;
 mod exclusion;
 mod extend_release;
 mod fencing;
+mod keep_alive;
 mod node_faults;
 mod node_identity;
 mod restart_guard;

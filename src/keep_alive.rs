@@ -1,0 +1,532 @@
+//! The keep-alive: a [`Guard`] handed to a background task that extends it on the quorum rule
+//! (every third of the TTL by default, see `renewal.rs`), and says through a [`Lease`] whether
+//! the lock is still held and, once it is not, why ([`Lost`]). [`Lock::with_lock`] runs the
+//! caller's work under such a lease and drops it the moment the lock is lost.
+//!
+//! Life cycle: [`Guard::keep_alive`] spawns the task, which owns the guard. The task sleeps until
+//! the next extension is due, extends, and on success moves the lease's deadline; a failed
+//! extension is tried again a quarter interval later while the lease is still trusted. It stops
+//! in one of two ways. Released ([`KeptGuard::release`], or the [`KeptGuard`] dropped): it stops
+//! extending and releases. Lost (a majority answered that our key is gone; the deadline came
+//! without a successful extension; `max_hold` reached): it marks the lease lost (from then on
+//! [`Lease::is_valid`] is false and [`Lease::lost`] completes), then releases whatever keys of
+//! ours are left.
+
+use std::fmt;
+use std::future::Future;
+use std::ops::Deref;
+use std::pin::pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Handle;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+
+use crate::background::Background;
+use crate::clock::Moment;
+use crate::error::{Error, NodeOutcome, NodeReply};
+use crate::guard::{Guard, ReleaseReport};
+use crate::lock::Lock;
+use crate::renewal::{Schedule, taken};
+use crate::token::Token;
+
+/// How a [`KeptGuard`] keeps its lock alive: the interval between extensions and an optional
+/// bound on the whole hold.
+///
+/// ```
+/// use std::time::Duration;
+/// use quorumlock::KeepAlive;
+///
+/// // Extend every 10 s (the default is a third of the lock's TTL); never hold for more than an hour.
+/// let keep_alive = KeepAlive::new()
+///     .every(Duration::from_secs(10))
+///     .max_hold(Duration::from_secs(3600));
+/// # let _ = keep_alive;
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeepAlive {
+    every: Option<Duration>,
+    max_hold: Option<Duration>,
+}
+
+impl KeepAlive {
+    /// The defaults: extend every third of the TTL, no bound on the hold.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How long after the acquisition or the last successful extension the next one is made
+    /// (default: a third of the lock's TTL). Greater than zero and less than the TTL; the
+    /// smaller, the more failed attempts fit before the validity runs out.
+    pub fn every(mut self, every: Duration) -> Self {
+        self.every = Some(every);
+        self
+    }
+
+    /// The longest the lock is held, counted from the acquisition: the last extensions ask for
+    /// no more than is left of it, and when it is reached the lease is lost
+    /// ([`Lost::MaxHold`]) and released. Default: no bound.
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = Some(max_hold);
+        self
+    }
+}
+
+/// Why a kept lock was lost: it can no longer be proven held.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Lost {
+    /// An extension found our key gone on so many nodes that no quorum can hold it: it expired
+    /// or was deleted there, and someone else may hold the lock now.
+    #[error(
+        "our key is gone on too many nodes for a quorum ({} answered not ours)",
+        not_ours(outcomes)
+    )]
+    #[non_exhaustive]
+    Taken {
+        /// What each node said to that extension.
+        outcomes: Vec<NodeOutcome>,
+    },
+    /// No extension succeeded before the validity ran out (nodes failing or unreachable).
+    #[error("no extension succeeded before the validity ran out{}", LastError(last_error.as_deref()))]
+    #[non_exhaustive]
+    Expired {
+        /// The last extension's error, if one was tried.
+        last_error: Option<Box<Error>>,
+    },
+    /// The hold reached [`KeepAlive::max_hold`].
+    #[error("held for max_hold ({max_hold:?})")]
+    #[non_exhaustive]
+    MaxHold {
+        /// The bound.
+        max_hold: Duration,
+    },
+    /// There was no tokio runtime to run the keep-alive on (the guard was moved out of every
+    /// runtime), so the lock was never kept alive.
+    #[error("no tokio runtime to keep the lock alive on")]
+    NoRuntime,
+}
+
+impl Lost {
+    /// The per-node outcomes behind the loss (empty when there are none).
+    pub fn outcomes(&self) -> &[NodeOutcome] {
+        match self {
+            Lost::Taken { outcomes } => outcomes,
+            Lost::Expired {
+                last_error: Some(error),
+            } => error.outcomes(),
+            _ => &[],
+        }
+    }
+}
+
+fn not_ours(outcomes: &[NodeOutcome]) -> usize {
+    outcomes
+        .iter()
+        .filter(|outcome| outcome.reply == NodeReply::NotOurs)
+        .count()
+}
+
+/// ": <error>" when there is one.
+struct LastError<'a>(Option<&'a Error>);
+
+impl fmt::Display for LastError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(error) => write!(f, ": {error}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// What the keep-alive task and every [`Lease`] handle share.
+struct State {
+    resource: Box<[u8]>,
+    token: Token,
+    fence: Option<u64>,
+    /// Until when the lease is trusted: the validity less the schedule's margin.
+    trusted_until: Mutex<Moment>,
+    extensions: AtomicU64,
+    lost: watch::Sender<Option<Lost>>,
+}
+
+impl State {
+    fn trusted_until(&self) -> Moment {
+        *self
+            .trusted_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A view of a kept lock: whether it is still held, until when, its fence, and a future that
+/// completes when it is lost. Cheap to clone; every clone sees the same lease.
+#[derive(Clone)]
+pub struct Lease {
+    state: Arc<State>,
+}
+
+impl Lease {
+    /// The resource name, as given to `acquire`.
+    pub fn resource(&self) -> &[u8] {
+        &self.state.resource
+    }
+
+    /// The acquisition's token.
+    pub fn token(&self) -> &Token {
+        &self.state.token
+    }
+
+    /// The acquisition's fence, with fencing on (see [`Guard::fence`]).
+    pub fn fence(&self) -> Option<u64> {
+        self.state.fence
+    }
+
+    /// Until when the lock may be relied on, on the `Instant` clock, read now: the validity of
+    /// the last successful extension (or of the acquisition), less a small margin (1 % of the
+    /// TTL, between 1 ms and 50 ms) so that the lost signal, a timer, fires before the validity
+    /// ends even when it fires a little late.
+    pub fn valid_until(&self) -> Instant {
+        self.state.trusted_until().to_instant()
+    }
+
+    /// Time left until [`valid_until`](Lease::valid_until); zero once lost.
+    pub fn remaining(&self) -> Duration {
+        if self.lost_reason().is_some() {
+            return Duration::ZERO;
+        }
+        self.state
+            .trusted_until()
+            .saturating_duration_since(Moment::now())
+    }
+
+    /// Whether the lock may be relied on now: not lost, and before
+    /// [`valid_until`](Lease::valid_until). It turns false no later than the moment
+    /// [`lost`](Lease::lost) completes.
+    pub fn is_valid(&self) -> bool {
+        self.lost_reason().is_none() && Moment::now() < self.state.trusted_until()
+    }
+
+    /// How many extensions have succeeded.
+    pub fn extensions(&self) -> u64 {
+        self.state.extensions.load(Ordering::Relaxed)
+    }
+
+    /// Why the lock was lost, once it was.
+    pub fn lost_reason(&self) -> Option<Lost> {
+        self.state.lost.borrow().clone()
+    }
+
+    /// Completes when the lock is lost, with the reason; at the latest when the validity of the
+    /// last successful extension runs out. Stays pending after a release.
+    pub async fn lost(&self) -> Lost {
+        let mut receiver = self.state.lost.subscribe();
+        let lost = receiver
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|lost| lost.clone());
+        match lost {
+            Some(lost) => lost,
+            // The sender lives in the state this lease holds: it is never dropped first.
+            None => std::future::pending().await,
+        }
+    }
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("resource", &String::from_utf8_lossy(self.resource()))
+            .field("fence", &self.fence())
+            .field("remaining", &self.remaining())
+            .field("extensions", &self.extensions())
+            .field("lost", &self.lost_reason())
+            .finish()
+    }
+}
+
+/// A held lock kept alive in the background (see [`Guard::keep_alive`]). Dereferences to its
+/// [`Lease`]: `is_valid`, `valid_until`, `fence`, `lost`.
+///
+/// Dropping it stops the keep-alive and releases the lock in the background, as dropping a
+/// [`Guard`] does; [`Lock::settle`] waits for that release.
+#[must_use = "dropping a kept guard releases the lock at once"]
+pub struct KeptGuard {
+    lease: Lease,
+    /// Dropped to stop the task.
+    stop: Option<oneshot::Sender<()>>,
+    /// The keep-alive task; it releases the lock when it stops and returns what the release
+    /// found.
+    task: Option<JoinHandle<ReleaseReport>>,
+    background: Arc<Background>,
+    runtime: Option<Handle>,
+}
+
+impl KeptGuard {
+    /// A handle on the lease, to give to the code that relies on the lock.
+    pub fn lease(&self) -> Lease {
+        self.lease.clone()
+    }
+
+    /// Stops the keep-alive and releases the lock (as [`Guard::release`]). After a loss, returns
+    /// what the release made at the loss found.
+    pub async fn release(mut self) -> ReleaseReport {
+        drop(self.stop.take());
+        match self.task.take() {
+            Some(task) => task.await.unwrap_or_else(|_| ReleaseReport {
+                held: 0,
+                outcomes: Vec::new(),
+            }),
+            None => ReleaseReport {
+                held: 0,
+                outcomes: Vec::new(),
+            },
+        }
+    }
+}
+
+impl Deref for KeptGuard {
+    type Target = Lease;
+
+    fn deref(&self) -> &Lease {
+        &self.lease
+    }
+}
+
+impl Drop for KeptGuard {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(task) = self.task.take() {
+            // Counted, so that `Lock::settle` waits until the task has stopped and handed its
+            // release to the background work.
+            self.background.spawn(self.runtime.as_ref(), async move {
+                let _ = task.await;
+            });
+        }
+    }
+}
+
+impl fmt::Debug for KeptGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("KeptGuard").field(&self.lease).finish()
+    }
+}
+
+impl Guard {
+    /// Keeps the lock alive in the background: extends it on the quorum rule (every third of the
+    /// TTL by default), trying again while the validity lasts when an extension fails, until it
+    /// is released, dropped, or lost. The returned [`KeptGuard`]'s lease says whether the lock
+    /// is still held; its [`lost`](Lease::lost) future completes when it is not.
+    ///
+    /// Each extension asks for the lock's TTL (never more than is left of `max_hold`) and costs
+    /// one round trip to every node; nothing of it runs on the caller's task. Fails only on an
+    /// invalid [`KeepAlive`] (the guard is then released).
+    ///
+    /// ```no_run
+    /// # async fn run(lock: quorumlock::Lock) -> Result<(), quorumlock::Error> {
+    /// use quorumlock::KeepAlive;
+    ///
+    /// let kept = lock.acquire("nightly-report").await?.keep_alive(KeepAlive::new())?;
+    /// tokio::select! {
+    ///     lost = kept.lost() => eprintln!("lock lost: {lost}"),
+    ///     () = async { /* the long job, checking kept.is_valid() before each write */ } => {}
+    /// }
+    /// kept.release().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn keep_alive(self, options: KeepAlive) -> Result<KeptGuard, Error> {
+        let settings = &self.shared().settings;
+        let ttl = settings.ttl;
+        let margin = (ttl / 100).clamp(Duration::from_millis(1), Duration::from_millis(50));
+        let schedule = Schedule::new(ttl, options.every, options.max_hold, margin)?;
+        let start = self.decided_moment();
+        let trusted_until = trusted(&schedule, start, self.valid_until_moment());
+        let state = Arc::new(State {
+            resource: self.resource().into(),
+            token: self.token().clone(),
+            fence: self.fence(),
+            trusted_until: Mutex::new(trusted_until),
+            extensions: AtomicU64::new(0),
+            lost: watch::Sender::new(None),
+        });
+        let background = Arc::clone(&self.shared().background);
+        let runtime = Handle::try_current()
+            .ok()
+            .or_else(|| self.runtime().cloned());
+        let lease = Lease {
+            state: Arc::clone(&state),
+        };
+        let Some(handle) = runtime.clone() else {
+            state.lost.send_replace(Some(Lost::NoRuntime));
+            return Ok(KeptGuard {
+                lease,
+                stop: None,
+                task: None,
+                background,
+                runtime,
+            });
+        };
+        let (stop, stopped) = oneshot::channel();
+        let task = handle.spawn(keep(self, state, schedule, stopped));
+        Ok(KeptGuard {
+            lease,
+            stop: Some(stop),
+            task: Some(task),
+            background,
+            runtime,
+        })
+    }
+}
+
+/// The lease clock's moment `offset` after `start` (the far future if it cannot be represented).
+fn at(start: Moment, offset: Duration) -> tokio::time::Instant {
+    match start.checked_add(offset) {
+        Some(moment) => tokio::time::Instant::from_std(moment.to_instant()),
+        None => tokio::time::Instant::now() + Duration::from_secs(86_400 * 365),
+    }
+}
+
+/// Until when a lease valid until `valid_until` is trusted.
+fn trusted(schedule: &Schedule, start: Moment, valid_until: Moment) -> Moment {
+    let offset = schedule.trusted_until(valid_until.saturating_duration_since(start));
+    start.checked_add(offset).unwrap_or(start)
+}
+
+/// The keep-alive task: extends `guard` on `schedule` until `stopped` completes or the lock is
+/// lost, then releases it.
+async fn keep(
+    mut guard: Guard,
+    state: Arc<State>,
+    schedule: Schedule,
+    mut stopped: oneshot::Receiver<()>,
+) -> ReleaseReport {
+    let start = guard.decided_moment();
+    let since_start = || Moment::now().saturating_duration_since(start);
+    let (nodes, quorum) = (guard.shared().nodes.len(), guard.shared().settings.quorum);
+    let mut due = schedule.next_after_success(Duration::ZERO);
+    let mut last_error: Option<Box<Error>> = None;
+    // Out of time in the last stretch of a bounded hold is the bound's doing.
+    let out_of_time = |last_error: Option<Box<Error>>, now: Duration| match schedule.max_hold {
+        Some(max_hold) if schedule.ending(now) => Lost::MaxHold { max_hold },
+        _ => Lost::Expired { last_error },
+    };
+    let lost = loop {
+        let deadline = at(
+            start,
+            state.trusted_until().saturating_duration_since(start),
+        );
+        tokio::select! {
+            biased;
+            _ = &mut stopped => break None,
+            () = tokio::time::sleep_until(deadline) => {
+                break Some(out_of_time(last_error, since_start()));
+            }
+            () = tokio::time::sleep_until(at(start, due)) => {}
+        }
+        let Some(ttl) = schedule.extension_ttl(since_start()) else {
+            // `max_hold` is (nearly) reached: no more extensions; the lease ends with its
+            // validity.
+            tokio::select! {
+                biased;
+                _ = &mut stopped => break None,
+                () = tokio::time::sleep_until(deadline) => {
+                    break Some(out_of_time(last_error, since_start()));
+                }
+            }
+        };
+        let result = tokio::select! {
+            biased;
+            _ = &mut stopped => break None,
+            () = tokio::time::sleep_until(deadline) => {
+                break Some(out_of_time(last_error, since_start()));
+            }
+            result = guard.extend(ttl) => result,
+        };
+        match result {
+            Ok(()) => {
+                *state
+                    .trusted_until
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) =
+                    trusted(&schedule, start, guard.valid_until_moment());
+                state.extensions.fetch_add(1, Ordering::Relaxed);
+                due = schedule.next_after_success(since_start());
+                last_error = None;
+            }
+            Err(Error::ExtendFailed { outcomes, .. })
+                if taken(nodes, quorum, not_ours(&outcomes)) =>
+            {
+                break Some(Lost::Taken { outcomes });
+            }
+            Err(error) => {
+                tracing::debug!(%error, "keep-alive: extension failed; trying again");
+                last_error = Some(Box::new(error));
+                due = schedule.next_after_failure(since_start());
+            }
+        }
+    };
+    if let Some(lost) = lost {
+        tracing::warn!(
+            resource = %String::from_utf8_lossy(guard.resource()),
+            reason = %lost,
+            "lock lost"
+        );
+        state.lost.send_replace(Some(lost));
+    }
+    guard.release().await
+}
+
+impl Lock {
+    /// Acquires `resource` (with the configured retry policy), keeps the lock alive while
+    /// `work` runs, and releases it when `work` is done, on every path: `work` finishing, the
+    /// lock being lost, `work` panicking, or this future being dropped.
+    ///
+    /// `work` gets the [`Lease`] (for its fence, and to check `is_valid()` before each
+    /// protected write). If the lock is lost first, `work`'s future is dropped at once (it
+    /// stops at its current `.await`) and the result is [`Error::Lost`] with the reason.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), quorumlock::Error> {
+    /// use std::time::Duration;
+    /// use quorumlock::{KeepAlive, Lock, LockOptions};
+    ///
+    /// let lock = Lock::quorum(
+    ///     ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"],
+    ///     LockOptions::new().ttl(Duration::from_secs(30)),
+    /// )?;
+    /// let rows = lock
+    ///     .with_lock("nightly-report", KeepAlive::new(), async |lease| {
+    ///         // Runs as long as it needs: the lock is extended every 10 s meanwhile.
+    ///         assert!(lease.is_valid());
+    ///         42
+    ///     })
+    ///     .await?;
+    /// # let _ = rows;
+    /// # Ok(()) }
+    /// ```
+    pub async fn with_lock<F, Fut, T>(
+        &self,
+        resource: impl AsRef<[u8]>,
+        keep_alive: KeepAlive,
+        work: F,
+    ) -> Result<T, Error>
+    where
+        F: FnOnce(Lease) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let kept = self.acquire(resource).await?.keep_alive(keep_alive)?;
+        let outcome = {
+            let work = pin!(work(kept.lease()));
+            tokio::select! {
+                biased;
+                lost = kept.lost() => Err(Error::Lost(lost)),
+                value = work => Ok(value),
+            }
+        };
+        kept.release().await;
+        outcome
+    }
+}

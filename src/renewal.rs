@@ -1,0 +1,189 @@
+//! The keep-alive's schedule, as pure arithmetic: when the next extension is due, which TTL it
+//! asks for under `max_hold`, how long to pause after a failed one, until when the lease is
+//! trusted, and when failed extensions prove the lock lost. No I/O; the task that follows the
+//! schedule is in `keep_alive.rs`.
+//!
+//! Times are offsets from the moment the acquisition was decided, so that the rules can be
+//! checked for any input.
+
+use std::time::Duration;
+
+use crate::error::ConfigError;
+
+/// The shortest pause between two extension attempts, so that a node failing at once cannot
+/// make the keep-alive spin.
+const MIN_PAUSE: Duration = Duration::from_millis(1);
+
+/// A validated keep-alive schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Schedule {
+    /// The lock's TTL, which every extension asks for (less near `max_hold`).
+    pub(crate) ttl: Duration,
+    /// How long after the last grant or extension the next extension is due.
+    pub(crate) every: Duration,
+    /// How long after the acquisition the keys may live at most, if bounded.
+    pub(crate) max_hold: Option<Duration>,
+    /// How long before the validity ends the lease stops being trusted (and the lost signal
+    /// fires), so that a timer firing a little late still fires before the validity ends.
+    pub(crate) margin: Duration,
+}
+
+impl Schedule {
+    /// Checks `every` (default: a third of the TTL) and `max_hold` against the TTL.
+    pub(crate) fn new(
+        ttl: Duration,
+        every: Option<Duration>,
+        max_hold: Option<Duration>,
+        margin: Duration,
+    ) -> Result<Schedule, ConfigError> {
+        let every = every.unwrap_or(ttl / 3);
+        if every.is_zero() || every >= ttl {
+            return Err(ConfigError::InvalidKeepAlive { every, ttl });
+        }
+        if max_hold.is_some_and(|max_hold| max_hold.is_zero()) {
+            return Err(ConfigError::ZeroTimeout { name: "max_hold" });
+        }
+        Ok(Schedule {
+            ttl,
+            every,
+            max_hold,
+            margin,
+        })
+    }
+
+    /// When the next extension is due after one that succeeded (or the grant) at `last`.
+    pub(crate) fn next_after_success(&self, last: Duration) -> Duration {
+        last.saturating_add(self.every)
+    }
+
+    /// When to try again after an extension that failed at `now`: a quarter of the interval
+    /// later, at least [`MIN_PAUSE`], so several attempts fit in the validity that is left.
+    pub(crate) fn next_after_failure(&self, now: Duration) -> Duration {
+        now.saturating_add((self.every / 4).max(MIN_PAUSE))
+    }
+
+    /// The TTL an extension at `now` asks for: the lock's TTL, cut so that the keys do not
+    /// outlive `max_hold`. `None` once less than a millisecond of `max_hold` is left (Redis'
+    /// resolution): no more extensions.
+    pub(crate) fn extension_ttl(&self, now: Duration) -> Option<Duration> {
+        let Some(max_hold) = self.max_hold else {
+            return Some(self.ttl);
+        };
+        let left = max_hold.saturating_sub(now);
+        (left >= Duration::from_millis(1)).then(|| left.min(self.ttl))
+    }
+
+    /// Whether `now` is in the hold's last stretch: the extensions are cut short by `max_hold`,
+    /// so a lease running out now runs out because of it.
+    pub(crate) fn ending(&self, now: Duration) -> bool {
+        self.max_hold
+            .is_some_and(|max_hold| now.saturating_add(self.ttl) > max_hold)
+    }
+
+    /// Until when the lease is trusted, given that its validity ends at `valid_until`.
+    pub(crate) fn trusted_until(&self, valid_until: Duration) -> Duration {
+        valid_until.saturating_sub(self.margin)
+    }
+}
+
+/// Whether a failed extension proves the lock lost, whatever the nodes that failed would have
+/// said: more nodes answered that our key is gone than may be missing from a quorum.
+pub(crate) fn taken(nodes: usize, quorum: usize, not_ours: usize) -> bool {
+    not_ours > nodes.saturating_sub(quorum)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ms(millis: u64) -> Duration {
+        Duration::from_millis(millis)
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn schedule(ttl_ms: u64, max_hold_ms: Option<u64>) -> Schedule {
+        Schedule::new(
+            ms(ttl_ms),
+            None,
+            max_hold_ms.map(ms),
+            Duration::from_millis(5),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_default_interval_is_a_third_of_the_ttl() {
+        assert_eq!(schedule(30_000, None).every, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn an_interval_of_zero_or_not_below_the_ttl_is_rejected() {
+        let ttl = Duration::from_secs(3);
+        for every in [Duration::ZERO, ttl, ttl * 2] {
+            assert_eq!(
+                Schedule::new(ttl, Some(every), None, MS),
+                Err(ConfigError::InvalidKeepAlive { every, ttl })
+            );
+        }
+        assert!(Schedule::new(ttl, None, Some(Duration::ZERO), MS).is_err());
+    }
+
+    #[test]
+    fn max_hold_cuts_the_last_extensions_and_then_ends_them() {
+        let schedule = schedule(3_000, Some(10_000));
+        assert_eq!(schedule.extension_ttl(ms(1_000)), Some(ms(3_000)));
+        assert_eq!(schedule.extension_ttl(ms(8_500)), Some(ms(1_500)));
+        assert_eq!(schedule.extension_ttl(ms(9_999)), Some(MS));
+        assert_eq!(schedule.extension_ttl(ms(10_000)), None);
+        assert!(!schedule.ending(ms(7_000)));
+        assert!(schedule.ending(ms(7_001)));
+        assert!(!self::schedule(3_000, None).ending(Duration::MAX));
+        assert_eq!(
+            self::schedule(3_000, None).extension_ttl(Duration::MAX),
+            Some(ms(3_000))
+        );
+    }
+
+    #[test]
+    fn a_majority_answering_not_ours_is_a_loss_failures_are_not() {
+        assert!(
+            !taken(5, 3, 2),
+            "two missing: a quorum of three may still hold"
+        );
+        assert!(taken(5, 3, 3));
+        assert!(taken(1, 1, 1));
+        assert!(!taken(3, 2, 1));
+    }
+
+    proptest! {
+        /// Every extension is due before the lease stops being trusted, with room for retries:
+        /// a validity of at least the TTL less a third leaves two thirds minus the margin.
+        #[test]
+        fn extensions_come_before_the_trust_ends(ttl_ms in 3u64..10_000_000, last_ms in 0u64..u64::MAX / 2) {
+            let schedule = schedule(ttl_ms, None);
+            let last = ms(last_ms);
+            let due = schedule.next_after_success(last);
+            prop_assert!(due > last);
+            prop_assert!(due < last.saturating_add(schedule.ttl));
+            let retry = schedule.next_after_failure(last);
+            prop_assert!(retry > last && retry <= due);
+        }
+
+        #[test]
+        fn the_keys_never_outlive_max_hold(ttl_ms in 3u64..100_000, hold_ms in 1u64..1_000_000, now_ms in 0u64..2_000_000) {
+            let schedule = schedule(ttl_ms, Some(hold_ms));
+            if let Some(ttl) = schedule.extension_ttl(ms(now_ms)) {
+                prop_assert!(ms(now_ms) + ttl <= ms(hold_ms));
+                prop_assert!(ttl <= schedule.ttl && ttl >= MS);
+            }
+        }
+
+        #[test]
+        fn trust_ends_no_later_than_the_validity(valid_ms in 0u64..u64::MAX / 2, margin_ms in 0u64..1_000) {
+            let schedule = Schedule { margin: ms(margin_ms), ..schedule(3_000, None) };
+            prop_assert!(schedule.trusted_until(ms(valid_ms)) <= ms(valid_ms));
+        }
+    }
+}
