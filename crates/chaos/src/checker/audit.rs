@@ -4,6 +4,9 @@
 //! write with a lower fence than the one before it ([`FenceRegression`]), from its log. Writes
 //! the fenced store rejected changed nothing and are left out of all three.
 //!
+//! (Just over 500 lines: the three audits share the reasoning below, and their unit and
+//! property tests stay beside them.)
+//!
 //! # Why a correct lock shows neither, and a broken one does
 //!
 //! Each protected write is a read-modify-write of one register: read `v`, then write `v + 1` and
