@@ -32,7 +32,13 @@
 //! business.)
 //!
 //! The store audit (`checker/audit.rs`) checks the protected store's final state: no write
-//! lost ([`LostWrite`]), and no two holders' writes interleaved ([`Interleaving`]).
+//! lost ([`LostWrite`]), no two holders' writes interleaved ([`Interleaving`]), and, with
+//! fencing, the accepted writes' fences never going down in the order the store applied them
+//! ([`FenceRegression`]).
+//!
+//! A write the fenced store rejected ([`Write::rejected`]) changed nothing: it is counted
+//! ([`CheckReport::rejected_writes`]) and is neither stale, nor lost, nor part of an
+//! interleaving. A stale write the fenced store accepted is still a stale write.
 
 mod audit;
 
@@ -42,7 +48,7 @@ use serde::Serialize;
 
 use super::history::{History, Hold, Outcome, Write};
 
-pub use audit::{Interleaving, LostReason, LostWrite, WriteSpan};
+pub use audit::{FenceRegression, Interleaving, LostReason, LostWrite, WriteSpan};
 
 /// One side of a [`Violation`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -198,8 +204,11 @@ pub struct CheckReport {
     pub ended_by_expiry: usize,
     /// Writes checked.
     pub writes: usize,
-    /// Writes the store acknowledged.
+    /// Writes the store acknowledged (accepted or rejected) in time.
     pub acked_writes: usize,
+    /// Writes the fenced store rejected (they changed nothing): a stale holder's writes that
+    /// fencing stopped.
+    pub rejected_writes: usize,
     /// Every pair of overlapping holds, by resource and start.
     pub violations: Vec<Violation>,
     /// Every stale write, in time order.
@@ -208,6 +217,9 @@ pub struct CheckReport {
     pub lost_writes: Vec<LostWrite>,
     /// Every pair of holders whose writes to one resource overlapped in time.
     pub interleaved: Vec<Interleaving>,
+    /// Every place where the fenced store accepted a write with a lower fence than the one
+    /// before it: a later holder's write, then an earlier holder's.
+    pub fence_regressions: Vec<FenceRegression>,
     /// Availability of the lock.
     pub availability: Availability,
     /// Latency of successful attempts.
@@ -217,18 +229,19 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
-    /// No violation, no stale write, no lost write and no interleaving: mutual exclusion held
-    /// throughout.
+    /// No violation, no stale write, no lost write, no interleaving and no fence regression:
+    /// mutual exclusion held throughout.
     pub fn is_safe(&self) -> bool {
         self.violations.is_empty()
             && self.stale_writes.is_empty()
             && self.lost_writes.is_empty()
             && self.interleaved.is_empty()
+            && self.fence_regressions.is_empty()
     }
 }
 
-/// Checks a history for mutual-exclusion violations, stale writes, lost writes and interleaved
-/// writes, and measures availability and latency. Pure: the same history always gives the same
+/// Checks a history for mutual-exclusion violations, stale writes, lost writes, interleaved
+/// writes and fence regressions, counts rejected writes, and measures availability and latency. Pure: the same history always gives the same
 /// report.
 pub fn check(history: &History) -> CheckReport {
     let by_resource = holds_by_resource(&history.holds);
@@ -243,10 +256,16 @@ pub fn check(history: &History) -> CheckReport {
         ended_by_expiry: history.holds.len() - ended_by_release,
         writes: history.writes.len(),
         acked_writes: history.writes.iter().filter(|write| write.acked).count(),
+        rejected_writes: history
+            .writes
+            .iter()
+            .filter(|write| write.rejected.is_some())
+            .count(),
         violations: violations(&by_resource),
         stale_writes: stale_writes(history, &by_resource),
         lost_writes: audit::lost_writes(history),
         interleaved: audit::interleavings(&history.writes),
+        fence_regressions: audit::fence_regressions(history),
         availability: availability(history),
         acquire_latency: Latency::of(
             history
@@ -302,7 +321,8 @@ fn violations(by_resource: &BTreeMap<&str, Vec<&Hold>>) -> Vec<Violation> {
     found
 }
 
-/// Every write whose writer did not hold the lock when it wrote.
+/// Every write whose writer did not hold the lock when it wrote, but for those the fenced store
+/// rejected.
 fn stale_writes(history: &History, by_resource: &BTreeMap<&str, Vec<&Hold>>) -> Vec<StaleWrite> {
     let by_token: HashMap<(&str, &str), &Hold> = history
         .holds
@@ -314,7 +334,11 @@ fn stale_writes(history: &History, by_resource: &BTreeMap<&str, Vec<&Hold>>) -> 
         .map(|(resource, holds)| (*resource, reach(holds)))
         .collect();
     let mut found = Vec::new();
-    for write in &history.writes {
+    for write in history
+        .writes
+        .iter()
+        .filter(|write| write.rejected.is_none())
+    {
         let own = by_token.get(&(write.resource.as_str(), write.token.as_str()));
         let (reason, late_by_us) = match own {
             None => (StaleReason::UnknownHold, 0),
@@ -429,7 +453,7 @@ fn availability(history: &History) -> Availability {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::Attempt;
+    use crate::history::{Attempt, Rejection};
     use proptest::prelude::*;
 
     fn history(holds: Vec<Hold>, writes: Vec<Write>) -> History {
@@ -586,6 +610,27 @@ mod tests {
                 (200, StaleReason::AfterValidity, 0),
             ]
         );
+    }
+
+    /// A write the fenced store rejected changed nothing: counted, but not stale; the same
+    /// write accepted is stale.
+    #[test]
+    fn a_rejected_late_write_is_counted_not_stale() {
+        let holds = vec![
+            Hold::new("r", 1, "a", 0, 100),
+            Hold::new("r", 2, "b", 120, 300),
+        ];
+        let late = Write::new("r", 1, "a", 150, 151).fenced(1);
+        let report = check(&history(
+            holds.clone(),
+            vec![late.clone().rejected(Rejection::OlderFence)],
+        ));
+        assert!(report.is_safe(), "{report:#?}");
+        assert_eq!(report.rejected_writes, 1);
+        let report = check(&history(holds, vec![late]));
+        assert_eq!(report.rejected_writes, 0);
+        assert_eq!(report.stale_writes.len(), 1);
+        assert!(!report.is_safe());
     }
 
     #[test]

@@ -154,6 +154,9 @@ impl Hold {
 /// landed; one with no [`written`](Write::written) value got no further than its read (the read
 /// went unanswered, or the deadline passed after it). A write whose deadline had passed before
 /// anything was sent is not recorded.
+///
+/// With fencing, the write carries its holder's [`fence`](Write::fence) and the store may
+/// refuse it ([`rejected`](Write::rejected)): then it changed nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Write {
@@ -173,8 +176,26 @@ pub struct Write {
     /// The value written, the value read + 1 (`None`: not recorded, or no write was sent).
     pub written: Option<u64>,
     /// Whether the store acknowledged the write by the writer's deadline (an acknowledgement
-    /// that came later counts as none: the writer had given up).
+    /// that came later counts as none: the writer had given up). A rejection is an answer too.
     pub acked: bool,
+    /// The fence of the hold the write was made under (`None`: the run had no fencing).
+    pub fence: Option<u64>,
+    /// Why the fenced store refused the write, if it did (whenever the answer came): a
+    /// rejected write changed nothing.
+    pub rejected: Option<Rejection>,
+}
+
+/// Why the fenced protected store refused a write. The check and the write are one atomic
+/// step in the store, so a refused write changed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Rejection {
+    /// Its fence was below the last fence the store accepted: a later holder had written.
+    OlderFence,
+    /// The register no longer held the value the writer read: another write landed between
+    /// the read and the write.
+    ValueChanged,
 }
 
 impl Write {
@@ -197,7 +218,23 @@ impl Write {
             read: None,
             written: None,
             acked: true,
+            fence: None,
+            rejected: None,
         }
+    }
+
+    /// Sets the fence the write carried.
+    #[must_use]
+    pub fn fenced(mut self, fence: u64) -> Write {
+        self.fence = Some(fence);
+        self
+    }
+
+    /// Marks the write as refused by the fenced store, for `reason`: it changed nothing.
+    #[must_use]
+    pub fn rejected(mut self, reason: Rejection) -> Write {
+        self.rejected = Some(reason);
+        self
     }
 
     /// Sets the value read, and the value written after it (read + 1).
@@ -225,7 +262,8 @@ impl Write {
     }
 }
 
-/// One entry of a resource's write log in the protected store: who wrote which value.
+/// One entry of a resource's write log in the protected store: who wrote which value, under
+/// which fence.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct LogEntry {
@@ -233,15 +271,25 @@ pub struct LogEntry {
     pub token: String,
     /// The value it wrote.
     pub value: u64,
+    /// The fence the write carried (`None`: the run had no fencing).
+    pub fence: Option<u64>,
 }
 
 impl LogEntry {
-    /// An entry: `token` wrote `value`.
+    /// An entry: `token` wrote `value`, without a fence.
     pub fn new(token: impl Into<String>, value: u64) -> LogEntry {
         LogEntry {
             token: token.into(),
             value,
+            fence: None,
         }
+    }
+
+    /// Sets the fence the write carried.
+    #[must_use]
+    pub fn fenced(mut self, fence: u64) -> LogEntry {
+        self.fence = Some(fence);
+        self
     }
 }
 
@@ -420,8 +468,12 @@ pub struct StampedWrite<'a> {
     pub read: Option<u64>,
     /// The value written, if a write was sent.
     pub written: Option<u64>,
-    /// Whether the write was acknowledged.
+    /// Whether the write was acknowledged (accepted or rejected) by the deadline.
     pub acked: bool,
+    /// The fence the write carried, if the run had fencing.
+    pub fence: Option<u64>,
+    /// Why the fenced store refused the write, if it did.
+    pub rejected: Option<Rejection>,
 }
 
 /// Which hold a [`Recorder`] handed out, to record its release later.
@@ -533,6 +585,8 @@ impl Recorder {
         recorded.read = write.read;
         recorded.written = write.written;
         recorded.acked = write.acked;
+        recorded.fence = write.fence;
+        recorded.rejected = write.rejected;
         self.lock().writes.push(recorded);
     }
 
@@ -617,6 +671,8 @@ mod tests {
             read: Some(6),
             written: Some(7),
             acked: true,
+            fence: Some(4),
+            rejected: Some(Rejection::OlderFence),
         });
         recorder.extend_hold(id, epoch + ms(20));
         recorder.end_hold(id, epoch + ms(5));
@@ -630,6 +686,10 @@ mod tests {
         assert_eq!(
             (write.read, write.written, write.acked),
             (Some(6), Some(7), true)
+        );
+        assert_eq!(
+            (write.fence, write.rejected),
+            (Some(4), Some(Rejection::OlderFence))
         );
         assert_eq!(clock.us(epoch - ms(1)), 0);
         assert_eq!(recorder.take(), history);

@@ -68,8 +68,14 @@ pub enum Scenario {
     /// violations.
     ClockJumpMajority,
     /// Some holders pause (as in a long GC) between checking the validity and writing, past the
-    /// validity: their writes are stale. Unsafe: shows stale writes.
+    /// validity and until a later holder has written: their writes are stale. Unsafe: shows
+    /// stale writes (unless run with [`RunOptions::fencing`](crate::RunOptions::fencing)).
     ClientStall,
+    /// [`ClientStall`](Scenario::ClientStall) with fencing tokens: every write carries its
+    /// holder's fence and the protected store refuses a fence below the last one it accepted,
+    /// so the stalled holders' late writes are rejected. Safe: no stale write accepted, and at
+    /// least one rejected (else the stall proved nothing).
+    ClientStallFenced,
     /// The clients skip the lock and write anyway: the control for the store check. Unsafe:
     /// shows interleaved (and usually lost) writes.
     NoLock,
@@ -82,7 +88,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 20] = [
+    pub const ALL: [Scenario; 21] = [
         Scenario::Baseline,
         Scenario::MinorityCrash,
         Scenario::MinorityFreeze,
@@ -101,6 +107,7 @@ impl Scenario {
         Scenario::ClockJumpMinority,
         Scenario::ClockJumpMajority,
         Scenario::ClientStall,
+        Scenario::ClientStallFenced,
         Scenario::NoLock,
         Scenario::Random,
     ];
@@ -126,6 +133,7 @@ impl Scenario {
             Scenario::ClockJumpMinority => "clock-jump-minority",
             Scenario::ClockJumpMajority => "clock-jump-majority",
             Scenario::ClientStall => "client-stall",
+            Scenario::ClientStallFenced => "client-stall-fenced",
             Scenario::NoLock => "no-lock",
             Scenario::Random => "random",
         }
@@ -171,7 +179,12 @@ impl Scenario {
             Scenario::ClockJumpMajority => {
                 "wall clocks of nodes 0,1,2 jump 2×TTL ahead, 2×TTL later back"
             }
-            Scenario::ClientStall => "some holders pause past their validity, then write",
+            Scenario::ClientStall => {
+                "some holders pause past their validity until a later holder wrote, then write"
+            }
+            Scenario::ClientStallFenced => {
+                "client-stall with fencing: the store must reject the late writes"
+            }
             Scenario::NoLock => "clients skip the lock and write anyway",
             Scenario::Random => {
                 "seeded nemesis: kill, freeze, latency, black hole, refuse on random node subsets"
@@ -180,25 +193,35 @@ impl Scenario {
     }
 
     /// Whether Redlock is expected to keep mutual exclusion through this scenario, run with the
-    /// restart guard as the scenario runs it by default ([`restart_guard`](Scenario::restart_guard)).
+    /// restart guard and fencing as the scenario runs them by default
+    /// ([`restart_guard`](Scenario::restart_guard), [`fencing`](Scenario::fencing)).
     pub fn expected_safe(self) -> bool {
-        self.expected_safe_with(self.restart_guard())
+        self.expected_safe_with(self.restart_guard(), self.fencing())
     }
 
     /// Whether Redlock is expected to keep mutual exclusion through this scenario with the
-    /// lock's restart guard on or off: the restart scenarios without persistence are safe only
-    /// with it on. ([`Random`](Scenario::Random) is safe either way: without the guard its nodes
-    /// persist every write.)
-    pub fn expected_safe_with(self, restart_guard: bool) -> bool {
+    /// lock's restart guard on or off, and with fencing on or off: the restart scenarios without
+    /// persistence are safe only with the guard on, the client stalls only with fencing (then
+    /// the store rejects the late writes). ([`Random`](Scenario::Random) is safe either way:
+    /// without the guard its nodes persist every write.) Fencing makes no other scenario safe:
+    /// it protects the store, but two holders at once are still two holders.
+    pub fn expected_safe_with(self, restart_guard: bool, fencing: bool) -> bool {
         match self {
             Scenario::RestartNoPersistence | Scenario::RestartGuarded => restart_guard,
+            Scenario::ClientStall | Scenario::ClientStallFenced => fencing,
             Scenario::ClockFast
             | Scenario::ClockJumpMinority
             | Scenario::ClockJumpMajority
-            | Scenario::ClientStall
             | Scenario::NoLock => false,
             _ => true,
         }
+    }
+
+    /// Whether the clients' locks hand out fences, and the protected writes carry them, by
+    /// default: only in [`ClientStallFenced`](Scenario::ClientStallFenced)
+    /// ([`RunOptions::fencing`](crate::RunOptions::fencing) turns them on everywhere).
+    pub fn fencing(self) -> bool {
+        self == Scenario::ClientStallFenced
     }
 
     /// Whether the clients' locks run with the restart guard by default: on (the library's
@@ -213,7 +236,10 @@ impl Scenario {
     pub fn needs_node_control(self) -> bool {
         !matches!(
             self,
-            Scenario::Baseline | Scenario::ClientStall | Scenario::NoLock
+            Scenario::Baseline
+                | Scenario::ClientStall
+                | Scenario::ClientStallFenced
+                | Scenario::NoLock
         )
     }
 }
@@ -270,7 +296,12 @@ mod tests {
             .collect();
         assert_eq!(
             free,
-            [Scenario::Baseline, Scenario::ClientStall, Scenario::NoLock]
+            [
+                Scenario::Baseline,
+                Scenario::ClientStall,
+                Scenario::ClientStallFenced,
+                Scenario::NoLock
+            ]
         );
     }
 
@@ -284,9 +315,37 @@ mod tests {
             );
         }
         assert!(!Scenario::RestartNoPersistence.expected_safe());
-        assert!(Scenario::RestartNoPersistence.expected_safe_with(true));
+        assert!(Scenario::RestartNoPersistence.expected_safe_with(true, false));
         assert!(Scenario::RestartGuarded.expected_safe());
-        assert!(!Scenario::RestartGuarded.expected_safe_with(false));
-        assert!(Scenario::MinorityCrash.expected_safe_with(false));
+        assert!(!Scenario::RestartGuarded.expected_safe_with(false, false));
+        assert!(Scenario::MinorityCrash.expected_safe_with(false, false));
+    }
+
+    /// Only the fenced client stall runs with fencing by default; fencing makes the client
+    /// stalls safe, and nothing else.
+    #[test]
+    fn fencing_makes_only_the_client_stalls_safe() {
+        for scenario in Scenario::ALL {
+            assert_eq!(
+                scenario.fencing(),
+                scenario == Scenario::ClientStallFenced,
+                "{scenario}"
+            );
+            let stall = matches!(
+                scenario,
+                Scenario::ClientStall | Scenario::ClientStallFenced
+            );
+            let guard = scenario.restart_guard();
+            assert_eq!(
+                scenario.expected_safe_with(guard, true),
+                stall || scenario.expected_safe_with(guard, false),
+                "{scenario}"
+            );
+            if stall {
+                assert!(!scenario.expected_safe_with(guard, false), "{scenario}");
+            }
+        }
+        assert!(!Scenario::ClientStall.expected_safe());
+        assert!(Scenario::ClientStallFenced.expected_safe());
     }
 }

@@ -4,6 +4,7 @@
 //! Each scenario runs for a few seconds. What is asserted are logical facts from the checker:
 //! the unsafe scenarios show violations (or stale writes), the safe ones show none.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use quorumlock_chaos::checker::StaleReason;
@@ -24,16 +25,18 @@ async fn run_scenario(scenario: Scenario, options: &RunOptions) -> ScenarioRepor
         .unwrap_or_else(|e| panic!("{scenario}: {e}"));
     let check = &report.check;
     eprintln!(
-        "{scenario}: holds {} (released {}, expired {}) writes {} (acked {}) violations {} stale writes {} lost {} interleaved {} acquired {} failures {:?} notes {:?}",
+        "{scenario}: holds {} (released {}, expired {}) writes {} (acked {}, rejected {}) violations {} stale writes {} lost {} interleaved {} fence regressions {} acquired {} failures {:?} notes {:?}",
         check.holds,
         check.ended_by_release,
         check.ended_by_expiry,
         check.writes,
         check.acked_writes,
+        check.rejected_writes,
         check.violations.len(),
         check.stale_writes.len(),
         check.lost_writes.len(),
         check.interleaved.len(),
+        check.fence_regressions.len(),
         check.availability.acquired,
         check.availability.failures,
         report.notes,
@@ -46,7 +49,7 @@ async fn assert_safe(scenario: Scenario) -> ScenarioReport {
 }
 
 async fn assert_safe_with(scenario: Scenario, options: &RunOptions) -> ScenarioReport {
-    assert!(scenario.expected_safe());
+    assert!(options.expected_safe(scenario));
     let report = run_scenario(scenario, options).await;
     assert!(
         report.check.violations.is_empty(),
@@ -63,6 +66,11 @@ async fn assert_safe_with(scenario: Scenario, options: &RunOptions) -> ScenarioR
         "{scenario}: the store lost {:#?} or interleaved {:#?}",
         report.check.lost_writes,
         report.check.interleaved
+    );
+    assert!(
+        report.check.fence_regressions.is_empty(),
+        "{scenario}: the store accepted an older fence after a newer one {:#?}",
+        report.check.fence_regressions
     );
     // The clients did work: a run without holds would prove nothing.
     assert!(report.check.holds > 0, "{scenario}: no holds at all");
@@ -175,6 +183,7 @@ async fn fast_node_clocks_grant_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_client_writes_stale() {
     let report = assert_unsafe(Scenario::ClientStall).await;
+    assert!(!report.fencing);
     assert!(report.check.violations.is_empty());
     assert!(
         report
@@ -183,6 +192,56 @@ async fn a_stalled_client_writes_stale() {
             .iter()
             .all(|stale| stale.reason == StaleReason::AfterValidity)
     );
+    assert_eq!(report.check.rejected_writes, 0, "no fence, no rejection");
+}
+
+/// Fencing tokens: the same stalls, but every write carries its holder's fence and the store
+/// rejects the late ones. None is accepted, and some were rejected (else the run fails its
+/// self-check): the store's log shows the fences never going down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_store_rejects_the_stalled_clients_writes() {
+    let report = assert_safe(Scenario::ClientStallFenced).await;
+    assert!(report.fencing);
+    let check = &report.check;
+    assert!(check.rejected_writes > 0, "nothing rejected: {check:#?}");
+    assert!(check.stale_writes.is_empty());
+    assert!(report.history.writes.iter().all(|w| w.fence.is_some()));
+    let store = report.history.store.as_ref().expect("read back");
+    assert!(
+        store
+            .iter()
+            .flat_map(|register| &register.log)
+            .all(|entry| entry.fence.is_some())
+    );
+    // Every rejected write came after its own hold had ended: a stalled holder's.
+    let ends: HashMap<&str, u64> = report
+        .history
+        .holds
+        .iter()
+        .map(|hold| (hold.token.as_str(), hold.end_us()))
+        .collect();
+    for write in report
+        .history
+        .writes
+        .iter()
+        .filter(|w| w.rejected.is_some())
+    {
+        assert!(
+            ends.get(write.token.as_str())
+                .is_some_and(|&end| write.invoked_us >= end),
+            "{write:#?}"
+        );
+    }
+}
+
+/// `RunOptions::fencing` turns fencing on in a scenario that runs without it by default:
+/// `client-stall` then expects, and shows, the same as `client-stall-fenced`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fencing_option_makes_the_client_stall_safe() {
+    let options = options().fencing(true);
+    let report = assert_safe_with(Scenario::ClientStall, &options).await;
+    assert!(report.fencing && report.expected_safe);
+    assert!(report.check.rejected_writes > 0);
 }
 
 /// A seed whose 3 s schedule (TTL 400 ms, five nodes) has 6 faults: 2 kills with restarts,
@@ -254,6 +313,36 @@ async fn client_side_scenarios_run_on_given_nodes() {
     assert!(report.check.violations.is_empty());
     assert!(!report.check.stale_writes.is_empty());
     assert!(report.history.faults.iter().all(|f| f.nodes.is_empty()));
+}
+
+/// On nodes it did not start (which persist nothing), a fenced run lets them vote anyway
+/// (`fence_volatile_nodes`, said in a note), and deletes the fence counters it made: they never
+/// expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_run_on_given_nodes_deletes_its_fence_counters() {
+    let cluster = TestCluster::start(ClusterOptions::default().nodes(3))
+        .await
+        .expect("start cluster");
+    let options = options().nodes(cluster.urls());
+    let report = run_scenario(Scenario::ClientStallFenced, &options).await;
+    assert!(report.check.is_safe() && report.check.rejected_writes > 0);
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|note| note.contains("fence_volatile_nodes")),
+        "{:?}",
+        report.notes
+    );
+    for node in 0..3 {
+        let mut connection = cluster.connection(node).await.expect("connect");
+        let counters: Vec<String> = redis::cmd("KEYS")
+            .arg("quorumlock:chaos-fence:*")
+            .query_async(&mut connection)
+            .await
+            .expect("KEYS");
+        assert!(counters.is_empty(), "node {node}: {counters:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -43,4 +43,13 @@ pub enum ChaosError {
         /// What was measured instead.
         evidence: String,
     },
+    /// A client-side fault's self-check failed: it did not have the effect it exists for, so
+    /// the run would prove nothing.
+    #[error("self-check failed: {fault} did not take effect: {evidence}")]
+    ClientFaultNotInEffect {
+        /// The fault, e.g. `client paused`.
+        fault: String,
+        /// What was seen instead.
+        evidence: String,
+    },
 }

@@ -58,7 +58,10 @@ impl Faults<'_> {
     ) -> Result<(), ChaosError> {
         let t = self.ttl;
         match scenario {
-            Scenario::Baseline | Scenario::ClientStall | Scenario::NoLock => {}
+            Scenario::Baseline
+            | Scenario::ClientStall
+            | Scenario::ClientStallFenced
+            | Scenario::NoLock => {}
             Scenario::MinorityCrash => {
                 let mut proved = 0;
                 for _ in 0..MAX_CYCLES {

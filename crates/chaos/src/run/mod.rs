@@ -21,12 +21,12 @@ mod workload;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quorumlock::{Lock, LockOptions, RetryPolicy};
+use quorumlock::{Lock, LockOptions, NodeReply, RetryPolicy};
 use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 use tokio::task::JoinSet;
 
-use crate::checker::check;
-use crate::history::{Clock, Recorder};
+use crate::checker::{CheckReport, check};
+use crate::history::{Clock, History, Recorder, Rejection};
 use crate::nemesis::Schedule;
 use crate::scenario::Scenario;
 use checks::ttl_for_restarts;
@@ -34,7 +34,7 @@ use clocks::{with_fast_clocks, with_jumping_clocks};
 use drift::{ttl_for_drift, with_drifting_clocks};
 use faults::Faults;
 use store::Store;
-use workload::{Client, ClientPlan, warm_up};
+use workload::{Client, ClientPlan, PAUSE_LABEL, warm_up, warm_up_resource};
 
 pub use error::ChaosError;
 pub use options::RunOptions;
@@ -134,21 +134,13 @@ fn cluster_options(scenario: Scenario, options: &RunOptions, clocks: bool) -> Cl
     }
 }
 
-/// Whether the clients run with the restart guard: as `options` say, else as the scenario does
-/// by default.
-fn restart_guard(scenario: Scenario, options: &RunOptions) -> bool {
-    options
-        .restart_guard
-        .unwrap_or_else(|| scenario.restart_guard())
-}
-
 /// What the nodes keep across a restart: everything in `restart-aof`, and in `random` when the
 /// restart guard is off (its kills stay safe only if no restarted node forgets a key; see
 /// [`crate::nemesis`]); nothing elsewhere.
 fn persistence(scenario: Scenario, options: &RunOptions) -> Persistence {
     match scenario {
         Scenario::RestartAof => Persistence::AofAlways,
-        Scenario::Random if !restart_guard(scenario, options) => Persistence::AofAlways,
+        Scenario::Random if !options.restart_guard_for(scenario) => Persistence::AofAlways,
         _ => Persistence::None,
     }
 }
@@ -164,9 +156,11 @@ async fn run_on(
     target: String,
     mut notes: Vec<String>,
 ) -> Result<ScenarioReport, ChaosError> {
-    let prefix = format!("quorumlock:chaos:{scenario}:{:08x}:", rand::random::<u32>());
+    let run_id = format!("{scenario}:{:08x}", rand::random::<u32>());
+    let prefix = format!("quorumlock:chaos:{run_id}:");
     let resources: Vec<String> = (0..options.resources).map(|i| format!("res-{i}")).collect();
-    let restart_guard = restart_guard(scenario, options);
+    let restart_guard = options.restart_guard_for(scenario);
+    let fencing = options.fencing_for(scenario);
     let mut lock_options = LockOptions::new()
         .ttl(options.ttl)
         .retry(RetryPolicy::once())
@@ -181,9 +175,38 @@ async fn run_on(
                 .to_owned(),
         );
     }
+    if fencing {
+        // Fresh counters per run, so that fences start at 1 against a fresh store.
+        lock_options = lock_options
+            .fencing(true)
+            .fence_prefix(format!("quorumlock:chaos-fence:{run_id}:"));
+        // Only nodes that persist every write vote for fences by default; where they do not
+        // (or may not), no node would vote, so they are allowed, and the note says so.
+        let volatile = if options.nodes.is_some() {
+            Some("the given nodes' persistence is not known")
+        } else if persistence(scenario, options) != Persistence::AofAlways {
+            Some("these nodes do not persist every write")
+        } else {
+            None
+        };
+        match volatile {
+            Some(why) => {
+                lock_options = lock_options.fence_volatile_nodes(true);
+                notes.push(format!(
+                    "fencing on, with fence_volatile_nodes ({why}): a node that lost its fence \
+                     counter in a restart could make the store reject a later holder"
+                ));
+            }
+            None => notes.push("fencing on; every node persists every write".to_owned()),
+        }
+    }
     let locks = (0..options.clients)
         .map(|_| Lock::quorum(urls.clone(), lock_options.clone()))
         .collect::<Result<Vec<_>, _>>()?;
+    // The fence counters never expire: on nodes the runner did not start, delete them after.
+    let counters_to_delete = (fencing && options.nodes.is_some())
+        .then(|| locks.first().cloned())
+        .flatten();
     if restart_guard {
         // Freshly started nodes that do not persist every write sit out acquisitions for the
         // TTL plus the drift: every client connects and waits that out before the clock starts,
@@ -191,7 +214,7 @@ async fn run_on(
         let waits = locks
             .iter()
             .enumerate()
-            .map(|(id, lock)| warm_up(lock, format!("warm-up-{id}")));
+            .map(|(id, lock)| warm_up(lock, warm_up_resource(id)));
         let ready = futures::future::join_all(waits).await;
         let cold = ready.iter().filter(|ready| !**ready).count();
         if cold > 0 {
@@ -207,14 +230,18 @@ async fn run_on(
     let recorder = Recorder::new(Clock::start());
     let started = Instant::now();
     let deadline = started + options.duration;
-    let plan = Arc::new(ClientPlan {
-        resources: resources.clone(),
-        writes_per_hold: options.writes_per_hold.max(1),
-        ttl: options.ttl,
+    let stall = matches!(
+        scenario,
+        Scenario::ClientStall | Scenario::ClientStallFenced
+    );
+    let plan = Arc::new(ClientPlan::new(
+        resources.clone(),
+        options.writes_per_hold.max(1),
+        options.ttl,
         deadline,
-        stall: scenario == Scenario::ClientStall,
-        recorder: recorder.clone(),
-    });
+        stall,
+        recorder.clone(),
+    ));
     let mut clients = JoinSet::new();
     for (id, (lock, store)) in locks.into_iter().zip(store_clients).enumerate() {
         let Some(client) = Client::new(id, Arc::clone(&plan), store) else {
@@ -269,6 +296,9 @@ async fn run_on(
         ));
         clients.shutdown().await;
     }
+    if let Some(lock) = counters_to_delete {
+        delete_fence_counters(&lock, &resources, options.clients, &mut notes).await;
+    }
     recorder.set_duration(recorder.clock().us(deadline));
     recorder.set_store(store.read_back(&resources).await?);
     let history = recorder.take();
@@ -281,10 +311,14 @@ async fn run_on(
         history.attempts.len(),
         checking.elapsed().as_secs_f64() * 1e3
     ));
+    if stall && fencing {
+        stall_rejected(&history, &check, &mut notes)?;
+    }
     Ok(ScenarioReport {
         scenario,
-        expected_safe: scenario.expected_safe_with(restart_guard),
+        expected_safe: options.expected_safe(scenario),
         restart_guard,
+        fencing,
         defect: options.defect,
         description: scenario.description().to_owned(),
         target,
@@ -297,4 +331,69 @@ async fn run_on(
         check,
         history,
     })
+}
+
+/// The self-check of a fenced client stall: the store rejected some late write. A run that is
+/// otherwise clean but rejected nothing fails ([`ChaosError::ClientFaultNotInEffect`]): its
+/// stalls never produced a late write, so it proved nothing about fencing. (One that is not
+/// clean is reported as it is: the checker's findings say more.)
+fn stall_rejected(
+    history: &History,
+    check: &CheckReport,
+    notes: &mut Vec<String>,
+) -> Result<(), ChaosError> {
+    let pauses = history
+        .faults
+        .iter()
+        .filter(|fault| fault.label == PAUSE_LABEL)
+        .count();
+    let rejected_for = |reason| {
+        history
+            .writes
+            .iter()
+            .filter(|write| write.rejected == Some(reason))
+            .count()
+    };
+    let evidence = format!(
+        "{pauses} client pause(s); the store rejected {} write(s): {} with an older fence, {} \
+         after the value changed",
+        check.rejected_writes,
+        rejected_for(Rejection::OlderFence),
+        rejected_for(Rejection::ValueChanged)
+    );
+    if check.rejected_writes == 0 && check.is_safe() {
+        return Err(ChaosError::ClientFaultNotInEffect {
+            fault: PAUSE_LABEL.to_owned(),
+            evidence: format!("{evidence}: the stall never produced a late write"),
+        });
+    }
+    notes.push(format!("self-check: {evidence}"));
+    Ok(())
+}
+
+/// Deletes the fence counters a run left on nodes it did not start (the resources', and the
+/// warm-up's of each of `clients`), and notes any node that could not be asked.
+async fn delete_fence_counters(
+    lock: &Lock,
+    resources: &[String],
+    clients: usize,
+    notes: &mut Vec<String>,
+) {
+    let warm_ups = (0..clients).map(warm_up_resource);
+    let mut failed = 0;
+    for resource in resources.iter().cloned().chain(warm_ups) {
+        let outcomes = lock.delete_fence_counter(&resource).await;
+        failed += outcomes.map_or(1, |outcomes| {
+            outcomes
+                .iter()
+                .filter(|outcome| matches!(outcome.reply, NodeReply::Failed(_)))
+                .count()
+        });
+    }
+    if failed > 0 {
+        notes.push(format!(
+            "{failed} fence counter deletion(s) failed; the counters stay under \
+             quorumlock:chaos-fence:"
+        ));
+    }
 }

@@ -1,5 +1,5 @@
 //! [`RunOptions`]: how long a scenario runs, with which TTL, how many clients on how many
-//! resources, and on which nodes.
+//! resources, on which nodes, with or without the restart guard and fencing.
 
 use std::time::Duration;
 
@@ -7,6 +7,7 @@ use quorumlock::Defect;
 use quorumlock_harness::ClusterOptions;
 
 use super::error::ChaosError;
+use crate::scenario::Scenario;
 
 /// How to run scenarios; start from [`RunOptions::new`].
 #[derive(Debug, Clone)]
@@ -19,6 +20,7 @@ pub struct RunOptions {
     pub(super) nodes: Option<Vec<String>>,
     pub(super) cluster: ClusterOptions,
     pub(super) restart_guard: Option<bool>,
+    pub(super) fencing: bool,
     pub(super) seed: Option<u64>,
     pub(super) defect: Option<Defect>,
 }
@@ -34,6 +36,7 @@ impl Default for RunOptions {
             nodes: None,
             cluster: ClusterOptions::default(),
             restart_guard: None,
+            fencing: false,
             seed: None,
             defect: None,
         }
@@ -110,6 +113,23 @@ impl RunOptions {
         self
     }
 
+    /// Runs every scenario's clients with fencing tokens (default off; `client-stall-fenced`
+    /// always has them): the locks are built with
+    /// [`LockOptions::fencing`](quorumlock::LockOptions::fencing), every protected write
+    /// carries its holder's [`Guard::fence`](quorumlock::Guard::fence), and the protected store
+    /// accepts a write only if its fence is at least the last one it accepted. Where a
+    /// scenario's nodes do not persist every write (all but `restart-aof`, and `random` without
+    /// the restart guard; and given [`nodes`](RunOptions::nodes), whose persistence the runner
+    /// does not know) the locks also get
+    /// [`fence_volatile_nodes`](quorumlock::LockOptions::fence_volatile_nodes), since otherwise
+    /// no node would vote. `no-lock` takes no lock, so its writes carry no fence. A report's
+    /// expected safety follows: the client stalls are expected safe with fencing.
+    #[must_use]
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.fencing = on;
+        self
+    }
+
     /// The seed of the nemesis's fault schedule ([`Scenario::Random`](crate::Scenario::Random)):
     /// the same seed, duration, TTL and node count replay the same faults at the same instants.
     /// Without it each run draws a seed, and reports it
@@ -126,6 +146,25 @@ impl RunOptions {
     pub fn defect(mut self, defect: Defect) -> Self {
         self.defect = Some(defect);
         self
+    }
+
+    /// Whether `scenario`'s clients run with the restart guard: as these options say, else as
+    /// the scenario does by default.
+    pub(super) fn restart_guard_for(&self, scenario: Scenario) -> bool {
+        self.restart_guard
+            .unwrap_or_else(|| scenario.restart_guard())
+    }
+
+    /// Whether `scenario`'s clients run with fencing: if these options or the scenario say so,
+    /// and they take a lock at all.
+    pub(super) fn fencing_for(&self, scenario: Scenario) -> bool {
+        (self.fencing || scenario.fencing()) && scenario != Scenario::NoLock
+    }
+
+    /// Whether `scenario`, run with these options, is expected to keep mutual exclusion (its
+    /// [`Scenario::expected_safe_with`] for the restart guard and fencing it runs with).
+    pub fn expected_safe(&self, scenario: Scenario) -> bool {
+        scenario.expected_safe_with(self.restart_guard_for(scenario), self.fencing_for(scenario))
     }
 
     pub(super) fn validate(&self) -> Result<(), ChaosError> {

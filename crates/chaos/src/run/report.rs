@@ -30,10 +30,14 @@ pub enum ExpectedVsObserved {
 pub struct ScenarioReport {
     /// The scenario.
     pub scenario: Scenario,
-    /// Whether Redlock is expected to stay safe through it, with the restart guard it ran with.
+    /// Whether Redlock is expected to stay safe through it, with the restart guard and fencing it
+    /// ran with.
     pub expected_safe: bool,
     /// Whether the clients' locks ran with the restart guard on.
     pub restart_guard: bool,
+    /// Whether the clients' locks handed out fences and the protected store checked them
+    /// ([`RunOptions::fencing`](crate::RunOptions::fencing)).
+    pub fencing: bool,
     /// The deliberate defect the clients' locks ran with, if any
     /// ([`RunOptions::defect`](crate::RunOptions::defect)).
     #[serde(serialize_with = "defect_name")]
@@ -75,8 +79,8 @@ impl ScenarioReport {
     /// When the checker's first finding became visible, in µs since the run started: the
     /// earliest instant at which two holders' windows overlapped (the later of the two grants),
     /// a stale write was invoked, or two holders' writes interleaved (the later span's start).
-    /// Lost writes have no instant of their own: the interleaving that lost them has one. `None`
-    /// for a safe run.
+    /// Lost writes and fence regressions have no instant of their own: the interleaving that
+    /// lost them, or the stale write the store accepted, has one. `None` for a safe run.
     pub fn first_violation_us(&self) -> Option<u64> {
         let overlaps = self
             .check
@@ -113,6 +117,7 @@ mod tests {
             scenario: Scenario::Baseline,
             expected_safe: true,
             restart_guard: true,
+            fencing: false,
             defect: Some(Defect::QuorumHalf),
             description: String::new(),
             target: String::new(),

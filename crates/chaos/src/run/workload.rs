@@ -1,17 +1,26 @@
 //! The contending clients: each task acquires its resource in a single round and, on success,
 //! holds it with one of three behaviours drawn per hold (a third each): careful, to the edge of
 //! the validity, or extending it. Every protected write is a read-modify-write in the protected
-//! store ([`StoreClient`]). In [`Scenario::ClientStall`](crate::Scenario::ClientStall) some
-//! holders stall past the validity and write anyway; in [`Scenario::NoLock`](crate::Scenario::NoLock)
-//! the clients skip the lock and just write.
+//! store ([`StoreClient`]), carrying the hold's fence when the lock hands out fences. In
+//! [`Scenario::ClientStall`](crate::Scenario::ClientStall) (and its fenced twin) some holders
+//! stall past the validity, until a later holder has written, and write anyway; in
+//! [`Scenario::NoLock`](crate::Scenario::NoLock) the clients skip the lock and just write.
+//!
+//! (Just over 500 lines: the behaviours, the stall and the writes all work on one client's
+//! state and timing constants, which are easier to check side by side.)
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use quorumlock::{Guard, Lock, NodeError, NodeOutcome, NodeReply};
+use tokio::sync::watch;
 
 use super::store::StoreClient;
 use crate::history::{HoldId, Outcome, Recorder, StampedWrite};
+
+/// The label of a stalled holder's pause among the history's faults.
+pub(super) const PAUSE_LABEL: &str = "client paused";
 
 /// Upper bound on acquisition attempts per client task, on top of the time bound.
 const MAX_ATTEMPTS_PER_CLIENT: u64 = 1_000_000;
@@ -30,16 +39,100 @@ const EDGE_MARGIN: Duration = Duration::from_millis(2);
 /// is local and never faulted: it answers in well under a millisecond.
 const STORE_TIMEOUT: Duration = Duration::from_millis(100);
 
+/// How long a stalled holder waits, after the first ½ TTL past its validity, for a later
+/// holder's write to land, in TTLs. Other clients contend every 5–25 ms, so one gets in within
+/// a few tens of milliseconds; the bound only matters when none comes (the end of the run).
+const STALL_WAIT_TTLS: u32 = 2;
+
+/// The accepted, acknowledged writes to one resource so far, and which client made the last
+/// one: what a stalled holder waits on.
+#[derive(Debug, Clone, Copy, Default)]
+struct Landed {
+    writes: u64,
+    last_writer: usize,
+}
+
+/// What the clients of one resource share.
+struct ResourceState {
+    /// The holds of the resource so far (one after another, with a correct lock): in a stall
+    /// scenario every other one stalls, whichever client holds it.
+    holds: AtomicU64,
+    /// The writes that landed on it.
+    landed: watch::Sender<Landed>,
+}
+
 /// What every client task shares.
 pub(super) struct ClientPlan {
-    pub(super) resources: Vec<String>,
-    pub(super) writes_per_hold: u32,
-    pub(super) ttl: Duration,
-    pub(super) deadline: Instant,
+    resources: Vec<String>,
+    writes_per_hold: u32,
+    ttl: Duration,
+    deadline: Instant,
     /// Whether some holds pause past their validity before writing
     /// ([`Scenario::ClientStall`](crate::Scenario::ClientStall)).
-    pub(super) stall: bool,
-    pub(super) recorder: Recorder,
+    stall: bool,
+    recorder: Recorder,
+    /// Per resource, by index.
+    states: Vec<ResourceState>,
+}
+
+impl ClientPlan {
+    /// The plan of a run: the resources contended for, the writes per hold, the TTL, when the
+    /// clients stop, whether some holds stall, and where everything is recorded.
+    pub(super) fn new(
+        resources: Vec<String>,
+        writes_per_hold: u32,
+        ttl: Duration,
+        deadline: Instant,
+        stall: bool,
+        recorder: Recorder,
+    ) -> ClientPlan {
+        let states = resources
+            .iter()
+            .map(|_| ResourceState {
+                holds: AtomicU64::new(0),
+                landed: watch::Sender::new(Landed::default()),
+            })
+            .collect();
+        ClientPlan {
+            resources,
+            writes_per_hold,
+            ttl,
+            deadline,
+            stall,
+            recorder,
+            states,
+        }
+    }
+}
+
+/// What a holder's writes carry: its token, and its fence if the lock hands out fences.
+struct Credentials {
+    token: String,
+    fence: Option<u64>,
+}
+
+/// How a protected write ended, for the holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// Acknowledged, or never sent: nothing of it can land later.
+    Settled,
+    /// Sent but not acknowledged: it may still land.
+    Pending,
+    /// Refused by the fenced store: a later holder has written (or the value moved under the
+    /// writer). The holder stops writing.
+    Rejected,
+}
+
+impl Written {
+    /// How the hold ends after this write, if it ends here: after a pending write the holder
+    /// lets the keys expire; after a rejection it stops writing and releases.
+    fn ends_hold(self) -> Option<End> {
+        match self {
+            Written::Settled => None,
+            Written::Pending => Some(End::Expire),
+            Written::Rejected => Some(End::Release),
+        }
+    }
 }
 
 /// How a holder uses one hold.
@@ -88,6 +181,8 @@ fn random_between(low: Duration, high: Duration) -> Duration {
 pub(super) struct Client {
     id: usize,
     resource: String,
+    /// The resource's index in the plan.
+    index: usize,
     plan: Arc<ClientPlan>,
     store: StoreClient,
 }
@@ -95,43 +190,66 @@ pub(super) struct Client {
 impl Client {
     /// Client `id` (it wants resource `id mod resources`), or `None` without resources.
     pub(super) fn new(id: usize, plan: Arc<ClientPlan>, store: StoreClient) -> Option<Client> {
-        let resource = plan
-            .resources
-            .get(id % plan.resources.len().max(1))?
-            .clone();
+        let index = id % plan.resources.len().max(1);
+        let resource = plan.resources.get(index)?.clone();
         Some(Client {
             id,
             resource,
+            index,
             plan,
             store,
         })
     }
 
-    /// One protected write under `token`, given up at `deadline`, recorded (unless the deadline
-    /// had passed and nothing was sent). Whether it is settled: acknowledged, or no write sent,
-    /// so that nothing of it can land later.
-    async fn write(&mut self, token: &str, deadline: Instant) -> bool {
-        let Some(increment) = self.store.increment(&self.resource, token, deadline).await else {
-            return true;
+    /// One protected write with `credentials`, given up at `deadline`, recorded (unless the
+    /// deadline had passed and nothing was sent); an accepted, acknowledged one is announced to
+    /// the stalled holders ([`Client::stall`]).
+    async fn write(&mut self, credentials: &Credentials, deadline: Instant) -> Written {
+        let Some(increment) = self
+            .store
+            .increment(
+                &self.resource,
+                &credentials.token,
+                credentials.fence,
+                deadline,
+            )
+            .await
+        else {
+            return Written::Settled;
         };
         self.plan.recorder.write(StampedWrite {
             resource: &self.resource,
             holder: self.id,
-            token,
+            token: &credentials.token,
             invoked: increment.invoked,
             completed: increment.completed,
             read: increment.read,
             written: increment.written,
             acked: increment.acked,
+            fence: credentials.fence,
+            rejected: increment.rejected,
         });
-        increment.acked || increment.written.is_none()
+        if increment.rejected.is_some() {
+            Written::Rejected
+        } else if increment.acked {
+            if let Some(state) = self.plan.states.get(self.index) {
+                state.landed.send_modify(|landed| {
+                    landed.writes += 1;
+                    landed.last_writer = self.id;
+                });
+            }
+            Written::Settled
+        } else if increment.written.is_none() {
+            Written::Settled
+        } else {
+            Written::Pending
+        }
     }
 
     /// Acquire (one round), on success hold the lock with a behaviour drawn for the hold,
     /// release or let it expire; on failure back off a little; until the deadline.
     pub(super) async fn run(mut self, lock: Lock) {
         let ms = Duration::from_millis;
-        let mut holds = 0u64;
         for _ in 0..MAX_ATTEMPTS_PER_CLIENT {
             if Instant::now() >= self.plan.deadline {
                 break;
@@ -146,30 +264,40 @@ impl Client {
                 tokio::time::sleep(random_between(ms(5), ms(25))).await;
                 continue;
             };
-            holds += 1;
-            let token = guard.token().as_str().to_owned();
+            let credentials = Credentials {
+                token: guard.token().as_str().to_owned(),
+                fence: guard.fence(),
+            };
             // One reading of the validity, both recorded and written under: the guard maps it
             // to the `Instant` clock afresh at each call.
             let valid_until = guard.valid_until();
             let hold = recorder.begin_hold(
                 &self.resource,
                 self.id,
-                &token,
+                &credentials.token,
                 started,
                 guard.decided_at(),
                 valid_until,
             );
-            // Stalling clients: the first client on each resource, every other hold.
-            let stall =
-                self.plan.stall && self.id < self.plan.resources.len() && !holds.is_multiple_of(2);
+            // Stalling holds: the first of each resource, and every other one after it.
+            let stall = self.plan.stall
+                && self.plan.states.get(self.index).is_some_and(|state| {
+                    state
+                        .holds
+                        .fetch_add(1, Ordering::Relaxed)
+                        .is_multiple_of(2)
+                });
             let end = match if stall {
                 Behaviour::Careful
             } else {
                 Behaviour::draw()
             } {
-                Behaviour::Careful => self.careful(valid_until, &token, stall).await,
-                Behaviour::Edge => self.edge(valid_until, &token).await,
-                Behaviour::Extender => self.extender(&mut guard, hold, valid_until, &token).await,
+                Behaviour::Careful => self.careful(valid_until, &credentials, stall).await,
+                Behaviour::Edge => self.edge(valid_until, &credentials).await,
+                Behaviour::Extender => {
+                    self.extender(&mut guard, hold, valid_until, &credentials)
+                        .await
+                }
             };
             match end {
                 End::Release => {
@@ -190,8 +318,13 @@ impl Client {
     }
 
     /// [`Behaviour::Careful`]; with `stall`, the second write comes after a pause that outlasts
-    /// the validity.
-    async fn careful(&mut self, valid_until: Instant, token: &str, stall: bool) -> End {
+    /// the validity ([`Client::stall`]).
+    async fn careful(
+        &mut self,
+        valid_until: Instant,
+        credentials: &Credentials,
+        stall: bool,
+    ) -> End {
         let validity = valid_until.saturating_duration_since(Instant::now());
         let hold_for = validity.mul_f64(0.5 + 0.45 * rand::random::<f64>());
         let spacing = hold_for / self.plan.writes_per_hold;
@@ -202,11 +335,13 @@ impl Client {
             if stall && write == 1 {
                 // A pause between the validity check and the write (a long GC, a stopped VM):
                 // the writer wakes after its keys have expired and writes anyway.
-                let recorder = self.plan.recorder.clone();
-                let pause = recorder.client_fault("client paused", &self.resource);
-                tokio::time::sleep_until((valid_until + self.plan.ttl / 2).into()).await;
-                recorder.lift(pause);
-                if !self.write(token, Instant::now() + STORE_TIMEOUT).await {
+                if !self.stall(valid_until).await {
+                    return End::Expire;
+                }
+                let late = self
+                    .write(credentials, Instant::now() + STORE_TIMEOUT)
+                    .await;
+                if late == Written::Pending {
                     return End::Expire;
                 }
                 continue;
@@ -215,27 +350,57 @@ impl Client {
             if Instant::now() >= valid_until {
                 break;
             }
-            if !self.write(token, valid_until).await {
-                return End::Expire;
+            if let Some(end) = self.write(credentials, valid_until).await.ends_hold() {
+                return end;
             }
         }
         tokio::time::sleep_until((Instant::now() + spacing).min(valid_until).into()).await;
         End::Release
     }
 
-    /// Waits until [`EDGE_MARGIN`] before `valid_until` and writes there, under that deadline;
-    /// whether the write is settled.
-    async fn edge_write(&mut self, token: &str, valid_until: Instant) -> bool {
+    /// A stalled holder's pause, recorded as a client fault: until ½ TTL past `valid_until`,
+    /// and then on until a later holder's write has landed on the resource (at most
+    /// [`STALL_WAIT_TTLS`] TTLs more), so that the late write that follows always comes after
+    /// a later holder's: the case fencing exists for. Whether one did land.
+    async fn stall(&self, valid_until: Instant) -> bool {
+        let recorder = self.plan.recorder.clone();
+        let pause = recorder.client_fault(PAUSE_LABEL, &self.resource);
+        let later_holder_wrote = match self.plan.states.get(self.index) {
+            Some(state) => {
+                let mut landed = state.landed.subscribe();
+                let before = landed.borrow().writes;
+                let woken = valid_until + self.plan.ttl / 2;
+                tokio::time::sleep_until(woken.into()).await;
+                let waited = woken + self.plan.ttl * STALL_WAIT_TTLS;
+                let later = landed
+                    .wait_for(|landed| landed.writes > before && landed.last_writer != self.id);
+                matches!(
+                    tokio::time::timeout_at(waited.into(), later).await,
+                    Ok(Ok(_))
+                )
+            }
+            None => false,
+        };
+        recorder.lift(pause);
+        later_holder_wrote
+    }
+
+    /// Waits until [`EDGE_MARGIN`] before `valid_until` and writes there, under that deadline.
+    async fn edge_write(&mut self, credentials: &Credentials, valid_until: Instant) -> Written {
         let edge = valid_until.checked_sub(EDGE_MARGIN).unwrap_or(valid_until);
         tokio::time::sleep_until(edge.into()).await;
-        self.write(token, valid_until).await
+        self.write(credentials, valid_until).await
     }
 
     /// [`Behaviour::Edge`].
-    async fn edge(&mut self, valid_until: Instant, token: &str) -> End {
-        let settled =
-            self.write(token, valid_until).await && self.edge_write(token, valid_until).await;
-        if settled && rand::random::<bool>() {
+    async fn edge(&mut self, valid_until: Instant, credentials: &Credentials) -> End {
+        if let Some(end) = self.write(credentials, valid_until).await.ends_hold() {
+            return end;
+        }
+        if let Some(end) = self.edge_write(credentials, valid_until).await.ends_hold() {
+            return end;
+        }
+        if rand::random::<bool>() {
             End::Release
         } else {
             End::Expire
@@ -248,10 +413,10 @@ impl Client {
         guard: &mut Guard,
         hold: HoldId,
         mut valid_until: Instant,
-        token: &str,
+        credentials: &Credentials,
     ) -> End {
-        if !self.write(token, valid_until).await {
-            return End::Expire;
+        if let Some(end) = self.write(credentials, valid_until).await.ends_hold() {
+            return end;
         }
         for _ in 0..rand::random_range(1..=2u8) {
             let halfway = valid_until.saturating_duration_since(Instant::now()) / 2;
@@ -261,15 +426,14 @@ impl Client {
             }
             valid_until = guard.valid_until();
             self.plan.recorder.extend_hold(hold, valid_until);
-            if !self.write(token, valid_until).await {
-                return End::Expire;
+            if let Some(end) = self.write(credentials, valid_until).await.ends_hold() {
+                return end;
             }
         }
-        if self.edge_write(token, valid_until).await {
-            End::Release
-        } else {
-            End::Expire
-        }
+        self.edge_write(credentials, valid_until)
+            .await
+            .ends_hold()
+            .unwrap_or(End::Release)
     }
 
     /// [`Scenario::NoLock`](crate::Scenario::NoLock): writes as a careful holder would, in
@@ -280,18 +444,28 @@ impl Client {
             if Instant::now() >= self.plan.deadline {
                 break;
             }
-            let token = format!("no-lock-{}-{session}", self.id);
+            let credentials = Credentials {
+                token: format!("no-lock-{}-{session}", self.id),
+                fence: None,
+            };
             let hold_for = self.plan.ttl.mul_f64(0.5 + 0.45 * rand::random::<f64>());
             let spacing = hold_for / self.plan.writes_per_hold;
             for write in 0..self.plan.writes_per_hold {
                 if write > 0 {
                     tokio::time::sleep(spacing).await;
                 }
-                self.write(&token, Instant::now() + STORE_TIMEOUT).await;
+                self.write(&credentials, Instant::now() + STORE_TIMEOUT)
+                    .await;
             }
             tokio::time::sleep(random_between(Duration::ZERO, ms(20))).await;
         }
     }
+}
+
+/// The resource client `id` warms up on (its fence counter, if any, is deleted with the
+/// resources').
+pub(super) fn warm_up_resource(id: usize) -> String {
+    format!("warm-up-{id}")
 }
 
 /// Upper bound on warm-up attempts per client, on top of the time bound.

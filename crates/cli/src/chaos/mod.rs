@@ -31,6 +31,8 @@ Examples:
   quorumlock chaos --scenario minority-crash,clock-fast --plots timelines/ --json chaos.json
   quorumlock chaos --scenario restart-no-persistence --ttl 2s --duration 20s --backend docker
   quorumlock chaos --scenario restart-no-persistence,restart-guarded --duration 5s
+  quorumlock chaos --scenario client-stall,client-stall-fenced --duration 10s
+  quorumlock chaos --scenario all --fencing --duration 5s
   quorumlock chaos --scenario random --seed 7 --duration 2m
   quorumlock chaos --defect all --scenario all --duration 5s     (the mutation score)
   quorumlock chaos --scenario client-stall --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379")]
@@ -39,7 +41,8 @@ pub struct ChaosArgs {
     /// minority-crash, minority-freeze, minority-latency, majority-latency, partition-minority,
     /// partition-majority, partition-one-way, partition-asymmetric, restart-no-persistence,
     /// restart-guarded, restart-delayed, restart-aof, clock-drift, clock-fast,
-    /// clock-jump-minority, clock-jump-majority, client-stall, no-lock, random.
+    /// clock-jump-minority, clock-jump-majority, client-stall, client-stall-fenced, no-lock,
+    /// random.
     ///
     /// With --defect, only the scenarios expected to be safe run (an unsafe one says nothing
     /// about a defect).
@@ -52,7 +55,7 @@ pub struct ChaosArgs {
     #[arg(long, value_enum)]
     backend: Option<BackendArg>,
     /// Comma-separated URLs of your own Redis masters. Then only the scenarios that need no
-    /// control over the nodes run (baseline, client-stall, no-lock).
+    /// control over the nodes run (baseline, client-stall, client-stall-fenced, no-lock).
     #[arg(long, value_delimiter = ',', env = NODES_ENV)]
     nodes: Vec<String>,
     /// Write every report, with its full history, as JSON to this file.
@@ -75,6 +78,12 @@ pub struct ChaosArgs {
     /// prevents (restart-guarded runs the same faults with it on).
     #[arg(long, value_enum)]
     restart_guard: Option<Switch>,
+    /// Fencing tokens in every scenario (client-stall-fenced always has them): the clients'
+    /// locks hand out fences (LockOptions::fencing; with fence_volatile_nodes where the nodes
+    /// do not persist every write), every protected write carries its holder's fence, and the
+    /// store rejects a fence below the last one it accepted. client-stall is then expected safe.
+    #[arg(long)]
+    fencing: bool,
     /// The seed of the `random` scenario's fault schedule: the same seed (with the same
     /// --duration and --ttl) replays the same faults. Default: a fresh seed, printed.
     #[arg(long)]
@@ -150,6 +159,9 @@ pub async fn run_chaos(args: ChaosArgs) -> Result<(), String> {
     if let Some(switch) = args.restart_guard {
         options = options.restart_guard(switch == Switch::On);
     }
+    if args.fencing {
+        options = options.fencing(true);
+    }
     if let Some(seed) = args.seed {
         options = options.seed(seed);
     }
@@ -179,10 +191,9 @@ pub async fn run_chaos(args: ChaosArgs) -> Result<(), String> {
     }
     let defects = defects(args.defect.as_deref())?;
     if !defects.is_empty() {
-        let guard = args.restart_guard.map(|switch| switch == Switch::On);
-        let (safe, unsafe_): (Vec<_>, Vec<_>) = scenarios.iter().partition(|scenario| {
-            scenario.expected_safe_with(guard.unwrap_or_else(|| scenario.restart_guard()))
-        });
+        let (safe, unsafe_): (Vec<_>, Vec<_>) = scenarios
+            .iter()
+            .partition(|scenario| options.expected_safe(**scenario));
         if !unsafe_.is_empty() {
             eprintln!(
                 "--defect given: skipping {} (expected unsafe: they say nothing about a defect)",
@@ -335,12 +346,13 @@ fn summarize(
             ExpectedVsObserved::UnexpectedViolation => {
                 println!(
                     "FAIL {}: expected safe, but {} violation(s), {} stale write(s), {} lost \
-                     write(s) and {} interleaving(s){}",
+                     write(s), {} interleaving(s) and {} fence regression(s){}",
                     report.scenario,
                     report.check.violations.len(),
                     report.check.stale_writes.len(),
                     report.check.lost_writes.len(),
                     report.check.interleaved.len(),
+                    report.check.fence_regressions.len(),
                     report
                         .seed
                         .map(|seed| format!(" (replay with --seed {seed})"))

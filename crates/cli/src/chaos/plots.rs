@@ -1,8 +1,8 @@
 //! The SVG timeline of one scenario run (`--plots`): per resource, each hold as a bar over its
 //! window (red when it overlaps another holder), each protected write as a short interval from
-//! invocation to completion along the band's foot (red when stale or interleaved), stale writes
-//! also as red crosses; below, one row per node with its faults, so that overlapping faults on
-//! several nodes stay apart.
+//! invocation to completion along the band's foot (red when stale or interleaved, orange when
+//! the fenced store rejected it), stale writes also as red crosses; below, one row per node
+//! with its faults, so that overlapping faults on several nodes stay apart.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -35,6 +35,8 @@ const NODE_ROW: f64 = 0.25;
 const HOLD_COLOR: RGBColor = RGBColor(31, 119, 180);
 const BAD_COLOR: RGBColor = RGBColor(214, 39, 40);
 const WRITE_COLOR: RGBColor = RGBColor(60, 60, 60);
+/// Writes the fenced store rejected.
+const REJECTED_COLOR: RGBColor = RGBColor(255, 127, 14);
 
 /// What the timeline shows, gathered from the report once: a row per node hit by a fault (at
 /// the bottom), the resources (one band each, above them), their holds, and the extent of both
@@ -121,8 +123,17 @@ pub(super) fn plot(report: &ScenarioReport, path: &Path) -> Result<(), String> {
     let height = 260 + 90 * timeline.resources.len().max(1) as u32 + 23 * timeline.node_rows as u32;
     let root = SVGBackend::new(path, (1200, height)).into_drawing_area();
     root.fill(&WHITE).map_err(&err)?;
+    let fenced = if report.fencing {
+        format!(
+            ", {} rejected, {} fence regression(s)",
+            report.check.rejected_writes,
+            report.check.fence_regressions.len()
+        )
+    } else {
+        String::new()
+    };
     let title = format!(
-        "{} (expected {}): {} violation(s), {} stale, {} lost, {} interleaved write(s)",
+        "{} (expected {}): {} violation(s), {} stale, {} lost, {} interleaved write(s){fenced}",
         report.scenario,
         expected(report),
         report.check.violations.len(),
@@ -286,7 +297,7 @@ fn lanes(holds: &[&Hold]) -> (Vec<usize>, usize) {
 
 /// Protected writes: a short interval from invocation to completion at the foot of their
 /// resource's band (at least 1/2000 of the axis wide, so that sub-millisecond writes show),
-/// red when stale or part of an interleaving.
+/// red when stale or part of an interleaving, orange when the fenced store rejected them.
 fn draw_writes(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult {
     let check = &timeline.report.check;
     let bad_tokens: HashSet<(&str, &str)> = check
@@ -309,11 +320,14 @@ fn draw_writes(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult
         let end = (write.completed_us as f64 / 1e6).max(start + min_width);
         [(start, band + 0.02), (end, band + 0.08)]
     };
-    let (bad, good): (Vec<&Write>, Vec<&Write>) = timeline
+    let (rejected, landed): (Vec<&Write>, Vec<&Write>) = timeline
         .report
         .history
         .writes
         .iter()
+        .partition(|w| w.rejected.is_some());
+    let (bad, good): (Vec<&Write>, Vec<&Write>) = landed
+        .into_iter()
         .partition(|w| bad_tokens.contains(&(w.resource.as_str(), w.token.as_str())));
     chart
         .draw_series(
@@ -330,6 +344,18 @@ fn draw_writes(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult
             )?
             .label("write of a stale or interleaved holder")
             .legend(|(x, y)| Rectangle::new([(x, y - 2), (x + 14, y + 2)], BAD_COLOR.filled()));
+    }
+    if !rejected.is_empty() {
+        chart
+            .draw_series(
+                rejected
+                    .iter()
+                    .map(|w| Rectangle::new(interval(w), REJECTED_COLOR.filled())),
+            )?
+            .label("write rejected by the fenced store")
+            .legend(|(x, y)| {
+                Rectangle::new([(x, y - 2), (x + 14, y + 2)], REJECTED_COLOR.filled())
+            });
     }
     Ok(())
 }

@@ -18,15 +18,23 @@ fn ms(us: u64) -> String {
     format!("{:.1}", us as f64 / 1000.0)
 }
 
-/// The results table, one row per scenario; with a `defect` column when a run had one.
+/// Where the fence regressions' column goes when a run had fencing: right after
+/// `interleaved` (counted before the `defect` column is inserted).
+const FENCE_DROPS_COLUMN: usize = 8;
+
+/// The results table, one row per scenario; with a `defect` column when a run had one, and a
+/// `fence drops` column (the fence regressions; `-` for a run without fencing) when a run had
+/// fencing.
 pub(super) fn table(reports: &[ScenarioReport]) -> String {
     let defects = reports.iter().any(|report| report.defect.is_some());
+    let fencing = reports.iter().any(|report| report.fencing);
     let header = [
         "scenario",
         "expected",
         "verdict",
         "violations",
         "stale writes",
+        "rejected",
         "lost",
         "interleaved",
         "rel/exp",
@@ -39,6 +47,9 @@ pub(super) fn table(reports: &[ScenarioReport]) -> String {
         "p99 ms",
     ];
     let mut rows = vec![header.map(String::from).to_vec()];
+    if fencing {
+        rows[0].insert(FENCE_DROPS_COLUMN, "fence drops".to_owned());
+    }
     if defects {
         rows[0].insert(1, "defect".to_owned());
     }
@@ -59,6 +70,7 @@ pub(super) fn table(reports: &[ScenarioReport]) -> String {
             observed.to_owned(),
             check.violations.len().to_string(),
             check.stale_writes.len().to_string(),
+            check.rejected_writes.to_string(),
             check.lost_writes.len().to_string(),
             check.interleaved.len().to_string(),
             format!("{}/{}", check.ended_by_release, check.ended_by_expiry),
@@ -70,6 +82,14 @@ pub(super) fn table(reports: &[ScenarioReport]) -> String {
             ms(check.acquire_latency.p50_us),
             ms(check.acquire_latency.p99_us),
         ];
+        if fencing {
+            let drops = if report.fencing {
+                check.fence_regressions.len().to_string()
+            } else {
+                "-".to_owned()
+            };
+            row.insert(FENCE_DROPS_COLUMN, drops);
+        }
         if defects {
             row.insert(
                 1,
