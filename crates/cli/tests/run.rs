@@ -5,6 +5,9 @@
 //! Each test is bounded as a whole; polling for a file a command writes is bounded in count.
 //! On failure, every `run` process is killed (kill-on-drop), and so is the process group of
 //! each command that wrote its group id to the scratch directory.
+//!
+//! Over 500 lines as one file on purpose: it is the one file the task names for these tests,
+//! and the scenarios share the cluster, scratch-directory and process helpers at its top.
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
