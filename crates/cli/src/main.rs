@@ -1,8 +1,9 @@
 //! The `quorumlock` command-line tool: try the lock against your own Redis masters, or against
-//! five local ones it starts itself; benchmark it; run chaos scenarios.
+//! five local ones it starts itself; run a command under the lock; benchmark it; run chaos
+//! scenarios.
 //!
 //! This file is the clap wiring only: each subcommand lives in its own module ([`demo`],
-//! [`bench`], [`chaos`]), over what they share: the [`flags`] conventions, [`json`] output,
+//! [`run`], [`bench`], [`chaos`]), over what they share: the [`flags`] conventions, [`json`] output,
 //! [`svg`] plot helpers and [`text_table`]s.
 
 mod bench;
@@ -10,6 +11,7 @@ mod chaos;
 mod demo;
 mod flags;
 mod json;
+mod run;
 mod svg;
 mod text_table;
 
@@ -34,6 +36,12 @@ enum Command {
     /// Without --nodes it starts five local redis-server processes (redis-server must be on
     /// PATH, or named by QUORUMLOCK_REDIS_SERVER) and stops them when done.
     Demo(demo::DemoArgs),
+    /// Run a command under the lock, like flock(1) across hosts: acquire, keep the lock alive
+    /// while the command runs, stop the command if the lock is lost, release when it exits.
+    ///
+    /// Exits with the command's status; 75 when the lock was not acquired, 69 when it was lost
+    /// (see the exit statuses below). Needs --nodes or QUORUMLOCK_NODES.
+    Run(run::RunArgs),
     /// Benchmark the quorum lock against the single-node lock, side by side in one run.
     ///
     /// Without --nodes it starts local redis-server processes on 127.0.0.1 (some behind fault
@@ -54,8 +62,13 @@ async fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    let result = match Cli::parse().command {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return parse_failure(&error),
+    };
+    let result = match cli.command {
         Command::Demo(args) => demo::run(args).await,
+        Command::Run(args) => return run::run(args).await,
         Command::Bench(args) => bench::run(args).await,
         Command::Chaos(args) => chaos::run_chaos(args).await,
     };
@@ -65,6 +78,19 @@ async fn main() -> ExitCode {
             eprintln!("error: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Prints clap's message (or the help) and picks the status: clap's own, except that `run`
+/// reports bad usage as EX_USAGE (64), as flock(1) does, so that its usage errors are not 2,
+/// which the command under it may return.
+fn parse_failure(error: &clap::Error) -> ExitCode {
+    let _ = error.print();
+    let run_invoked = std::env::args_os().nth(1).is_some_and(|arg| arg == "run");
+    if error.use_stderr() && run_invoked {
+        ExitCode::from(run::exit::USAGE)
+    } else {
+        ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(1))
     }
 }
 
@@ -85,6 +111,20 @@ mod tests {
             &["quorumlock", "demo", "--ttl", "500ms"][..],
             &["quorumlock", "bench", "--ttl", "2s"],
             &["quorumlock", "chaos", "--ttl", "400ms", "--duration", "1m"],
+            &[
+                "quorumlock",
+                "run",
+                "--resource",
+                "r",
+                "--ttl",
+                "1m",
+                "--wait",
+                "0s",
+                "--kill-after",
+                "500ms",
+                "--",
+                "true",
+            ],
         ] {
             assert!(Cli::try_parse_from(args).is_ok(), "{args:?}");
         }
@@ -92,6 +132,16 @@ mod tests {
             &["quorumlock", "demo", "--ttl-ms", "500"][..],
             &["quorumlock", "bench", "--ttl", "2000"],
             &["quorumlock", "chaos", "--duration", "10"],
+            &[
+                "quorumlock",
+                "run",
+                "--resource",
+                "r",
+                "--wait",
+                "10",
+                "--",
+                "true",
+            ],
         ] {
             assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
         }

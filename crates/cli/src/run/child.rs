@@ -1,0 +1,161 @@
+//! The command under the lock: spawned in its own process group, so that a signal reaches all
+//! of it (a shell and everything it started); the signals `run` gets are forwarded to that
+//! group; a lost lock stops it with SIGTERM, then SIGKILL after `--kill-after`.
+
+use std::ffi::OsString;
+use std::io;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use quorumlock::{Lease, Lost};
+use rustix::process::{Pid, Signal, kill_process_group};
+use tokio::process::{Child, Command};
+use tokio::signal::unix::{SignalKind, signal};
+
+/// The environment variable that names the locked resource to the command.
+pub(crate) const RESOURCE_ENV: &str = "QUORUMLOCK_RESOURCE";
+/// The environment variable that carries the fence to the command, with `--fencing`.
+pub(crate) const FENCE_ENV: &str = "QUORUMLOCK_FENCE";
+
+/// The signals `run` catches: while it waits for the lock they end the wait, and while the
+/// command runs they are forwarded to its process group.
+pub(crate) struct Signals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers (from now on these signals no longer end `run` by themselves).
+    pub(crate) fn install() -> io::Result<Signals> {
+        Ok(Signals {
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next signal received.
+    pub(crate) async fn next(&mut self) -> Signal {
+        tokio::select! {
+            Some(()) = self.terminate.recv() => Signal::TERM,
+            Some(()) = self.interrupt.recv() => Signal::INT,
+            Some(()) = self.hangup.recv() => Signal::HUP,
+            // Every stream ended (the runtime is going away): no more signals will come.
+            else => std::future::pending().await,
+        }
+    }
+}
+
+/// The command and its process group.
+pub(crate) struct RunningCommand {
+    child: Child,
+    group: Option<Pid>,
+}
+
+/// How the command ended.
+pub(crate) struct Ended {
+    /// Its status.
+    pub(crate) status: ExitStatus,
+    /// Why the lock was lost while it ran, if it was.
+    pub(crate) lost: Option<Lost>,
+}
+
+impl RunningCommand {
+    /// Starts `program` with `args` in a process group of its own, with stdin, stdout and
+    /// stderr inherited, and the resource (and the fence, if any) in its environment.
+    pub(crate) fn spawn(
+        program: &OsString,
+        args: &[OsString],
+        resource: &str,
+        fence: Option<u64>,
+    ) -> io::Result<RunningCommand> {
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .process_group(0)
+            .env(RESOURCE_ENV, resource);
+        match fence {
+            Some(fence) => command.env(FENCE_ENV, fence.to_string()),
+            // Not one inherited from an outer `run`: it would be another lock's fence.
+            None => command.env_remove(FENCE_ENV),
+        };
+        let child = command.spawn()?;
+        // The group's id is the leader's pid. Never 0 or 1: kill(-1) would reach every process.
+        let group = child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .filter(|&pid| pid > 1)
+            .and_then(Pid::from_raw);
+        Ok(RunningCommand { child, group })
+    }
+
+    /// Waits for the command to exit, forwarding the signals `run` gets to its group, and,
+    /// should `lease` be lost first, sending the group SIGTERM, then SIGKILL once `kill_after`
+    /// has passed.
+    pub(crate) async fn supervise(
+        mut self,
+        lease: &Lease,
+        kill_after: Duration,
+        signals: &mut Signals,
+    ) -> io::Result<Ended> {
+        let mut lost = None;
+        let mut kill_at = None;
+        loop {
+            tokio::select! {
+                // The command's end first: once it has exited there is nothing left to stop.
+                biased;
+                status = self.child.wait() => match status {
+                    Ok(status) => return Ok(Ended { status, lost }),
+                    Err(error) => {
+                        // Its end can no longer be seen: stop it rather than leave it running
+                        // unsupervised once the lock is released.
+                        self.signal(Signal::KILL);
+                        return Err(error);
+                    }
+                },
+                reason = lease.lost(), if lost.is_none() => {
+                    eprintln!(
+                        "quorumlock run: lock lost: {reason}; sending SIGTERM to the command"
+                    );
+                    self.signal(Signal::TERM);
+                    lost = Some(reason);
+                    // None (a --kill-after past the clock's range): never SIGKILL.
+                    kill_at = tokio::time::Instant::now().checked_add(kill_after);
+                }
+                () = sleep_until(kill_at), if kill_at.is_some() => {
+                    eprintln!(
+                        "quorumlock run: the command is still running {} after SIGTERM; \
+                         sending SIGKILL",
+                        humantime::format_duration(kill_after)
+                    );
+                    self.signal(Signal::KILL);
+                    kill_at = None;
+                }
+                signal = signals.next() => self.signal(signal),
+            }
+        }
+    }
+
+    /// Sends `signal` to the command's process group. A group that is gone already is fine.
+    fn signal(&self, signal: Signal) {
+        let Some(group) = self.group else {
+            return;
+        };
+        match kill_process_group(group, signal) {
+            Ok(()) | Err(rustix::io::Errno::SRCH) => {}
+            Err(error) => eprintln!(
+                "quorumlock run: signalling the command's process group {}: {error}",
+                group.as_raw_pid()
+            ),
+        }
+    }
+}
+
+/// Completes at `at`; never without one.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,182 @@
+//! `quorumlock run`: a lock around a command, like flock(1) across hosts. Acquire (waiting up to
+//! `--wait`), keep the lock alive while the command runs in its own process group, stop the
+//! command if the lock is lost, release when it has exited, and exit with its status.
+//!
+//! [`exit`] holds the exit statuses, [`child`] the command's process group and its signals.
+
+mod child;
+pub(crate) mod exit;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use quorumlock::{KeepAlive, Lock, LockOptions, RetryPolicy};
+
+use crate::flags::{self, NODES_ENV};
+use child::{RunningCommand, Signals};
+
+/// Arguments of `quorumlock run`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = after_help())]
+pub struct RunArgs {
+    /// Comma-separated node URLs (redis://[user:password@]host:port[/db]): one node is the
+    /// single-node lock, several the quorum lock. Required (no local nodes are started).
+    #[arg(long, value_delimiter = ',', env = NODES_ENV)]
+    nodes: Vec<String>,
+    /// The resource to lock: every `run` with the same resource and nodes excludes the others.
+    #[arg(long)]
+    resource: String,
+    /// Lock TTL: how long the lock outlives a `run` that dies without releasing it. It is
+    /// extended every third of it while the command runs.
+    #[arg(long, default_value = "30s", value_parser = flags::duration)]
+    ttl: Duration,
+    /// How long to keep trying to acquire; 0 tries once.
+    #[arg(long, default_value = "10s", value_parser = flags::duration)]
+    wait: Duration,
+    /// After the lock is lost and the command got SIGTERM, how long before SIGKILL.
+    #[arg(long, default_value = "10s", value_parser = flags::duration)]
+    kill_after: Duration,
+    /// Fencing tokens: the command gets QUORUMLOCK_FENCE, a number that grows from one holder
+    /// to the next (the nodes must run AOF with appendfsync always).
+    #[arg(long)]
+    fencing: bool,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+/// What `--help` says after the flags: how the command runs, the exit statuses, examples.
+fn after_help() -> String {
+    format!(
+        "\
+The command runs in its own process group with stdin, stdout and stderr inherited, and
+QUORUMLOCK_RESOURCE (and QUORUMLOCK_FENCE with --fencing) in its environment. SIGINT, SIGTERM
+and SIGHUP sent to run are forwarded to that group; run waits for the command to exit, then
+releases the lock. If the lock is lost, the group gets SIGTERM, then SIGKILL after --kill-after.
+The group is not the terminal's foreground group: give an interactive command its stdin from
+elsewhere.
+
+{}
+
+Examples:
+  quorumlock run --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379 \\
+      --resource nightly-report -- ./nightly-report.sh
+  QUORUMLOCK_NODES=redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379 \\
+      quorumlock run --resource nightly-report --wait 0 --ttl 1m -- make report",
+        exit::HELP
+    )
+}
+
+/// Runs `quorumlock run` and returns its exit status; every message is on stderr.
+pub async fn run(args: RunArgs) -> ExitCode {
+    ExitCode::from(run_locked(args).await)
+}
+
+async fn run_locked(args: RunArgs) -> u8 {
+    let RunArgs {
+        mut nodes,
+        resource,
+        ttl,
+        wait,
+        kill_after,
+        fencing,
+        command,
+    } = args;
+    let fail = |code: u8, message: &str| {
+        eprintln!("quorumlock run: {message}");
+        code
+    };
+    let Some((program, program_args)) = command.split_first() else {
+        return fail(exit::USAGE, "no command given after --");
+    };
+    // An empty QUORUMLOCK_NODES, or a trailing comma, names no node.
+    nodes.retain(|url| !url.trim().is_empty());
+    if nodes.is_empty() {
+        return fail(
+            exit::USAGE,
+            &format!("no nodes: give --nodes URL,... or set {NODES_ENV}"),
+        );
+    }
+    let options = LockOptions::new().ttl(ttl).fencing(fencing);
+    let lock = match nodes.as_slice() {
+        [single] => Lock::single(single.clone(), options),
+        _ => Lock::quorum(nodes, options),
+    };
+    let lock = match lock {
+        Ok(lock) => lock,
+        Err(error) => return fail(exit::USAGE, &error.to_string()),
+    };
+    // Before acquiring: a signal from now on is ours to handle, so none can end `run` between
+    // taking the lock and starting the command.
+    let mut signals = match Signals::install() {
+        Ok(signals) => signals,
+        Err(error) => {
+            return fail(
+                exit::OS_ERROR,
+                &format!("installing signal handlers: {error}"),
+            );
+        }
+    };
+
+    let retry = retry_within(wait);
+    let acquired = tokio::select! {
+        biased;
+        signal = signals.next() => Err(signal),
+        result = lock.acquire_with(&resource, &retry, std::future::pending()) => Ok(result),
+    };
+    let guard = match acquired {
+        Ok(Ok(guard)) => guard,
+        Ok(Err(error)) => {
+            let (code, message) = exit::not_acquired(&error, wait);
+            lock.settle().await;
+            return fail(code, &message);
+        }
+        Err(signal) => {
+            // The acquisition's future was dropped: what it may have set is being released.
+            lock.settle().await;
+            return fail(
+                exit::of_signal(signal.as_raw()),
+                &format!("signal {} before the lock was acquired", signal.as_raw()),
+            );
+        }
+    };
+    let kept = match guard.keep_alive(KeepAlive::new()) {
+        Ok(kept) => kept,
+        Err(error) => {
+            lock.settle().await;
+            return fail(exit::USAGE, &error.to_string());
+        }
+    };
+
+    let code = match RunningCommand::spawn(program, program_args, &resource, kept.fence()) {
+        Err(error) => {
+            let code = if error.kind() == std::io::ErrorKind::NotFound {
+                exit::NOT_FOUND
+            } else {
+                exit::CANNOT_EXECUTE
+            };
+            fail(code, &format!("cannot run {program:?}: {error}"))
+        }
+        Ok(running) => match running.supervise(&kept, kill_after, &mut signals).await {
+            Ok(ended) if ended.lost.is_some() => exit::LOCK_LOST,
+            Ok(ended) => exit::of_command(ended.status),
+            Err(error) => fail(exit::OS_ERROR, &format!("waiting for the command: {error}")),
+        },
+    };
+    kept.release().await;
+    lock.settle().await;
+    code
+}
+
+/// Attempts until `wait` has passed since the first (one attempt for zero), 50–150 ms apart.
+fn retry_within(wait: Duration) -> RetryPolicy {
+    if wait.is_zero() {
+        return RetryPolicy::once();
+    }
+    RetryPolicy::new()
+        .attempts(u32::MAX)
+        .delay(Duration::from_millis(50))
+        .jitter(Duration::from_millis(100))
+        .max_wait(wait)
+}
