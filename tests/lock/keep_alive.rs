@@ -8,32 +8,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use quorumlock::{ConfigError, Error, KeepAlive, Lock, LockOptions, Lost};
-use quorumlock_harness::{Backend, ClusterOptions, HarnessError, Persistence, TestCluster, docker};
+use quorumlock_harness::{Backend, ClusterOptions, Persistence, TestCluster, docker};
 use redis::AsyncCommands;
 
 use crate::common::{assert_no_keys, bounded, once, stored};
 
-/// Set (not empty, not `0`) to turn "docker unavailable" from a skip into a failure.
-const REQUIRE_DOCKER_ENV: &str = "QUORUMLOCK_REQUIRE_DOCKER";
-
 /// Three masters that persist every write, on `backend`; `None` when that backend is docker and
 /// docker cannot be used here (and is not required).
 async fn cluster_on(backend: Backend) -> Option<TestCluster> {
-    if backend == Backend::Docker {
-        match docker::check_available(&docker::image()).await {
-            Ok(()) => {}
-            Err(
-                error
-                @ (HarnessError::DockerUnavailable { .. } | HarnessError::ImageMissing { .. }),
-            ) => {
-                let required = std::env::var(REQUIRE_DOCKER_ENV)
-                    .is_ok_and(|value| !value.is_empty() && value != "0");
-                assert!(!required, "{REQUIRE_DOCKER_ENV} is set, but: {error}");
-                eprintln!("SKIPPED on docker: {error}");
-                return None;
-            }
-            Err(other) => panic!("checking docker: {other}"),
-        }
+    if backend == Backend::Docker && !docker::usable().await.unwrap() {
+        return None;
     }
     let options = ClusterOptions::default()
         .nodes(3)

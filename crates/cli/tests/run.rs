@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use quorumlock_harness::{Backend, ClusterOptions, HarnessError, Persistence, TestCluster, docker};
+use quorumlock_harness::{Backend, ClusterOptions, Persistence, TestCluster, docker};
 use redis::AsyncCommands;
 use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use tokio::process::{Child, Command};
@@ -25,29 +25,14 @@ const NOT_ACQUIRED: i32 = 75;
 /// `run`'s status for bad usage.
 const USAGE: i32 = 64;
 
-/// Set (not empty, not `0`) to turn "docker unavailable" from a skip into a failure.
-const REQUIRE_DOCKER_ENV: &str = "QUORUMLOCK_REQUIRE_DOCKER";
 const BACKENDS: [Backend; 2] = [Backend::Process, Backend::Docker];
 
 /// Three masters that persist every write (so the restart guard lets them vote at once, and
 /// fencing may use them), on `backend`; `None` when that backend is docker and docker cannot be
 /// used here (and is not required).
 async fn cluster_on(backend: Backend) -> Option<TestCluster> {
-    if backend == Backend::Docker {
-        match docker::check_available(&docker::image()).await {
-            Ok(()) => {}
-            Err(
-                error
-                @ (HarnessError::DockerUnavailable { .. } | HarnessError::ImageMissing { .. }),
-            ) => {
-                let required = std::env::var(REQUIRE_DOCKER_ENV)
-                    .is_ok_and(|value| !value.is_empty() && value != "0");
-                assert!(!required, "{REQUIRE_DOCKER_ENV} is set, but: {error}");
-                eprintln!("SKIPPED on docker: {error}");
-                return None;
-            }
-            Err(other) => panic!("checking docker: {other}"),
-        }
+    if backend == Backend::Docker && !docker::usable().await.unwrap() {
+        return None;
     }
     let options = ClusterOptions::default()
         .nodes(3)

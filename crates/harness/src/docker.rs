@@ -61,4 +61,7 @@ pub use cleanup::LABEL;
 pub(crate) use cleanup::remove_all_blocking;
 pub(crate) use container::DockerServer;
 pub(crate) use engine::connect;
-pub use engine::{DEFAULT_IMAGE, IMAGE_ENV, LIBFAKETIME_IN_IMAGE, check_available, image};
+pub use engine::{
+    DEFAULT_IMAGE, IMAGE_ENV, LIBFAKETIME_IN_IMAGE, REQUIRE_DOCKER_ENV, check_available, image,
+    usable,
+};

@@ -14,33 +14,13 @@ use common::{backend_checks, bounded, ping};
 use std::io::ErrorKind;
 use std::time::Duration;
 
-use quorumlock_harness::{Backend, ClusterOptions, HarnessError, PacketDrop, TestCluster, docker};
-
-/// Set (not empty, not `0`) to turn "docker unavailable" from a skip into a failure.
-const REQUIRE_DOCKER_ENV: &str = "QUORUMLOCK_REQUIRE_DOCKER";
-
-fn docker_required() -> bool {
-    std::env::var(REQUIRE_DOCKER_ENV).is_ok_and(|value| !value.is_empty() && value != "0")
-}
+use quorumlock_harness::{Backend, ClusterOptions, PacketDrop, TestCluster, docker};
 
 /// Starts a docker-backed cluster, or returns `None` (after saying why) when docker cannot be
 /// used here and it is not required.
 async fn docker_cluster(options: ClusterOptions) -> Option<TestCluster> {
-    let image = docker::image();
-    match docker::check_available(&image).await {
-        Ok(()) => {}
-        Err(err @ (HarnessError::DockerUnavailable { .. } | HarnessError::ImageMissing { .. })) => {
-            assert!(
-                !docker_required(),
-                "{REQUIRE_DOCKER_ENV} is set, but docker cannot be used: {err}"
-            );
-            eprintln!(
-                "SKIPPED: docker backend unavailable ({err}); run scripts/redis-image.sh, \
-                 or set {REQUIRE_DOCKER_ENV}=1 to make this a failure"
-            );
-            return None;
-        }
-        Err(other) => panic!("checking docker: {other}"),
+    if !docker::usable().await.unwrap() {
+        return None;
     }
     let cluster = TestCluster::start(options.backend(Backend::Docker))
         .await

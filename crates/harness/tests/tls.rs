@@ -194,22 +194,11 @@ async fn proxies_pass_tls_through() {
 #[cfg(feature = "docker")]
 #[tokio::test]
 async fn a_tls_container_answers_ping_over_tls() {
-    use quorumlock_harness::{HarnessError, docker};
+    use quorumlock_harness::docker;
 
     bounded(async {
-        let image = docker::image();
-        match docker::check_available(&image).await {
-            Ok(()) => {}
-            Err(
-                err @ (HarnessError::DockerUnavailable { .. } | HarnessError::ImageMissing { .. }),
-            ) => {
-                let required = std::env::var("QUORUMLOCK_REQUIRE_DOCKER")
-                    .is_ok_and(|value| !value.is_empty() && value != "0");
-                assert!(!required, "QUORUMLOCK_REQUIRE_DOCKER is set, but: {err}");
-                eprintln!("SKIPPED: docker backend unavailable ({err})");
-                return;
-            }
-            Err(other) => panic!("checking docker: {other}"),
+        if !docker::usable().await.unwrap() {
+            return;
         }
         let mut cluster = TestCluster::start(
             ClusterOptions::default()

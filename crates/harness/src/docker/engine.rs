@@ -27,6 +27,38 @@ pub fn image() -> String {
         .unwrap_or_else(|| DEFAULT_IMAGE.to_owned())
 }
 
+/// Environment variable that makes "docker cannot be used here" an error in [`usable`] instead
+/// of a skip: set to anything but empty or `0` (CI sets it, so that docker tests really run).
+pub const REQUIRE_DOCKER_ENV: &str = "QUORUMLOCK_REQUIRE_DOCKER";
+
+/// For tests that run on the docker backend when they can: whether it can be used here (the
+/// engine answers and [`image`] exists). When it cannot, says why on stderr and answers
+/// `Ok(false)`, unless [`REQUIRE_DOCKER_ENV`] is set: then that error.
+///
+/// # Errors
+///
+/// As [`check_available`], when docker is required or the check failed otherwise.
+pub async fn usable() -> Result<bool, HarnessError> {
+    match check_available(&image()).await {
+        Ok(()) => Ok(true),
+        Err(
+            error @ (HarnessError::DockerUnavailable { .. } | HarnessError::ImageMissing { .. }),
+        ) => {
+            let required = std::env::var(REQUIRE_DOCKER_ENV)
+                .is_ok_and(|value| !value.is_empty() && value != "0");
+            if required {
+                return Err(error);
+            }
+            eprintln!(
+                "SKIPPED on docker: {error}; run scripts/redis-image.sh, or set \
+                 {REQUIRE_DOCKER_ENV}=1 to make this a failure"
+            );
+            Ok(false)
+        }
+        Err(other) => Err(other),
+    }
+}
+
 /// Checks that the Docker engine answers and that `image` exists locally.
 ///
 /// # Errors
