@@ -399,7 +399,7 @@ fn report_allocations(rt: &Runtime, env: &Env) {
             cycles(lock, "alloc", 0..1000).await;
             (ALLOC.allocations() - before) as f64 / 1000.0
         });
-        println!("  {name:<10} {per_cycle:>7.1}");
+        println!("  {name:<16} {per_cycle:>7.1}");
     }
 }
 
