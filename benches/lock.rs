@@ -3,7 +3,9 @@
 //!
 //! Run with `cargo bench --bench lock` (about three minutes on 2 cores). Groups:
 //!
-//! - `cycle`: one task, acquire + release (a fresh key each cycle); `single` vs `quorum-3/5/7`.
+//! - `cycle`: one task, acquire + release (a fresh key each cycle); `single` vs `quorum-3/5/7`,
+//!   and `quorum-5-fenced`: `quorum-5` with fencing on (the fence's write-back, one more round
+//!   trip), on the same nodes in the same run.
 //! - `raw-floor`: the same commands over redis-rs alone, no lock logic, on 1 and 5 nodes: the
 //!   floor under `cycle/single` and `cycle/quorum-5` on this machine.
 //! - `throughput/{1,16,64}`: that many tasks cycling on distinct keys; the reported time is
@@ -42,7 +44,8 @@ const HOLD: Duration = Duration::from_micros(500);
 
 /// The servers and the locks over them.
 struct Env {
-    /// Seven direct masters: `single` uses the first, `quorum-N` the first N.
+    /// Seven direct masters: `single` uses the first, `quorum-N` (and `quorum-5-fenced`) the
+    /// first N.
     direct: TestCluster,
     /// Five masters behind fault proxies, for the `faults` group.
     proxied: TestCluster,
@@ -77,6 +80,10 @@ impl Env {
             let lock = Lock::quorum(urls[..n].to_vec(), options()).expect("quorum lock");
             locks.push((format!("quorum-{n}"), lock));
         }
+        // Its fence counters never expire; the servers, and so the counters, die with the run.
+        let fenced =
+            Lock::quorum(urls[..5].to_vec(), options().fencing(true)).expect("fenced lock");
+        locks.push(("quorum-5-fenced".to_owned(), fenced));
         let proxied_lock = Lock::quorum(proxied.urls(), options()).expect("proxied lock");
         Env {
             direct,
@@ -392,7 +399,7 @@ fn report_allocations(rt: &Runtime, env: &Env) {
             cycles(lock, "alloc", 0..1000).await;
             (ALLOC.allocations() - before) as f64 / 1000.0
         });
-        println!("  {name:<10} {per_cycle:>7.1}");
+        println!("  {name:<16} {per_cycle:>7.1}");
     }
 }
 

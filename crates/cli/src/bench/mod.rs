@@ -1,4 +1,5 @@
-//! `quorumlock bench`: the quorum lock against the single-node lock, side by side in one run.
+//! `quorumlock bench`: the quorum lock against the single-node lock, side by side in one run,
+//! and the quorum lock with fencing on against the same lock without.
 //!
 //! Every scenario runs the single-node lock and the quorum lock in the same process, on the same
 //! machine, interleaved in rounds, so that the ratios between them are fair even when the
@@ -10,6 +11,7 @@
 
 mod alloc;
 mod faults;
+mod fencing;
 mod loops;
 mod plan;
 mod plots;
@@ -84,15 +86,27 @@ fn ttl(text: &str) -> Result<Duration, String> {
     Ok(ttl)
 }
 
+/// The resource of every lock's first acquire.
+const PREFLIGHT: &str = "preflight";
+
+/// One acquire and release of [`PREFLIGHT`]: the reason, if the nodes cannot be locked on.
+async fn preflight(subject: &Subject) -> Result<(), String> {
+    let guard = subject
+        .lock
+        .try_acquire(PREFLIGHT)
+        .await
+        .map_err(|e| format!("{}: a first acquire failed: {e}", subject.name))?;
+    guard.release().await;
+    Ok(())
+}
+
 /// Runs `quorumlock bench`.
 pub async fn run(args: BenchArgs) -> Result<(), String> {
     let plan = Plan::new(args.quick);
     let ttl = args.ttl;
-    let prefix = format!(
-        "quorumlock-bench:{}:{:08x}:",
-        std::process::id(),
-        rand::random::<u32>()
-    );
+    let run = format!("{}:{:08x}", std::process::id(), rand::random::<u32>());
+    let prefix = format!("quorumlock-bench:{run}:");
+    let fence_prefix = format!("quorumlock-bench-fence:{run}:");
     let options = LockOptions::new()
         .ttl(ttl)
         .retry(RetryPolicy::once())
@@ -136,6 +150,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     let mut subjects = vec![Subject {
         name: "single".to_owned(),
         lock: single.clone(),
+        plain: None,
     }];
     let sizes: Vec<usize> = if local {
         vec![3, 5, 7]
@@ -148,6 +163,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         subjects.push(Subject {
             name: format!("quorum-{n}"),
             lock,
+            plain: None,
         });
     }
     let main_n = if local { TARGET_NODES } else { urls.len() };
@@ -160,12 +176,20 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
 
     // Fail early, with the reason, when the nodes cannot be locked on at all.
     for subject in &subjects {
-        let guard = subject
-            .lock
-            .try_acquire("preflight")
-            .await
-            .map_err(|e| format!("{}: a first acquire failed: {e}", subject.name))?;
-        guard.release().await;
+        preflight(subject).await?;
+    }
+    // The main quorum lock with fencing on, beside the plain one in the sequential rounds; left
+    // out, with a note, where fencing cannot work (nodes that do not persist every write).
+    let fenced = fencing::fenced_subject(
+        urls.iter().take(main_n).cloned(),
+        &options,
+        &fence_prefix,
+        &main_name,
+    )?;
+    let fenced_lock = fenced.lock.clone();
+    match preflight(&fenced).await {
+        Ok(()) => subjects.push(fenced),
+        Err(e) => notes.push(format!("{e}: measured without fencing")),
     }
 
     let machine = Machine {
@@ -195,6 +219,14 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         rows.extend(faults);
     }
     progress.finish();
+    // Fence counters never expire: delete the ones this run made, also on nodes of your own.
+    let resources = scenarios::subject_resources(&plan).chain([PREFLIGHT.to_owned()]);
+    let left = fencing::delete_counters(&fenced_lock, resources).await;
+    if left > 0 {
+        notes.push(format!(
+            "{left} fence counters under {fence_prefix} could not be deleted on every node"
+        ));
+    }
 
     fill_ratios(&mut rows);
     let targets = evaluate_targets(&rows, main_n, local);

@@ -1,7 +1,7 @@
 //! What `quorumlock bench` measures on the direct nodes, and how: sequential acquire+release
-//! (with the raw redis-rs floor), allocations per cycle, throughput and contended hand-off. Every
-//! scenario runs its locks interleaved in rounds, so that a drift in the machine's speed hits
-//! them alike.
+//! (with the raw redis-rs floor, and the fenced quorum lock beside the plain one), allocations
+//! per cycle, throughput and contended hand-off. Every scenario runs its locks interleaved in
+//! rounds, so that a drift in the machine's speed hits them alike.
 
 use std::time::Duration;
 
@@ -17,10 +17,30 @@ use super::stats::{Row, Tally};
 pub(super) struct Subject {
     pub(super) name: String,
     pub(super) lock: Lock,
+    /// For a lock with fencing on, the name of the same lock without it, which its rows are
+    /// also compared with.
+    pub(super) plain: Option<String>,
 }
 
 /// The scenario of the sequential rows.
 const CYCLE: &str = "acquire+release, 1 task";
+/// The resource of the sequential warm-up, and the stem of the sequential cycles' resources.
+const CYCLE_KEYS: &str = "cycle";
+/// The resource of the allocation count.
+const ALLOC_KEY: &str = "alloc";
+
+/// Sequential cycles per lock in each round.
+fn per_round(plan: &Plan) -> u64 {
+    (plan.cycle_ops / plan.rounds).max(1)
+}
+
+/// Every resource [`sequential`] and [`allocations`] may lock a subject on.
+pub(super) fn subject_resources(plan: &Plan) -> impl Iterator<Item = String> {
+    let cycles = (0..plan.rounds * per_round(plan)).map(|i| format!("{CYCLE_KEYS}:{i}"));
+    [CYCLE_KEYS.to_owned(), ALLOC_KEY.to_owned()]
+        .into_iter()
+        .chain(cycles)
+}
 
 /// Sequential acquire+release on every subject, and on the raw floor over the first node and
 /// over the first `main_n` nodes, interleaved in rounds.
@@ -32,7 +52,7 @@ pub(super) async fn sequential(
     progress: &Progress,
 ) -> Result<Vec<Row>, String> {
     for subject in subjects {
-        warm_up(&subject.lock, "cycle").await;
+        warm_up(&subject.lock, CYCLE_KEYS).await;
     }
     let raws = [
         Raw::connect("raw-1".to_owned(), urls.get(..1).unwrap_or(urls)).await?,
@@ -43,7 +63,7 @@ pub(super) async fn sequential(
     }
     let mut tallies: Vec<Tally> = subjects.iter().map(|_| Tally::new()).collect();
     let mut raw_tallies: Vec<Tally> = raws.iter().map(|_| Tally::new()).collect();
-    let per_round = (plan.cycle_ops / plan.rounds).max(1);
+    let per_round = per_round(plan);
     let cap = Duration::from_millis(plan.cycle_cap_ms / plan.rounds);
     for round in 0..plan.rounds {
         let batch = |key_base| Batch {
@@ -54,7 +74,7 @@ pub(super) async fn sequential(
         };
         for (subject, tally) in subjects.iter().zip(&mut tallies) {
             progress.round(CYCLE, &subject.name, round, plan.rounds);
-            cycles(&subject.lock, batch("cycle"), tally).await;
+            cycles(&subject.lock, batch(CYCLE_KEYS), tally).await;
         }
         for (raw, tally) in raws.iter().zip(&mut raw_tallies) {
             progress.round(CYCLE, &raw.name, round, plan.rounds);
@@ -63,7 +83,11 @@ pub(super) async fn sequential(
     }
     let mut rows = Vec::new();
     for (subject, tally) in subjects.iter().zip(tallies) {
-        rows.push(cycle_row(&subject.name, tally).vs_single("cycle/single"));
+        let row = cycle_row(&subject.name, tally).vs_single("cycle/single");
+        rows.push(match &subject.plain {
+            Some(plain) => row.vs_plain(&format!("cycle/{plain}")),
+            None => row,
+        });
         progress.done(1);
     }
     for (raw, tally) in raws.iter().zip(raw_tallies) {
@@ -91,7 +115,7 @@ pub(super) async fn allocations(
 ) {
     for subject in subjects {
         progress.step(format!("allocations per cycle: {}", subject.name));
-        let allocs = allocs_per_cycle(&subject.lock, "alloc", plan.alloc_cycles).await;
+        let allocs = allocs_per_cycle(&subject.lock, ALLOC_KEY, plan.alloc_cycles).await;
         if let Some(row) = rows
             .iter_mut()
             .find(|r| r.id == format!("cycle/{}", subject.name))

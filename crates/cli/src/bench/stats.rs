@@ -1,5 +1,6 @@
 //! Latency statistics: HDR histograms in nanoseconds, a measured [`Row`] with its percentiles,
-//! throughput and CDF points, and its ratios to a baseline row.
+//! throughput and CDF points, and its ratios to its baseline rows (the single-node lock, the
+//! healthy cluster, the same lock without fencing).
 
 use std::time::Duration;
 
@@ -42,6 +43,9 @@ pub(super) struct Row {
     /// The healthy-cluster row this one is compared with (fault scenarios).
     pub(super) healthy_id: Option<String>,
     pub(super) vs_healthy: Option<Ratios>,
+    /// The same lock without fencing, for a fenced lock's row.
+    pub(super) plain_id: Option<String>,
+    pub(super) vs_plain: Option<Ratios>,
     /// `[latency_us, fraction]` points of the latency CDF.
     pub(super) cdf: Vec<[f64; 2]>,
 }
@@ -118,6 +122,8 @@ impl Row {
             vs_single: None,
             healthy_id: None,
             vs_healthy: None,
+            plain_id: None,
+            vs_plain: None,
             cdf: cdf_points(&hist),
         }
     }
@@ -129,6 +135,11 @@ impl Row {
 
     pub(super) fn vs_healthy(mut self, id: &str) -> Row {
         self.healthy_id = Some(id.to_owned());
+        self
+    }
+
+    pub(super) fn vs_plain(mut self, id: &str) -> Row {
+        self.plain_id = Some(id.to_owned());
         self
     }
 }
@@ -173,6 +184,9 @@ pub(super) fn fill_ratios(rows: &mut [Row]) {
         }
         if let Some(base) = find(&row.healthy_id) {
             row.vs_healthy = Some(ratios(row, base));
+        }
+        if let Some(base) = find(&row.plain_id) {
+            row.vs_plain = Some(ratios(row, base));
         }
     }
 }

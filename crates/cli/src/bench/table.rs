@@ -70,7 +70,7 @@ pub(super) fn render(report: &Report) -> String {
          acquire+release cycle (whole process). Throughput rows: latency of one cycle under load;\n\
          acquire/release-only rows: ops/s counts time inside the timed call only.\n\
          raw-N = the lock's commands sent over redis-rs alone, no lock logic (the floor on this\n\
-         machine); its ×1 is relative to raw-1.\n"
+         machine); its ×1 is relative to raw-1. quorum-N-fenced = quorum-N with fencing on.\n"
     );
     let _ = writeln!(
         out,
@@ -111,6 +111,19 @@ pub(super) fn render(report: &Report) -> String {
             "  (floor: {name} / raw-1 over redis-rs alone: p50 {:.2}, p99 {:.2})",
             v.p50, v.p99
         );
+    }
+    for row in &report.rows {
+        let plain = report
+            .rows
+            .iter()
+            .find(|r| row.plain_id.as_ref() == Some(&r.id));
+        if let (Some(v), Some(plain)) = (row.vs_plain, plain) {
+            let _ = writeln!(
+                out,
+                "  (fencing: {} / {}, {}: p50 {:.2}, p99 {:.2}, ops/s {:.2})",
+                row.lock, plain.lock, row.scenario, v.p50, v.p99, v.ops_per_s
+            );
+        }
     }
     for note in &report.notes {
         let _ = writeln!(out, "note: {note}");
