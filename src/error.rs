@@ -366,12 +366,14 @@ pub enum NodeError {
         left: Duration,
     },
     /// Acquire with fencing only: the node does not persist every write (AOF with `appendfsync
-    /// always`), so a crash could take its fence counter back to an older value and a later
-    /// holder could get a fence no larger than an earlier one's. Nothing is sent to it. See
+    /// always`), or the user may not read its fsync policy (`CONFIG GET`, refused by an ACL), so
+    /// a crash could take its fence counter back to an older value and a later holder could get
+    /// a fence no larger than an earlier one's. Nothing is sent to it. See
     /// [`LockOptions::fence_volatile_nodes`](crate::LockOptions::fence_volatile_nodes).
     #[error(
-        "fencing: the node does not persist every write (AOF with appendfsync always), so its \
-         fence counter could go back in a crash (see LockOptions::fence_volatile_nodes)"
+        "fencing: the node does not persist every write (AOF with appendfsync always), or CONFIG \
+         GET appendfsync was refused, so its fence counter could go back in a crash (see \
+         LockOptions::fence_volatile_nodes)"
     )]
     NotDurable,
 }

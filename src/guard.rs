@@ -291,7 +291,6 @@ impl fmt::Debug for Guard {
             .field("resource", &String::from_utf8_lossy(self.resource()))
             .field("token", &self.token)
             .field("fence", &self.fence)
-            .field("fence", &self.fence)
             .field("remaining", &self.remaining())
             .finish_non_exhaustive()
     }

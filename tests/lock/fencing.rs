@@ -224,6 +224,99 @@ async fn a_fence_no_quorum_confirmed_is_not_handed_out_and_the_keys_are_released
     .await;
 }
 
+/// The least-privilege ACL user of `docs/deployment.md`, with the three rules fencing adds, can
+/// take fences; without `+incr`, or without `+config|get` (the fsync policy unknown, so no node
+/// counts as durable), it cannot.
+#[tokio::test]
+async fn the_documented_acl_user_with_the_fencing_rules_takes_fences() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        let fencing_rules = [
+            "reset",
+            "on",
+            ">pw",
+            "~quorumlock:*",
+            "~quorumlock-fence:*",
+            "resetchannels",
+            "+set",
+            "+get",
+            "+del",
+            "+pexpire",
+            "+incr",
+            "+eval",
+            "+evalsha",
+            "+script|load",
+            "+info",
+            "+config|get",
+        ];
+        let set_user = async |rules: &[&str]| {
+            for node in 0..cluster.len() {
+                let mut admin = cluster.connection(node).await.unwrap();
+                let () = redis::cmd("ACL")
+                    .arg("SETUSER")
+                    .arg("fencer")
+                    .arg(rules)
+                    .query_async(&mut admin)
+                    .await
+                    .unwrap();
+            }
+        };
+        let urls: Vec<String> = (0..cluster.len())
+            .map(|node| {
+                format!(
+                    "redis://fencer:pw@127.0.0.1:{}",
+                    cluster.port(node).unwrap()
+                )
+            })
+            .collect();
+        set_user(&fencing_rules).await;
+        let lock = Lock::quorum(urls.clone(), fenced()).unwrap();
+        for expected in 1..=2 {
+            let mut guard = lock.try_acquire("acl").await.unwrap();
+            assert_eq!(guard.fence(), Some(expected));
+            guard.extend(Duration::from_secs(10)).await.unwrap();
+            guard.release().await;
+        }
+        lock.settle().await;
+
+        for left_out in ["+incr", "+config|get"] {
+            let rules: Vec<&str> = fencing_rules
+                .iter()
+                .copied()
+                .filter(|rule| *rule != left_out)
+                .collect();
+            set_user(&rules).await;
+            let lock = Lock::quorum(urls.clone(), fenced()).unwrap();
+            let error = lock.try_acquire("acl").await.unwrap_err();
+            assert!(
+                matches!(error, Error::Unavailable { .. }),
+                "{left_out}: {error}"
+            );
+            if left_out == "+config|get" {
+                assert!(
+                    error
+                        .outcomes()
+                        .iter()
+                        .any(|o| o.reply == NodeReply::Failed(NodeError::NotDurable)),
+                    "{error}"
+                );
+            }
+            lock.settle().await;
+            assert_no_keys_but_counters(&cluster).await;
+        }
+    })
+    .await;
+}
+
+/// Fails unless the only keys left are fence counters.
+async fn assert_no_keys_but_counters(cluster: &quorumlock_harness::TestCluster) {
+    for node in 0..cluster.len() {
+        let mut connection = cluster.connection(node).await.unwrap();
+        let keys: Vec<String> = connection.keys("quorumlock:*").await.unwrap();
+        assert!(keys.is_empty(), "node {node} kept {keys:?}");
+    }
+}
+
 /// Fencing needs counters that survive a crash: nodes without AOF `always` do not vote unless
 /// allowed, and the error says why.
 #[tokio::test]
