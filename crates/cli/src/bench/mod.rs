@@ -12,6 +12,7 @@
 mod alloc;
 mod faults;
 mod fencing;
+mod kept;
 mod loops;
 mod plan;
 mod plots;
@@ -32,7 +33,7 @@ use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 use crate::flags::{self, NODES_ENV};
 
 use faults::fault_scenarios;
-use plan::{Plan, TARGET_NODES};
+use plan::{KEPT_TTL, Plan, TARGET_NODES};
 use plots::write_plots;
 use progress::Progress;
 use report::{Machine, Report, cpu_model, redis_version};
@@ -115,7 +116,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
 
     // Where the nodes are. `_direct` and `proxied` keep the local servers alive until the end.
     let local = args.nodes.is_empty();
-    let (_direct, proxied, urls) = if local {
+    let (mut direct, proxied, urls) = if local {
         eprintln!("starting 7 + 5 local redis-server processes on 127.0.0.1 …");
         // AOF appendfsync always (on tmpfs: the fsync costs nothing), so that the restart
         // guard, on as by default, lets the fresh nodes vote at once.
@@ -218,6 +219,30 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         let faults = fault_scenarios(cluster, &single, &options, &plan, &progress).await?;
         rows.extend(faults);
     }
+    // 6. What keeping many guards alive costs, on the local five nodes only: on nodes of your
+    // own it would hold thousands of keys there.
+    let kept = match direct.as_mut() {
+        Some(cluster) => {
+            let servers: Vec<u32> = (0..TARGET_NODES)
+                .filter_map(|node| cluster.pid(node).ok().flatten())
+                .collect();
+            let lock = Lock::quorum(
+                urls.iter().take(TARGET_NODES).cloned(),
+                options.clone().ttl(KEPT_TTL),
+            )
+            .map_err(|e| format!("kept guards: {e}"))?;
+            progress.step(format!("{} kept guards", plan.kept_guards));
+            let cost = kept::kept_guards(
+                &lock,
+                &servers,
+                plan.kept_guards,
+                Duration::from_millis(plan.kept_hold_ms),
+            )
+            .await?;
+            Some(cost)
+        }
+        None => None,
+    };
     progress.finish();
     // Fence counters never expire: delete the ones this run made, also on nodes of your own.
     let resources = scenarios::subject_resources(&plan).chain([PREFLIGHT.to_owned()]);
@@ -244,6 +269,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         node_timeout_ms,
         rows,
         targets,
+        kept,
         notes,
     };
     print!("{}", render(&report));
@@ -257,6 +283,6 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         println!("plots written to {}: {}", dir.display(), written.join(", "));
     }
     // Dropping the clusters kills and reaps every server and proxy started above.
-    drop(proxied);
+    drop((direct, proxied));
     Ok(())
 }

@@ -39,6 +39,10 @@ pub(super) struct Plan {
     pub(super) net_one_way_ms: u64,
     /// Acquire+release cycles per lock in the simulated-network scenario.
     pub(super) net_ops: u64,
+    /// Guards kept alive at once in the keep-alive cost scenario.
+    pub(super) kept_guards: usize,
+    /// How long they are held.
+    pub(super) kept_hold_ms: u64,
 }
 
 impl Plan {
@@ -60,6 +64,8 @@ impl Plan {
                 slow_one_way_ms: 10,
                 net_one_way_ms: 1,
                 net_ops: 300,
+                kept_guards: 1_000,
+                kept_hold_ms: 3_000,
             }
         } else {
             Plan {
@@ -78,6 +84,8 @@ impl Plan {
                 slow_one_way_ms: 10,
                 net_one_way_ms: 1,
                 net_ops: 1_000,
+                kept_guards: 10_000,
+                kept_hold_ms: 10_000,
             }
         }
     }
@@ -92,5 +100,7 @@ pub(super) const SETTLE_EVERY: u64 = 32;
 pub(super) const SETTLE_CAP: Duration = Duration::from_secs(5);
 /// Hard cap on the cycles of any throughput step, whatever its duration.
 pub(super) const THROUGHPUT_MAX_OPS: u64 = 5_000_000;
+/// The TTL of the kept guards: extended every second, so a hold sees several rounds.
+pub(super) const KEPT_TTL: Duration = Duration::from_secs(3);
 /// The five-node cluster the targets refer to.
 pub(super) const TARGET_NODES: usize = 5;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::kept::KeptCost;
 use super::plan::Plan;
 use super::stats::Row;
 use super::targets::Target;
@@ -29,6 +30,8 @@ pub(super) struct Report {
     pub(super) node_timeout_ms: u64,
     pub(super) rows: Vec<Row>,
     pub(super) targets: Vec<Target>,
+    /// What keeping many guards alive at once cost (not with `--nodes`).
+    pub(super) kept: Option<KeptCost>,
     pub(super) notes: Vec<String>,
 }
 

@@ -125,6 +125,25 @@ pub(super) fn render(report: &Report) -> String {
             );
         }
     }
+    if let Some(kept) = &report.kept {
+        let figure = |value: Option<f64>, unit: &str| {
+            value.map_or_else(|| "n/a".to_owned(), |value| format!("{value:.1} {unit}"))
+        };
+        let _ = writeln!(
+            out,
+            "  (keep-alive: {} guards on quorum-5, ttl {} ms, held {} ms, {} extensions, {} lost: \
+             client CPU {}, {} per extension; servers' CPU {}; client memory {} per guard)",
+            kept.guards,
+            kept.ttl_ms,
+            kept.hold_ms,
+            kept.extensions,
+            kept.lost,
+            figure(kept.client_cpu_ms_per_s, "ms/s"),
+            figure(kept.client_cpu_us_per_extension, "µs"),
+            figure(kept.server_cpu_ms_per_s, "ms/s"),
+            figure(kept.rss_bytes_per_guard.map(|bytes| bytes / 1024.0), "KiB"),
+        );
+    }
     for note in &report.notes {
         let _ = writeln!(out, "note: {note}");
     }
