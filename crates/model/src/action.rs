@@ -85,6 +85,7 @@ pub(crate) enum Event {
     },
     Began {
         token: Token,
+        t0: Tick,
     },
     Recovering {
         token: Token,

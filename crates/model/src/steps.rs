@@ -125,6 +125,7 @@ impl FencingModel {
         };
         log.note(Event::Began {
             token: client.token(),
+            t0: now,
         });
         Some(())
     }

@@ -162,7 +162,7 @@ fn describe(event: &Event) -> String {
             before,
             after,
         } => format!("n{node} recovers its counter from the other nodes: {before} → {after}"),
-        Event::Began { token } => format!("{token} starts acquiring (T0 = now)"),
+        Event::Began { token, t0 } => format!("{token} starts acquiring, T0 = {t0}"),
         Event::Recovering { token, node } => {
             format!("n{node} is recovering (restart guard): no vote for {token}")
         }
