@@ -41,7 +41,7 @@ pub struct Config {
     pub give_up: bool,
     /// Not in the library, a candidate remedy for the counter a restart without data loses: such
     /// a node does not vote until its counter has been raised to the largest counter of all the
-    /// other nodes (one environment step, [`Action::RecoverCounter`](crate::model::Action)).
+    /// other nodes (one environment step, [`Action::RecoverCounter`](crate::action::Action::RecoverCounter)).
     pub counter_recovery: bool,
 }
 

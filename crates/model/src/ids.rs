@@ -28,7 +28,7 @@ pub const MAX_GRANTS: usize = 4;
 pub const MAX_WRITES: usize = 8;
 
 /// A node's index as its id (indices are below [`MAX_NODES`] by validation).
-pub(crate) fn node_id(index: usize) -> NodeId {
+pub(crate) fn as_node_id(index: usize) -> NodeId {
     NodeId::try_from(index).unwrap_or(NodeId::MAX)
 }
 

@@ -10,7 +10,7 @@ use crate::bounded::Bounded;
 use crate::client::{Client, Phase};
 use crate::config::{Config, ConfigError};
 use crate::ids::{
-    ClientId, Fence, MAX_CLIENTS, MAX_GRANTS, MAX_NODES, NodeSet, Tick, Token, node_id,
+    ClientId, Fence, MAX_CLIENTS, MAX_GRANTS, MAX_NODES, NodeSet, Tick, Token, as_node_id,
 };
 use crate::node::{Node, Restart};
 use crate::properties::{self, FirstDiscoveries};
@@ -148,7 +148,7 @@ impl Model for FencingModel {
             actions.push(Action::Tick);
         }
         if state.restarts_left > 0 {
-            for node in (0..self.config.nodes).map(node_id) {
+            for node in (0..self.config.nodes).map(as_node_id) {
                 if self.config.restart_with_data {
                     actions.push(Action::Restart {
                         node,
@@ -166,7 +166,7 @@ impl Model for FencingModel {
         for (index, node) in state.nodes.iter().enumerate() {
             if node.counter_stale {
                 actions.push(Action::RecoverCounter {
-                    node: node_id(index),
+                    node: as_node_id(index),
                 });
             }
         }

@@ -3,7 +3,7 @@
 
 use crate::action::{Action, Event, Log};
 use crate::client::{Client, Phase, Tally, tally, valid_until};
-use crate::ids::{ClientId, NodeId, NodeSet, Tick, node_id};
+use crate::ids::{ClientId, NodeId, NodeSet, Tick, as_node_id};
 use crate::model::{FencingModel, Grant, State};
 use crate::node::{AcquireReply, Restart, WriteBackReply};
 
@@ -46,7 +46,7 @@ impl FencingModel {
         for (index, node) in state.nodes.iter_mut().enumerate() {
             let before = *node;
             node.advance_to(state.now);
-            let id = node_id(index);
+            let id = as_node_id(index);
             if let (Some(key), None) = (before.key, node.key) {
                 log.note(Event::KeyExpired {
                     node: id,
@@ -75,7 +75,9 @@ impl FencingModel {
         }
         state.restarts_left = state.restarts_left.checked_sub(1)?;
         state.lost_data = state.lost_data.with(node);
-        let recovering_until = (self.config().restart_guard && restart == Restart::WithoutData)
+        let recovering_until = self
+            .config()
+            .restart_guard
             .then(|| state.now.saturating_add(self.config().guard_period()));
         let target = state.nodes.get_mut(usize::from(node))?;
         let lost = *target;

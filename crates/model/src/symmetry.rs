@@ -5,7 +5,7 @@
 
 use crate::client::{Client, Phase};
 use crate::config::Config;
-use crate::ids::{ClientId, NodeId, NodeSet, Token, node_id};
+use crate::ids::{ClientId, NodeId, NodeSet, Token, as_node_id};
 use crate::model::State;
 use crate::node::{LockKey, Node};
 
@@ -126,7 +126,10 @@ impl Renaming {
     fn apply(&self, state: &State) -> State {
         let mut renamed = *state;
         for (old, node) in state.nodes.iter().enumerate() {
-            if let Some(slot) = renamed.nodes.get_mut(usize::from(self.node(node_id(old)))) {
+            if let Some(slot) = renamed
+                .nodes
+                .get_mut(usize::from(self.node(as_node_id(old))))
+            {
                 *slot = Node {
                     key: node.key.map(|key| LockKey {
                         token: self.token(key.token),
