@@ -8,7 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::keep_alive::Lost;
+use crate::lease::Lost;
 
 /// The error type of every fallible operation in this crate.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -2,6 +2,9 @@
 //! the validity, retries with jitter, and releases on every node whenever an acquisition fails,
 //! is cancelled, or its future is dropped. Each acquisition keeps a [`Ledger`] of its requests
 //! per node, so that every release reaches a node after them (or says it may not have).
+//!
+//! Just over 500 lines: the acquisition is one flow (attempts, the fan-out, the fence's
+//! write-back, the validity, cleanup on every path) that reads best in one place.
 
 use std::fmt;
 use std::future::{Future, pending};

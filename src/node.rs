@@ -1,6 +1,9 @@
 //! One Redis master: its address, its lazily made multiplexed connection, and the timeouts that
 //! bound every command sent to it.
 //!
+//! Just over 500 lines: the connection slot, the identity read on connect and the two vote
+//! gates share one connection's state; their tests against real servers stay beside them.
+//!
 //! The connection is made on first use, in a background task shared by every caller that needs
 //! it meanwhile, so a dead or hung node costs each caller at most its own timeout and never
 //! queues callers one behind another. A command that finds the connection broken drops it, and

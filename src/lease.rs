@@ -1,0 +1,188 @@
+//! [`Lease`]: the view of a kept lock that the keep-alive task updates and the holder reads
+//! (validity, fence, the lost signal), and [`Lost`], why a kept lock was lost. The task itself is
+//! in `keep_alive.rs`.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::clock::Moment;
+use crate::error::{Error, NodeOutcome, NodeReply};
+use crate::token::Token;
+
+/// Why a kept lock was lost: it can no longer be proven held.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Lost {
+    /// An extension found our key gone on so many nodes that no quorum can hold it: it expired
+    /// or was deleted there, and someone else may hold the lock now.
+    #[error(
+        "our key is gone on too many nodes for a quorum ({} answered not ours)",
+        not_ours(outcomes)
+    )]
+    #[non_exhaustive]
+    Taken {
+        /// What each node said to that extension.
+        outcomes: Vec<NodeOutcome>,
+    },
+    /// No extension succeeded before the validity ran out (nodes failing or unreachable).
+    #[error("no extension succeeded before the validity ran out{}", LastError(last_error.as_deref()))]
+    #[non_exhaustive]
+    Expired {
+        /// The last extension's error, if one was tried.
+        last_error: Option<Box<Error>>,
+    },
+    /// The hold reached [`KeepAlive::max_hold`].
+    #[error("held for max_hold ({max_hold:?})")]
+    #[non_exhaustive]
+    MaxHold {
+        /// The bound.
+        max_hold: Duration,
+    },
+    /// There was no tokio runtime to run the keep-alive on (the guard was moved out of every
+    /// runtime), so the lock was never kept alive.
+    #[error("no tokio runtime to keep the lock alive on")]
+    NoRuntime,
+}
+
+impl Lost {
+    /// The per-node outcomes behind the loss (empty when there are none).
+    pub fn outcomes(&self) -> &[NodeOutcome] {
+        match self {
+            Lost::Taken { outcomes } => outcomes,
+            Lost::Expired {
+                last_error: Some(error),
+            } => error.outcomes(),
+            _ => &[],
+        }
+    }
+}
+
+pub(crate) fn not_ours(outcomes: &[NodeOutcome]) -> usize {
+    outcomes
+        .iter()
+        .filter(|outcome| outcome.reply == NodeReply::NotOurs)
+        .count()
+}
+
+/// ": <error>" when there is one.
+struct LastError<'a>(Option<&'a Error>);
+
+impl fmt::Display for LastError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(error) => write!(f, ": {error}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// What the keep-alive task and every [`Lease`] handle share.
+pub(crate) struct State {
+    pub(crate) resource: Box<[u8]>,
+    pub(crate) token: Token,
+    pub(crate) fence: Option<u64>,
+    /// Until when the lease is trusted: the validity less the schedule's margin.
+    pub(crate) trusted_until: Mutex<Moment>,
+    pub(crate) extensions: AtomicU64,
+    pub(crate) lost: watch::Sender<Option<Lost>>,
+}
+
+impl State {
+    pub(crate) fn trusted_until(&self) -> Moment {
+        *self
+            .trusted_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A view of a kept lock: whether it is still held, until when, its fence, and a future that
+/// completes when it is lost. Cheap to clone; every clone sees the same lease.
+#[derive(Clone)]
+pub struct Lease {
+    pub(crate) state: Arc<State>,
+}
+
+impl Lease {
+    /// The resource name, as given to `acquire`.
+    pub fn resource(&self) -> &[u8] {
+        &self.state.resource
+    }
+
+    /// The acquisition's token.
+    pub fn token(&self) -> &Token {
+        &self.state.token
+    }
+
+    /// The acquisition's fence, with fencing on (see [`Guard::fence`]).
+    pub fn fence(&self) -> Option<u64> {
+        self.state.fence
+    }
+
+    /// Until when the lock may be relied on, on the `Instant` clock, read now: the validity of
+    /// the last successful extension (or of the acquisition), less a small margin (1 % of the
+    /// TTL, between 1 ms and 50 ms) so that the lost signal, a timer, fires before the validity
+    /// ends even when it fires a little late.
+    pub fn valid_until(&self) -> Instant {
+        self.state.trusted_until().to_instant()
+    }
+
+    /// Time left until [`valid_until`](Lease::valid_until); zero once lost.
+    pub fn remaining(&self) -> Duration {
+        if self.lost_reason().is_some() {
+            return Duration::ZERO;
+        }
+        self.state
+            .trusted_until()
+            .saturating_duration_since(Moment::now())
+    }
+
+    /// Whether the lock may be relied on now: not lost, and before
+    /// [`valid_until`](Lease::valid_until). It turns false no later than the moment
+    /// [`lost`](Lease::lost) completes.
+    pub fn is_valid(&self) -> bool {
+        self.lost_reason().is_none() && Moment::now() < self.state.trusted_until()
+    }
+
+    /// How many extensions have succeeded.
+    pub fn extensions(&self) -> u64 {
+        self.state.extensions.load(Ordering::Relaxed)
+    }
+
+    /// Why the lock was lost, once it was.
+    pub fn lost_reason(&self) -> Option<Lost> {
+        self.state.lost.borrow().clone()
+    }
+
+    /// Completes when the lock is lost, with the reason; at the latest when the validity of the
+    /// last successful extension runs out. Stays pending after a release.
+    pub async fn lost(&self) -> Lost {
+        let mut receiver = self.state.lost.subscribe();
+        let lost = receiver
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|lost| lost.clone());
+        match lost {
+            Some(lost) => lost,
+            // The sender lives in the state this lease holds: it is never dropped first.
+            None => std::future::pending().await,
+        }
+    }
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("resource", &String::from_utf8_lossy(self.resource()))
+            .field("fence", &self.fence())
+            .field("remaining", &self.remaining())
+            .field("extensions", &self.extensions())
+            .field("lost", &self.lost_reason())
+            .finish()
+    }
+}
