@@ -1,14 +1,15 @@
 //! Errors: what went wrong for the whole operation ([`Error`]), and what happened on each node
 //! ([`NodeOutcome`], [`NodeReply`], [`NodeError`]).
 //!
+//! Over 500 lines: every error type of the crate, each variant with the documentation a user
+//! reads when it happens, and their shared `Display` helpers.
+//!
 //! Every lock error carries the per-node outcomes, so "held by someone else" is never confused
 //! with "not enough nodes answered", and a log line can say which node did what.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
-
-use crate::lease::Lost;
 
 /// The error type of every fallible operation in this crate.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -466,5 +467,72 @@ impl fmt::Display for Summary<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Why a kept lock was lost: it can no longer be proven held.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Lost {
+    /// An extension found our key gone on so many nodes that no quorum can hold it: it expired
+    /// or was deleted there, and someone else may hold the lock now.
+    #[error(
+        "our key is gone on too many nodes for a quorum ({} answered not ours)",
+        not_ours(outcomes)
+    )]
+    #[non_exhaustive]
+    Taken {
+        /// What each node said to that extension.
+        outcomes: Vec<NodeOutcome>,
+    },
+    /// No extension succeeded before the validity ran out (nodes failing or unreachable).
+    #[error("no extension succeeded before the validity ran out{}", LastError(last_error.as_deref()))]
+    #[non_exhaustive]
+    Expired {
+        /// The last extension's error, if one was tried.
+        last_error: Option<Box<Error>>,
+    },
+    /// The hold reached [`KeepAlive::max_hold`].
+    #[error("held for max_hold ({max_hold:?})")]
+    #[non_exhaustive]
+    MaxHold {
+        /// The bound.
+        max_hold: Duration,
+    },
+    /// There was no tokio runtime to run the keep-alive on (the guard was moved out of every
+    /// runtime), so the lock was never kept alive.
+    #[error("no tokio runtime to keep the lock alive on")]
+    NoRuntime,
+}
+
+impl Lost {
+    /// The per-node outcomes behind the loss (empty when there are none).
+    pub fn outcomes(&self) -> &[NodeOutcome] {
+        match self {
+            Lost::Taken { outcomes } => outcomes,
+            Lost::Expired {
+                last_error: Some(error),
+            } => error.outcomes(),
+            _ => &[],
+        }
+    }
+}
+
+pub(crate) fn not_ours(outcomes: &[NodeOutcome]) -> usize {
+    outcomes
+        .iter()
+        .filter(|outcome| outcome.reply == NodeReply::NotOurs)
+        .count()
+}
+
+/// ": <error>" when there is one.
+struct LastError<'a>(Option<&'a Error>);
+
+impl fmt::Display for LastError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(error) => write!(f, ": {error}"),
+            None => Ok(()),
+        }
     }
 }

@@ -26,9 +26,9 @@ use tokio::task::JoinHandle;
 
 use crate::background::Background;
 use crate::clock::Moment;
-use crate::error::Error;
+use crate::error::{Error, Lost, not_ours};
 use crate::guard::{Guard, ReleaseReport};
-use crate::lease::{Lease, Lost, State, not_ours};
+use crate::lease::{Lease, State};
 use crate::lock::Lock;
 use crate::renewal::{Schedule, taken};
 

@@ -1,6 +1,6 @@
 //! [`Lease`]: the view of a kept lock that the keep-alive task updates and the holder reads
-//! (validity, fence, the lost signal), and [`Lost`], why a kept lock was lost. The task itself is
-//! in `keep_alive.rs`.
+//! (validity, fence, the lost signal; why it was lost is a [`Lost`], in `error.rs`). The task
+//! itself is in `keep_alive.rs`.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,75 +10,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::clock::Moment;
-use crate::error::{Error, NodeOutcome, NodeReply};
+use crate::error::Lost;
 use crate::token::Token;
-
-/// Why a kept lock was lost: it can no longer be proven held.
-#[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
-pub enum Lost {
-    /// An extension found our key gone on so many nodes that no quorum can hold it: it expired
-    /// or was deleted there, and someone else may hold the lock now.
-    #[error(
-        "our key is gone on too many nodes for a quorum ({} answered not ours)",
-        not_ours(outcomes)
-    )]
-    #[non_exhaustive]
-    Taken {
-        /// What each node said to that extension.
-        outcomes: Vec<NodeOutcome>,
-    },
-    /// No extension succeeded before the validity ran out (nodes failing or unreachable).
-    #[error("no extension succeeded before the validity ran out{}", LastError(last_error.as_deref()))]
-    #[non_exhaustive]
-    Expired {
-        /// The last extension's error, if one was tried.
-        last_error: Option<Box<Error>>,
-    },
-    /// The hold reached [`KeepAlive::max_hold`].
-    #[error("held for max_hold ({max_hold:?})")]
-    #[non_exhaustive]
-    MaxHold {
-        /// The bound.
-        max_hold: Duration,
-    },
-    /// There was no tokio runtime to run the keep-alive on (the guard was moved out of every
-    /// runtime), so the lock was never kept alive.
-    #[error("no tokio runtime to keep the lock alive on")]
-    NoRuntime,
-}
-
-impl Lost {
-    /// The per-node outcomes behind the loss (empty when there are none).
-    pub fn outcomes(&self) -> &[NodeOutcome] {
-        match self {
-            Lost::Taken { outcomes } => outcomes,
-            Lost::Expired {
-                last_error: Some(error),
-            } => error.outcomes(),
-            _ => &[],
-        }
-    }
-}
-
-pub(crate) fn not_ours(outcomes: &[NodeOutcome]) -> usize {
-    outcomes
-        .iter()
-        .filter(|outcome| outcome.reply == NodeReply::NotOurs)
-        .count()
-}
-
-/// ": <error>" when there is one.
-struct LastError<'a>(Option<&'a Error>);
-
-impl fmt::Display for LastError<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(error) => write!(f, ": {error}"),
-            None => Ok(()),
-        }
-    }
-}
 
 /// What the keep-alive task and every [`Lease`] handle share.
 pub(crate) struct State {

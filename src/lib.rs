@@ -97,10 +97,10 @@ mod validity;
 #[cfg(feature = "chaos-defects")]
 #[doc(hidden)]
 pub use defect::{Defect, UnknownDefect};
-pub use error::{ConfigError, Error, NodeError, NodeOutcome, NodeReply};
+pub use error::{ConfigError, Error, Lost, NodeError, NodeOutcome, NodeReply};
 pub use guard::{Guard, ReleaseReport};
 pub use keep_alive::{KeepAlive, KeptGuard};
-pub use lease::{Lease, Lost};
+pub use lease::Lease;
 pub use lock::Lock;
 pub use options::{LockOptions, Topology};
 pub use retry::RetryPolicy;
