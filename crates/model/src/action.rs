@@ -2,8 +2,8 @@
 //! reports having happened, for the trace printer.
 
 use crate::ids::{ClientId, Fence, NodeId, NodeSet, Tick, Token};
-use crate::model::Grant;
 use crate::node::{AcquireReply, Node, Restart, WriteBackReply};
+use crate::state::Grant;
 
 /// One step of a client or of the environment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,68 +1,19 @@
-//! The model for stateright: the state of nodes, clients, grants and store, and which actions
-//! each state allows (what they do is in `steps.rs`).
+//! The model for stateright: the configuration and symmetry a checker run explores with, and
+//! the initial state (the state is in `state.rs`, which actions each state allows in `rules.rs`,
+//! what they do in `steps.rs`).
 
 use std::sync::Arc;
 
-use stateright::{Model, Property};
-
-use crate::action::{Action, Log};
 use crate::bounded::Bounded;
-use crate::client::{Client, Phase};
+use crate::client::Client;
 use crate::config::{Config, ConfigError};
-use crate::ids::{
-    ClientId, Fence, MAX_CLIENTS, MAX_GRANTS, MAX_NODES, NodeSet, Tick, Token, as_node_id,
-};
-use crate::node::{Node, Restart};
-use crate::properties::{self, FirstDiscoveries};
+use crate::discoveries::FirstDiscoveries;
+use crate::ids::ClientId;
+use crate::ids::NodeSet;
+use crate::node::Node;
+use crate::state::State;
 use crate::store::Store;
 use crate::symmetry::Symmetry;
-
-/// One grant: a client won the quorum, wrote its fence back to a majority, and had validity
-/// left.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub struct Grant {
-    /// The acquisition's token.
-    pub token: Token,
-    /// Its fence.
-    pub fence: Fence,
-    /// When its acquisition started (T0).
-    pub t0: Tick,
-    /// The first tick at which it is no longer valid.
-    pub valid_until: Tick,
-    /// Whether its quorum counted a node that had restarted without its data.
-    pub counted_data_loss: bool,
-}
-
-/// Everything the model tracks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub struct State {
-    /// Global time.
-    pub now: Tick,
-    /// The masters.
-    pub nodes: Bounded<Node, MAX_NODES>,
-    /// The clients.
-    pub clients: Bounded<Client, MAX_CLIENTS>,
-    /// How many more crash-restarts the environment may inject.
-    pub restarts_left: u8,
-    /// The nodes that have restarted without their data.
-    pub lost_data: NodeSet,
-    /// Every grant so far, in grant order.
-    pub grants: Bounded<Grant, MAX_GRANTS>,
-    /// The fenced store.
-    pub store: Store,
-}
-
-impl State {
-    /// The grant `client` holds, if it is in the holding phase (valid or not).
-    pub fn held_grant(&self, client: &Client) -> Option<&Grant> {
-        match client.phase {
-            Phase::Holding { grant, .. } => self.grants.get(usize::from(grant)),
-            _ => None,
-        }
-    }
-}
 
 /// The fencing protocol over N masters, with its clients and environment, for stateright.
 #[derive(Clone, Debug)]
@@ -132,97 +83,5 @@ impl FencingModel {
             grants: Bounded::new(),
             store: Store::default(),
         }
-    }
-}
-
-impl Model for FencingModel {
-    type State = State;
-    type Action = Action;
-
-    fn init_states(&self) -> Vec<State> {
-        vec![self.representative(self.initial_state())]
-    }
-
-    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
-        if state.now < self.config.horizon {
-            actions.push(Action::Tick);
-        }
-        if state.restarts_left > 0 {
-            for node in (0..self.config.nodes).map(as_node_id) {
-                if self.config.restart_with_data {
-                    actions.push(Action::Restart {
-                        node,
-                        restart: Restart::WithData,
-                    });
-                }
-                if self.config.restart_without_data {
-                    actions.push(Action::Restart {
-                        node,
-                        restart: Restart::WithoutData,
-                    });
-                }
-            }
-        }
-        for (index, node) in state.nodes.iter().enumerate() {
-            if node.counter_stale {
-                actions.push(Action::RecoverCounter {
-                    node: as_node_id(index),
-                });
-            }
-        }
-        for client in &state.clients {
-            let id = client.id;
-            match client.phase {
-                Phase::Idle => {
-                    if client.attempts < self.config.acquisitions_per_client {
-                        for node in NodeSet::first(self.config.nodes).iter() {
-                            actions.push(Action::Acquire { client: id, node });
-                        }
-                    }
-                }
-                Phase::Acquiring { answered, .. } => {
-                    for node in NodeSet::first(self.config.nodes).iter() {
-                        if !answered.contains(node) {
-                            actions.push(Action::Acquire { client: id, node });
-                        }
-                    }
-                    if self.config.give_up {
-                        actions.push(Action::GiveUp { client: id });
-                    }
-                }
-                Phase::WritingBack { ours, answered, .. } => {
-                    for node in ours.iter().filter(|&node| !answered.contains(node)) {
-                        actions.push(Action::WriteBack { client: id, node });
-                    }
-                    if self.config.give_up {
-                        actions.push(Action::GiveUp { client: id });
-                    }
-                }
-                Phase::Holding {
-                    writes_left, keys, ..
-                } => {
-                    if writes_left > 0 {
-                        actions.push(Action::Write { client: id });
-                    }
-                    for node in keys.iter() {
-                        actions.push(Action::ReleaseAt { client: id, node });
-                    }
-                }
-                Phase::Releasing { pending } => {
-                    for node in pending.iter() {
-                        actions.push(Action::ReleaseAt { client: id, node });
-                    }
-                }
-            }
-        }
-    }
-
-    fn next_state(&self, state: &State, action: Action) -> Option<State> {
-        let next = self.step(state, action, &mut Log(None))?;
-        Some(self.representative(next))
-    }
-
-    fn properties(&self) -> Vec<Property<Self>> {
-        properties::all()
     }
 }

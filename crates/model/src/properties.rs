@@ -1,11 +1,10 @@
 //! The properties checked on every reachable state: three safety properties (`always`) and three
 //! examples that show the model reaches the interesting states at all (`sometimes`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use stateright::Property;
 
-use crate::model::{FencingModel, State};
+use crate::model::FencingModel;
+use crate::state::State;
 
 /// Always: at no instant do two clients both hold a grant whose validity has not ended.
 pub const MUTUAL_EXCLUSION: &str = "at most one valid holder at any instant";
@@ -80,30 +79,6 @@ pub fn all() -> Vec<Property<FencingModel>> {
             model.first_discoveries().report(6, data_loss_votes(state))
         }),
     ]
-}
-
-/// Which properties already have a discovery in the current run.
-///
-/// stateright 0.31's breadth-first checker does not stop checking a property once it has a
-/// discovery: every later state that violates (or shows) it replaces the path it keeps, so it
-/// ends up with the last path found, often long and full of steps after the point. The
-/// conditions therefore report a discovery for the first state only and stay quiet after it.
-/// Breadth-first on one thread, states are checked in order of distance from the start, so the
-/// path kept is a shortest one. Exploration is unchanged: a quiet condition still lets the
-/// checker expand every state. One model value serves one checker run.
-#[derive(Debug, Default)]
-pub struct FirstDiscoveries([AtomicBool; 7]);
-
-impl FirstDiscoveries {
-    /// Whether to report a discovery for property `index` (in [`all`]'s order) at a state where
-    /// `found` says whether it is one: only the first time.
-    fn report(&self, index: usize, found: bool) -> bool {
-        found
-            && self
-                .0
-                .get(index)
-                .is_some_and(|seen| !seen.swap(true, Ordering::Relaxed))
-    }
 }
 
 /// How many clients hold a grant that is still valid now.

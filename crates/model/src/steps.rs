@@ -7,8 +7,9 @@
 use crate::action::{Action, Event, Log};
 use crate::client::{Client, Phase, Tally, tally, valid_until};
 use crate::ids::{ClientId, NodeId, NodeSet, Tick, as_node_id};
-use crate::model::{FencingModel, Grant, State};
+use crate::model::FencingModel;
 use crate::node::{AcquireReply, Restart, WriteBackReply};
+use crate::state::{Grant, State};
 
 impl FencingModel {
     /// Applies `action` to `state` and says what happened: the next state (`None` if the action

@@ -6,8 +6,8 @@
 use crate::client::{Client, Phase};
 use crate::config::Config;
 use crate::ids::{ClientId, NodeId, NodeSet, Token, as_node_id};
-use crate::model::State;
 use crate::node::{LockKey, Node};
+use crate::state::State;
 
 /// One renaming: the new number of each node and each client, by old number.
 #[derive(Clone, Debug)]

@@ -7,8 +7,9 @@ use stateright::{Model, Path};
 
 use crate::action::{Action, Event};
 use crate::ids::{Tick, client_name};
-use crate::model::{FencingModel, State};
+use crate::model::FencingModel;
 use crate::node::{AcquireReply, Restart, WriteBackReply};
+use crate::state::State;
 
 /// One step of a trace.
 #[derive(Clone, Debug, PartialEq, Eq)]
