@@ -33,7 +33,7 @@ use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 use crate::flags::{self, NODES_ENV};
 
 use faults::fault_scenarios;
-use plan::{KEPT_TTL, Plan, TARGET_NODES};
+use plan::{Plan, TARGET_NODES};
 use plots::write_plots;
 use progress::Progress;
 use report::{Machine, Report, cpu_model, redis_version};
@@ -228,7 +228,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
                 .collect();
             let lock = Lock::quorum(
                 urls.iter().take(TARGET_NODES).cloned(),
-                options.clone().ttl(KEPT_TTL),
+                options.clone().ttl(Duration::from_millis(plan.kept_ttl_ms)),
             )
             .map_err(|e| format!("kept guards: {e}"))?;
             progress.step(format!("{} kept guards", plan.kept_guards));

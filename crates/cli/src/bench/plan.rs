@@ -41,6 +41,8 @@ pub(super) struct Plan {
     pub(super) net_ops: u64,
     /// Guards kept alive at once in the keep-alive cost scenario.
     pub(super) kept_guards: usize,
+    /// Their TTL: extended every third of it.
+    pub(super) kept_ttl_ms: u64,
     /// How long they are held.
     pub(super) kept_hold_ms: u64,
 }
@@ -65,6 +67,7 @@ impl Plan {
                 net_one_way_ms: 1,
                 net_ops: 300,
                 kept_guards: 1_000,
+                kept_ttl_ms: 3_000,
                 kept_hold_ms: 3_000,
             }
         } else {
@@ -85,7 +88,10 @@ impl Plan {
                 net_one_way_ms: 1,
                 net_ops: 1_000,
                 kept_guards: 10_000,
-                kept_hold_ms: 10_000,
+                // The watchdog default of the field (30 s, extended every 10 s), held for two
+                // rounds of extensions.
+                kept_ttl_ms: 30_000,
+                kept_hold_ms: 25_000,
             }
         }
     }
@@ -100,7 +106,5 @@ pub(super) const SETTLE_EVERY: u64 = 32;
 pub(super) const SETTLE_CAP: Duration = Duration::from_secs(5);
 /// Hard cap on the cycles of any throughput step, whatever its duration.
 pub(super) const THROUGHPUT_MAX_OPS: u64 = 5_000_000;
-/// The TTL of the kept guards: extended every second, so a hold sees several rounds.
-pub(super) const KEPT_TTL: Duration = Duration::from_secs(3);
 /// The five-node cluster the targets refer to.
 pub(super) const TARGET_NODES: usize = 5;
