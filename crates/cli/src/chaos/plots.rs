@@ -136,7 +136,7 @@ pub(super) fn plot(report: &ScenarioReport, path: &Path) -> Result<(), String> {
     let keep_alive = report.check.keep_alive;
     let kept = if keep_alive.holds > 0 {
         format!(
-            "; {} kept alive ({} extended, {} lost, {} signal(s) late, {} write(s) after one)",
+            "; {} kept ({} extended, {} lost, {} late, {} writes after loss)",
             keep_alive.holds,
             keep_alive.extended,
             keep_alive.lost,
