@@ -1,6 +1,7 @@
-//! What happened during a chaos run, on one monotonic clock: every hold of a lock, every write to
-//! the protected store (and the store's final state), every acquisition attempt and every
-//! injected fault.
+//! What happened during a chaos run, on one monotonic clock: every hold of a lock (for a hold
+//! kept alive, also what its lease said: its margin and its lost signal), every write to the
+//! protected store (and the store's final state), every acquisition attempt and every injected
+//! fault.
 //!
 //! (Over 500 lines: plain record types with their builders and docs, and the recorder; the
 //! tests are short.)
