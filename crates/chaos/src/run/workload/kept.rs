@@ -22,6 +22,7 @@
 use std::time::Instant;
 
 use quorumlock::{Guard, KeepAlive, Lease};
+use tokio::task::JoinSet;
 
 use super::{Client, Credentials, Written, random_between};
 use crate::history::{HoldId, LossReason, Recorder};
@@ -47,7 +48,10 @@ impl Client {
         let lease = kept.lease();
         let trusted = lease.valid_until();
         recorder.keep_alive(hold, trusted, validity.saturating_duration_since(trusted));
-        let watcher = tokio::spawn(watch_loss(lease.clone(), recorder.clone(), hold));
+        // In a set of its own, so that it is aborted with this future too (a client task cut
+        // short at the end of a run).
+        let mut watcher = JoinSet::new();
+        watcher.spawn(watch_loss(lease.clone(), recorder.clone(), hold));
         let planned_end = Instant::now() + random_between(ttl * 3, ttl * 6);
         let spacing = ttl / 5;
         let mut pending = false;
@@ -98,11 +102,10 @@ impl Client {
         recorder.end_hold(hold, Instant::now());
         let _report = kept.release().await;
         // Released: a lease not lost by now never will be (its signal stays pending), so the
-        // watcher has either seen the signal, or is about to record it, or never will.
+        // watcher has either seen the signal, or is about to record it, or never will (then
+        // dropping the set aborts it).
         if lease.lost_reason().is_some() {
-            let _ = watcher.await;
-        } else {
-            watcher.abort();
+            let _ = watcher.join_next().await;
         }
     }
 }
