@@ -1,8 +1,8 @@
 //! The history checker: pure functions from a [`History`] to a [`CheckReport`].
 //!
 //! (Over 600 lines: the checker itself is under 400, the store audit lives in
-//! `checker/audit.rs`; its unit and property tests stay beside it, as they pin down exactly the
-//! instants explained below.)
+//! `checker/audit.rs` and the keep-alive's checks in `checker/keep_alive.rs`; its unit and
+//! property tests stay beside it, as they pin down exactly the instants explained below.)
 //!
 //! # Which instants, and why
 //!
@@ -39,8 +39,13 @@
 //! A write the fenced store rejected ([`Write::rejected`]) changed nothing: it is counted
 //! ([`CheckReport::rejected_writes`]) and is neither stale, nor lost, nor part of an
 //! interleaving. A stale write the fenced store accepted is still a stale write.
+//!
+//! Holds kept alive ([`Hold::keep_alive`]) are also checked against the keep-alive's promises
+//! (`checker/keep_alive.rs`): their lost signal came by the end of their validity
+//! ([`LateLoss`]), and no write of theirs was invoked after it ([`WriteAfterLoss`]).
 
 mod audit;
+mod keep_alive;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -49,6 +54,7 @@ use serde::Serialize;
 use super::history::{History, Hold, Outcome, Write};
 
 pub use audit::{FenceRegression, Interleaving, LostReason, LostWrite, WriteSpan};
+pub use keep_alive::{KeepAliveSummary, LateLoss, WriteAfterLoss};
 
 /// One side of a [`Violation`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -220,6 +226,13 @@ pub struct CheckReport {
     /// Every place where the fenced store accepted a write with a lower fence than the one
     /// before it: a later holder's write, then an earlier holder's.
     pub fence_regressions: Vec<FenceRegression>,
+    /// The holds kept alive: how many were extended, and lost (by reason).
+    pub keep_alive: KeepAliveSummary,
+    /// Every hold kept alive whose lost signal came after its validity ended, or never came
+    /// while its holder held on past it: the keep-alive broke its promise.
+    pub late_losses: Vec<LateLoss>,
+    /// Every write invoked after its hold's lost signal.
+    pub writes_after_loss: Vec<WriteAfterLoss>,
     /// Availability of the lock.
     pub availability: Availability,
     /// Latency of successful attempts.
@@ -229,20 +242,24 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
-    /// No violation, no stale write, no lost write, no interleaving and no fence regression:
-    /// mutual exclusion held throughout.
+    /// No violation, no stale write, no lost write, no interleaving, no fence regression, no
+    /// late lost signal and no write after one: mutual exclusion held throughout, and every
+    /// lease kept its promises.
     pub fn is_safe(&self) -> bool {
         self.violations.is_empty()
             && self.stale_writes.is_empty()
             && self.lost_writes.is_empty()
             && self.interleaved.is_empty()
             && self.fence_regressions.is_empty()
+            && self.late_losses.is_empty()
+            && self.writes_after_loss.is_empty()
     }
 }
 
 /// Checks a history for mutual-exclusion violations, stale writes, lost writes, interleaved
-/// writes and fence regressions, counts rejected writes, and measures availability and latency. Pure: the same history always gives the same
-/// report.
+/// writes, fence regressions, late lost signals and writes after them, counts rejected writes
+/// and the holds kept alive, and measures availability and latency. Pure: the same history
+/// always gives the same report.
 pub fn check(history: &History) -> CheckReport {
     let by_resource = holds_by_resource(&history.holds);
     let ended_by_release = history
@@ -266,6 +283,9 @@ pub fn check(history: &History) -> CheckReport {
         lost_writes: audit::lost_writes(history),
         interleaved: audit::interleavings(&history.writes),
         fence_regressions: audit::fence_regressions(history),
+        keep_alive: keep_alive::summary(&history.holds),
+        late_losses: keep_alive::late_losses(&history.holds),
+        writes_after_loss: keep_alive::writes_after_loss(history),
         availability: availability(history),
         acquire_latency: Latency::of(
             history

@@ -1,6 +1,7 @@
-//! What happened during a chaos run, on one monotonic clock: every hold of a lock, every write to
-//! the protected store (and the store's final state), every acquisition attempt and every
-//! injected fault.
+//! What happened during a chaos run, on one monotonic clock: every hold of a lock (for a hold
+//! kept alive, also what its lease said: its margin and its lost signal), every write to the
+//! protected store (and the store's final state), every acquisition attempt and every injected
+//! fault.
 //!
 //! (Over 500 lines: plain record types with their builders and docs, and the recorder; the
 //! tests are short.)
@@ -10,7 +11,7 @@
 //! and plotted.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -56,6 +57,11 @@ impl Clock {
 /// (the guard's validity) and `released_us` (it started to release). That is its
 /// [`window`](Hold::window). A successful [`Guard::extend`](quorumlock::Guard::extend) moves
 /// `valid_until_us` to the extended validity.
+///
+/// A hold kept alive ([`Guard::keep_alive`](quorumlock::Guard::keep_alive)) has a
+/// [`keep_alive`](Hold::keep_alive) record: its `valid_until_us` is then the lease's
+/// [`valid_until`](quorumlock::Lease::valid_until), as last read (the keep-alive moves it in the
+/// background at each extension).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Hold {
@@ -78,6 +84,63 @@ pub struct Hold {
     pub extensions: u32,
     /// When the holder started to release (`None`: it never did; the lock expired).
     pub released_us: Option<u64>,
+    /// What the keep-alive's lease said, for a hold kept alive (`None`: the holder kept the
+    /// guard itself).
+    pub keep_alive: Option<KeptLease>,
+}
+
+/// What the lease of a hold kept alive said: how far its trusted deadline lies before the
+/// validity, and whether and when it signalled the lock lost.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct KeptLease {
+    /// How long before the validity the lease's trusted deadline lies (µs): the keep-alive's
+    /// margin, measured once as the guard's `valid_until` less the lease's right after
+    /// [`Guard::keep_alive`](quorumlock::Guard::keep_alive). The validity of the hold's last
+    /// successful extension ends at [`Hold::valid_until_us`] plus this.
+    pub margin_us: u64,
+    /// The lost signal, if [`Lease::lost`](quorumlock::Lease::lost) completed while the hold was
+    /// held.
+    pub lost: Option<LostSignal>,
+}
+
+/// A lease's lost signal: when a task that did nothing but await
+/// [`Lease::lost`](quorumlock::Lease::lost) saw it complete, and the reason it gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct LostSignal {
+    /// When it was seen (µs).
+    pub at_us: u64,
+    /// Why the lock was lost.
+    pub reason: LossReason,
+}
+
+/// Why a lease said its lock was lost ([`quorumlock::Lost`], without its details).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum LossReason {
+    /// A majority answered that the key is gone ([`Lost::Taken`](quorumlock::Lost::Taken)).
+    Taken,
+    /// No extension succeeded before the validity ran out
+    /// ([`Lost::Expired`](quorumlock::Lost::Expired)).
+    Expired,
+    /// `max_hold` was reached ([`Lost::MaxHold`](quorumlock::Lost::MaxHold)).
+    MaxHold,
+    /// Any other reason (no runtime to keep the lock alive on).
+    Other,
+}
+
+impl LossReason {
+    /// The reason of a [`quorumlock::Lost`].
+    pub fn of(lost: &quorumlock::Lost) -> LossReason {
+        match lost {
+            quorumlock::Lost::Taken { .. } => LossReason::Taken,
+            quorumlock::Lost::Expired { .. } => LossReason::Expired,
+            quorumlock::Lost::MaxHold { .. } => LossReason::MaxHold,
+            _ => LossReason::Other,
+        }
+    }
 }
 
 impl Hold {
@@ -100,6 +163,7 @@ impl Hold {
             valid_until_us,
             extensions: 0,
             released_us: None,
+            keep_alive: None,
         }
     }
 
@@ -123,6 +187,43 @@ impl Hold {
     pub fn released(mut self, released_us: u64) -> Hold {
         self.released_us = Some(released_us);
         self
+    }
+
+    /// Marks the hold as kept alive, its lease's trusted deadline `margin_us` before the
+    /// validity, not (yet) lost.
+    #[must_use]
+    pub fn kept(mut self, margin_us: u64) -> Hold {
+        self.keep_alive = Some(KeptLease {
+            margin_us,
+            lost: None,
+        });
+        self
+    }
+
+    /// Records the lease's lost signal, seen at `at_us` for `reason` (marking the hold as kept
+    /// alive with no margin if it was not).
+    #[must_use]
+    pub fn lost(mut self, at_us: u64, reason: LossReason) -> Hold {
+        self.signal_lost(LostSignal { at_us, reason });
+        self
+    }
+
+    fn signal_lost(&mut self, signal: LostSignal) {
+        self.keep_alive
+            .get_or_insert(KeptLease {
+                margin_us: 0,
+                lost: None,
+            })
+            .lost = Some(signal);
+    }
+
+    /// For a hold kept alive, when the validity of its last successful extension (or of the
+    /// acquisition) ends: the lease's deadline plus its margin. The lost signal must come by
+    /// then.
+    pub fn validity_end_us(&self) -> Option<u64> {
+        self.keep_alive
+            .as_ref()
+            .map(|lease| self.valid_until_us.saturating_add(lease.margin_us))
     }
 
     /// When the holder stops believing it holds the lock: the earlier of the end of its validity
@@ -573,6 +674,41 @@ impl Recorder {
         }
     }
 
+    /// Records that `hold` is kept alive from now on: its lease trusts it until `valid_until`,
+    /// `margin` before the validity.
+    pub fn keep_alive(&self, hold: HoldId, valid_until: Instant, margin: Duration) {
+        let valid_until = self.clock.us(valid_until);
+        let margin_us = u64::try_from(margin.as_micros()).unwrap_or(u64::MAX);
+        if let Some(hold) = self.lock().holds.get_mut(hold.0) {
+            hold.valid_until_us = valid_until;
+            hold.keep_alive = Some(KeptLease {
+                margin_us,
+                lost: None,
+            });
+        }
+    }
+
+    /// Records what the lease of the kept `hold` says now: `extensions` successful extensions,
+    /// trusted until `valid_until`. Both only grow: an older reading recorded late changes
+    /// nothing.
+    pub fn lease_read(&self, hold: HoldId, extensions: u64, valid_until: Instant) {
+        let valid_until = self.clock.us(valid_until);
+        let extensions = u32::try_from(extensions).unwrap_or(u32::MAX);
+        if let Some(hold) = self.lock().holds.get_mut(hold.0) {
+            hold.valid_until_us = hold.valid_until_us.max(valid_until);
+            hold.extensions = hold.extensions.max(extensions);
+        }
+    }
+
+    /// Records that the lease of the kept `hold` signalled its lock lost for `reason`, seen at
+    /// `at`.
+    pub fn lost(&self, hold: HoldId, at: Instant, reason: LossReason) {
+        let at_us = self.clock.us(at);
+        if let Some(hold) = self.lock().holds.get_mut(hold.0) {
+            hold.signal_lost(LostSignal { at_us, reason });
+        }
+    }
+
     /// Records a protected write, stamping its instants on the recorder's clock.
     pub fn write(&self, write: StampedWrite<'_>) {
         let mut recorded = Write::new(
@@ -641,7 +777,6 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn windows_end_at_the_earlier_of_validity_and_release() {
@@ -694,5 +829,34 @@ mod tests {
         assert_eq!(clock.us(epoch - ms(1)), 0);
         assert_eq!(recorder.take(), history);
         assert_eq!(recorder.snapshot(), History::new());
+    }
+
+    /// A hold kept alive: the lease's deadline replaces the guard's validity, a reading only
+    /// moves it (and the extensions) forward, and the lost signal keeps its instant and reason.
+    #[test]
+    fn the_recorder_follows_a_kept_lease() {
+        let clock = Clock::start();
+        let epoch = clock.epoch();
+        let recorder = Recorder::new(clock);
+        let ms = Duration::from_millis;
+        let id = recorder.begin_hold("r", 1, "t", epoch, epoch + ms(2), epoch + ms(10));
+        recorder.keep_alive(id, epoch + ms(9), ms(1));
+        recorder.lease_read(id, 2, epoch + ms(30));
+        // An older reading, recorded late.
+        recorder.lease_read(id, 1, epoch + ms(20));
+        recorder.lost(id, epoch + ms(29), LossReason::Expired);
+        let hold = recorder.snapshot().holds.remove(0);
+        assert_eq!((hold.valid_until_us, hold.extensions), (30_000, 2));
+        assert_eq!(hold.validity_end_us(), Some(31_000));
+        assert_eq!(
+            hold,
+            Hold::new("r", 1, "t", 2_000, 9_000)
+                .started(0)
+                .kept(1_000)
+                .extended(20_000)
+                .extended(30_000)
+                .lost(29_000, LossReason::Expired)
+        );
+        assert_eq!(Hold::new("r", 1, "t", 0, 10).validity_end_us(), None);
     }
 }

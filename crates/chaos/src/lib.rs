@@ -3,8 +3,8 @@
 //!
 //! - [`history`]: what happened, on one monotonic clock ([`History`], [`Recorder`]).
 //! - [`checker`]: pure functions from a history to a [`CheckReport`]: overlapping holds
-//!   (violations), stale writes, writes the protected store lost or interleaved, availability,
-//!   latency.
+//!   (violations), stale writes, writes the protected store lost or interleaved, lost signals
+//!   of kept-alive holds that came late and writes after them, availability, latency.
 //! - [`Scenario`]: the named scenarios, each declaring whether Redlock should stay safe.
 //! - [`nemesis`]: the seeded fault schedule of [`Scenario::Random`].
 //! - [`run`]: runs a scenario on a local [`TestCluster`](quorumlock_harness::TestCluster) (or, for

@@ -76,6 +76,12 @@ pub enum Scenario {
     /// so the stalled holders' late writes are rejected. Safe: no stale write accepted, and at
     /// least one rejected (else the stall proved nothing).
     ClientStallFenced,
+    /// Every hold is kept alive ([`Guard::keep_alive`](quorumlock::Guard::keep_alive)) for
+    /// several TTLs, and every packet to and from nodes 0–2 is dropped for longer than a TTL,
+    /// mid-hold: the holders lose their majority. Safe: each lease signals the loss before its
+    /// validity ends, no holder writes after that, and a later holder gets the lock after the
+    /// heal; the run fails its self-check if no hold was lost.
+    KeepAliveLoss,
     /// The clients skip the lock and write anyway: the control for the store check. Unsafe:
     /// shows interleaved (and usually lost) writes.
     NoLock,
@@ -88,7 +94,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 21] = [
+    pub const ALL: [Scenario; 22] = [
         Scenario::Baseline,
         Scenario::MinorityCrash,
         Scenario::MinorityFreeze,
@@ -108,6 +114,7 @@ impl Scenario {
         Scenario::ClockJumpMajority,
         Scenario::ClientStall,
         Scenario::ClientStallFenced,
+        Scenario::KeepAliveLoss,
         Scenario::NoLock,
         Scenario::Random,
     ];
@@ -134,6 +141,7 @@ impl Scenario {
             Scenario::ClockJumpMajority => "clock-jump-majority",
             Scenario::ClientStall => "client-stall",
             Scenario::ClientStallFenced => "client-stall-fenced",
+            Scenario::KeepAliveLoss => "keep-alive-loss",
             Scenario::NoLock => "no-lock",
             Scenario::Random => "random",
         }
@@ -184,6 +192,9 @@ impl Scenario {
             }
             Scenario::ClientStallFenced => {
                 "client-stall with fencing: the store must reject the late writes"
+            }
+            Scenario::KeepAliveLoss => {
+                "holds kept alive for 3-6×TTL; drop all packets of nodes 0,1,2 for 1.5×TTL mid-hold"
             }
             Scenario::NoLock => "clients skip the lock and write anyway",
             Scenario::Random => {

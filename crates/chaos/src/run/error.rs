@@ -43,6 +43,15 @@ pub enum ChaosError {
         /// What was measured instead.
         evidence: String,
     },
+    /// A scenario's own self-check failed: its faults took effect, but it did not show what it
+    /// exists for (e.g. no hold kept alive was lost), so the run would prove nothing.
+    #[error("self-check failed: {scenario} did not show what it exists for: {evidence}")]
+    EffectNotShown {
+        /// The scenario.
+        scenario: Scenario,
+        /// What was seen instead.
+        evidence: String,
+    },
     /// A client-side fault's self-check failed: it did not have the effect it exists for, so
     /// the run would prove nothing.
     #[error("self-check failed: {fault} did not take effect: {evidence}")]

@@ -23,6 +23,47 @@ const MAX_CYCLES: u32 = 10_000;
 /// How often the restart cycle looks for a hold just taken.
 const FRESH_POLL: Duration = Duration::from_millis(2);
 
+/// When a scenario drops packets, and for how long.
+#[derive(Debug, Clone, Copy)]
+struct Cadence {
+    /// The pause before the first drop.
+    first: Duration,
+    /// The pause after each heal.
+    pause: Duration,
+    /// How long each drop lasts.
+    length: Duration,
+    /// How much of the run must be left after a heal for a drop to start.
+    after: Duration,
+}
+
+impl Cadence {
+    /// The partitions: T, then 2T of drops, T apart; half a TTL must be left after a heal.
+    fn partition(t: Duration) -> Cadence {
+        Cadence {
+            first: t,
+            pause: t,
+            length: t * 2,
+            after: t / 2,
+        }
+    }
+
+    /// [`Scenario::KeepAliveLoss`]: the first drop after ½T, when the first holds have been
+    /// extended once (every ⅓T); 1½T of drops, longer than the validity any extension gives, so
+    /// that every hold kept alive across the start loses its lock before the heal; 3T between
+    /// drops, so that later holders get the lock, are extended several times and some finish
+    /// their holds (3–6T) before the next drop; at least ½T left after the last heal for a later
+    /// holder to get the lock (one gets it within milliseconds). So a 2 s run at the default
+    /// 400 ms TTL has one drop, a 10 s run five.
+    fn keep_alive_loss(t: Duration) -> Cadence {
+        Cadence {
+            first: t / 2,
+            pause: t * 3,
+            length: t * 3 / 2,
+            after: t / 2,
+        }
+    }
+}
+
 /// The fault schedule of a scenario, on a local cluster.
 pub(super) struct Faults<'a> {
     pub(super) recorder: &'a Recorder,
@@ -113,19 +154,33 @@ impl Faults<'_> {
             Scenario::MajorityLatency => self.latency(cluster, &[0, 1, 2], notes).await?,
             Scenario::PartitionMinority => {
                 let drop = (PacketDrop::Both, "packets dropped");
-                self.packet_drops(cluster, &[3, 4], drop, notes).await?;
+                let cadence = Cadence::partition(t);
+                self.packet_drops(cluster, &[3, 4], drop, cadence, notes)
+                    .await?;
             }
             Scenario::PartitionMajority => {
                 let drop = (PacketDrop::Both, "packets dropped");
-                self.packet_drops(cluster, &[0, 1, 2], drop, notes).await?;
+                let cadence = Cadence::partition(t);
+                self.packet_drops(cluster, &[0, 1, 2], drop, cadence, notes)
+                    .await?;
             }
             Scenario::PartitionOneWay => {
                 let drop = (PacketDrop::Requests, "requests dropped");
-                self.packet_drops(cluster, &[0, 1, 2], drop, notes).await?;
+                let cadence = Cadence::partition(t);
+                self.packet_drops(cluster, &[0, 1, 2], drop, cadence, notes)
+                    .await?;
             }
             Scenario::PartitionAsymmetric => {
                 let drop = (PacketDrop::Replies, "replies dropped");
-                self.packet_drops(cluster, &[0, 1, 2], drop, notes).await?;
+                let cadence = Cadence::partition(t);
+                self.packet_drops(cluster, &[0, 1, 2], drop, cadence, notes)
+                    .await?;
+            }
+            Scenario::KeepAliveLoss => {
+                let drop = (PacketDrop::Both, "packets dropped");
+                let cadence = Cadence::keep_alive_loss(t);
+                self.packet_drops(cluster, &[0, 1, 2], drop, cadence, notes)
+                    .await?;
             }
             Scenario::RestartNoPersistence | Scenario::RestartGuarded => {
                 self.restarts(cluster, None, false, &keys, notes).await?;
@@ -227,20 +282,22 @@ impl Faults<'_> {
         Ok(())
     }
 
-    /// Drops packets of `nodes` (`drop`: which, and its label) for 2 TTL, healing after, in
-    /// cycles; each time proved by a probe PING to every node that gets no answer.
+    /// Drops packets of `nodes` (`drop`: which, and its label) in cycles as `cadence` says,
+    /// healing after each; each time proved by a probe PING to every node that gets no answer.
     async fn packet_drops(
         &self,
         cluster: &mut TestCluster,
         nodes: &[usize],
         (what, label): (PacketDrop, &str),
+        cadence: Cadence,
         notes: &mut Vec<String>,
     ) -> Result<(), ChaosError> {
-        let t = self.ttl;
         let mut partitions = 0;
+        let mut pause = cadence.first;
         for _ in 0..MAX_CYCLES {
-            self.sleep(t).await;
-            if !self.fits(t * 5 / 2) {
+            self.sleep(pause).await;
+            pause = cadence.pause;
+            if !self.fits(cadence.length + cadence.after) {
                 break;
             }
             let fault = self.recorder.fault(label, nodes);
@@ -252,7 +309,7 @@ impl Faults<'_> {
                 silent(cluster, node, label).await?;
             }
             partitions += 1;
-            self.sleep_until(dropped_at + t * 2).await;
+            self.sleep_until(dropped_at + cadence.length).await;
             for &node in nodes {
                 cluster.heal_packets(node).await?;
             }

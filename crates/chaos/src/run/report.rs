@@ -78,9 +78,10 @@ impl ScenarioReport {
 
     /// When the checker's first finding became visible, in µs since the run started: the
     /// earliest instant at which two holders' windows overlapped (the later of the two grants),
-    /// a stale write was invoked, or two holders' writes interleaved (the later span's start).
-    /// Lost writes and fence regressions have no instant of their own: the interleaving that
-    /// lost them, or the stale write the store accepted, has one. `None` for a safe run.
+    /// a stale write was invoked, two holders' writes interleaved (the later span's start), a
+    /// kept hold's validity ended before its lost signal came, or a write was invoked after
+    /// one. Lost writes and fence regressions have no instant of their own: the interleaving
+    /// that lost them, or the stale write the store accepted, has one. `None` for a safe run.
     pub fn first_violation_us(&self) -> Option<u64> {
         let overlaps = self
             .check
@@ -97,7 +98,22 @@ impl ScenarioReport {
             .interleaved
             .iter()
             .map(|pair| pair.first.start_us.max(pair.second.start_us));
-        overlaps.chain(stale).chain(interleaved).min()
+        let late_losses = self
+            .check
+            .late_losses
+            .iter()
+            .map(|late| late.validity_end_us);
+        let after_loss = self
+            .check
+            .writes_after_loss
+            .iter()
+            .map(|found| found.write.invoked_us);
+        overlaps
+            .chain(stale)
+            .chain(interleaved)
+            .chain(late_losses)
+            .chain(after_loss)
+            .min()
     }
 }
 

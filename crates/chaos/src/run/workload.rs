@@ -4,10 +4,14 @@
 //! store ([`StoreClient`]), carrying the hold's fence when the lock hands out fences. In
 //! [`Scenario::ClientStall`](crate::Scenario::ClientStall) (and its fenced twin) some holders
 //! stall past the validity, until a later holder has written, and write anyway; in
-//! [`Scenario::NoLock`](crate::Scenario::NoLock) the clients skip the lock and just write.
+//! [`Scenario::NoLock`](crate::Scenario::NoLock) the clients skip the lock and just write; in
+//! [`Scenario::KeepAliveLoss`](crate::Scenario::KeepAliveLoss) every hold is kept alive
+//! (`workload/kept.rs`).
 //!
 //! (Just over 500 lines: the behaviours, the stall and the writes all work on one client's
 //! state and timing constants, which are easier to check side by side.)
+
+mod kept;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,6 +74,9 @@ pub(super) struct ClientPlan {
     /// Whether some holds pause past their validity before writing
     /// ([`Scenario::ClientStall`](crate::Scenario::ClientStall)).
     stall: bool,
+    /// Whether every hold is kept alive
+    /// ([`Scenario::KeepAliveLoss`](crate::Scenario::KeepAliveLoss)).
+    keep_alive: bool,
     recorder: Recorder,
     /// Per resource, by index.
     states: Vec<ResourceState>,
@@ -77,13 +84,14 @@ pub(super) struct ClientPlan {
 
 impl ClientPlan {
     /// The plan of a run: the resources contended for, the writes per hold, the TTL, when the
-    /// clients stop, whether some holds stall, and where everything is recorded.
+    /// clients stop, whether some holds stall or every hold is kept alive, and where everything
+    /// is recorded.
     pub(super) fn new(
         resources: Vec<String>,
         writes_per_hold: u32,
         ttl: Duration,
         deadline: Instant,
-        stall: bool,
+        (stall, keep_alive): (bool, bool),
         recorder: Recorder,
     ) -> ClientPlan {
         let states = resources
@@ -99,6 +107,7 @@ impl ClientPlan {
             ttl,
             deadline,
             stall,
+            keep_alive,
             recorder,
             states,
         }
@@ -205,6 +214,17 @@ impl Client {
     /// deadline had passed and nothing was sent); an accepted, acknowledged one is announced to
     /// the stalled holders ([`Client::stall`]).
     async fn write(&mut self, credentials: &Credentials, deadline: Instant) -> Written {
+        self.write_checked(credentials, deadline, None).await
+    }
+
+    /// [`Client::write`], recorded as invoked at `checked` if given: the instant the writer
+    /// read before it checked that it may write, earlier than the write's own.
+    async fn write_checked(
+        &mut self,
+        credentials: &Credentials,
+        deadline: Instant,
+        checked: Option<Instant>,
+    ) -> Written {
         let Some(increment) = self
             .store
             .increment(
@@ -221,7 +241,7 @@ impl Client {
             resource: &self.resource,
             holder: self.id,
             token: &credentials.token,
-            invoked: increment.invoked,
+            invoked: checked.unwrap_or(increment.invoked),
             completed: increment.completed,
             read: increment.read,
             written: increment.written,
@@ -279,6 +299,11 @@ impl Client {
                 guard.decided_at(),
                 valid_until,
             );
+            if self.plan.keep_alive {
+                self.kept(guard, hold, &credentials).await;
+                tokio::time::sleep(random_between(Duration::ZERO, ms(20))).await;
+                continue;
+            }
             // Stalling holds: the first of each resource, and every other one after it.
             let stall = self.plan.stall
                 && self.plan.states.get(self.index).is_some_and(|state| {

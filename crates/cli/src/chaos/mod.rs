@@ -32,6 +32,7 @@ Examples:
   quorumlock chaos --scenario restart-no-persistence --ttl 2s --duration 20s --backend docker
   quorumlock chaos --scenario restart-no-persistence,restart-guarded --duration 5s
   quorumlock chaos --scenario client-stall,client-stall-fenced --duration 10s
+  quorumlock chaos --scenario keep-alive-loss --duration 10s
   quorumlock chaos --scenario all --fencing --duration 5s
   quorumlock chaos --scenario random --seed 7 --duration 2m
   quorumlock chaos --defect all --scenario all --duration 5s     (the mutation score)
@@ -41,8 +42,8 @@ pub struct ChaosArgs {
     /// minority-crash, minority-freeze, minority-latency, majority-latency, partition-minority,
     /// partition-majority, partition-one-way, partition-asymmetric, restart-no-persistence,
     /// restart-guarded, restart-delayed, restart-aof, clock-drift, clock-fast,
-    /// clock-jump-minority, clock-jump-majority, client-stall, client-stall-fenced, no-lock,
-    /// random.
+    /// clock-jump-minority, clock-jump-majority, client-stall, client-stall-fenced,
+    /// keep-alive-loss, no-lock, random.
     ///
     /// With --defect, only the scenarios expected to be safe run (an unsafe one says nothing
     /// about a defect).
@@ -346,13 +347,16 @@ fn summarize(
             ExpectedVsObserved::UnexpectedViolation => {
                 println!(
                     "FAIL {}: expected safe, but {} violation(s), {} stale write(s), {} lost \
-                     write(s), {} interleaving(s) and {} fence regression(s){}",
+                     write(s), {} interleaving(s), {} fence regression(s), {} late lost \
+                     signal(s) and {} write(s) after a lost signal{}",
                     report.scenario,
                     report.check.violations.len(),
                     report.check.stale_writes.len(),
                     report.check.lost_writes.len(),
                     report.check.interleaved.len(),
                     report.check.fence_regressions.len(),
+                    report.check.late_losses.len(),
+                    report.check.writes_after_loss.len(),
                     report
                         .seed
                         .map(|seed| format!(" (replay with --seed {seed})"))

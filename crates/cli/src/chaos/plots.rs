@@ -1,8 +1,9 @@
 //! The SVG timeline of one scenario run (`--plots`): per resource, each hold as a bar over its
 //! window (red when it overlaps another holder), each protected write as a short interval from
 //! invocation to completion along the band's foot (red when stale or interleaved, orange when
-//! the fenced store rejected it), stale writes also as red crosses; below, one row per node
-//! with its faults, so that overlapping faults on several nodes stay apart.
+//! the fenced store rejected it), stale writes also as red crosses, the lost signals of holds
+//! kept alive as triangles on their bars; below, one row per node with its faults, so that
+//! overlapping faults on several nodes stay apart.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -132,8 +133,21 @@ pub(super) fn plot(report: &ScenarioReport, path: &Path) -> Result<(), String> {
     } else {
         String::new()
     };
+    let keep_alive = report.check.keep_alive;
+    let kept = if keep_alive.holds > 0 {
+        format!(
+            "; {} kept ({} extended, {} lost, {} late, {} writes after loss)",
+            keep_alive.holds,
+            keep_alive.extended,
+            keep_alive.lost,
+            report.check.late_losses.len(),
+            report.check.writes_after_loss.len()
+        )
+    } else {
+        String::new()
+    };
     let title = format!(
-        "{} (expected {}): {} violation(s), {} stale, {} lost, {} interleaved write(s){fenced}",
+        "{} (expected {}): {} violation(s), {} stale, {} lost, {} interleaved write(s){fenced}{kept}",
         report.scenario,
         expected(report),
         report.check.violations.len(),
@@ -222,17 +236,23 @@ fn fault_label(kind: &str, windows: &[&FaultWindow]) -> String {
     }
 }
 
-/// Holds: bars within each resource's band, in lanes; those of a violation in red.
+/// Holds: bars within each resource's band, in lanes; those of a violation in red. A kept
+/// hold's lost signal is a triangle on its bar, red when it came after the validity ended.
 fn draw_holds(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult {
-    let violating: HashSet<&str> = timeline
-        .report
-        .check
+    let check = &timeline.report.check;
+    let violating: HashSet<&str> = check
         .violations
         .iter()
         .flat_map(|v| [v.first.token.as_str(), v.second.token.as_str()])
         .collect();
+    let late: HashSet<&str> = check
+        .late_losses
+        .iter()
+        .map(|late| late.hold.token.as_str())
+        .collect();
     let mut bars = Vec::new();
     let mut bad_bars = Vec::new();
+    let mut signals = Vec::new();
     for (r, resource) in timeline.resources.iter().enumerate() {
         let Some(holds) = timeline.holds.get(resource) else {
             continue;
@@ -250,6 +270,14 @@ fn draw_holds(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult 
                 bad_bars.push(rect);
             } else {
                 bars.push(rect);
+            }
+            if let Some(lost) = hold.keep_alive.as_ref().and_then(|lease| lease.lost) {
+                let color = if late.contains(hold.token.as_str()) {
+                    BAD_COLOR
+                } else {
+                    BLACK
+                };
+                signals.push(((lost.at_us as f64 / 1e6, y0 + lane_height / 2.0), color));
             }
         }
     }
@@ -269,6 +297,16 @@ fn draw_holds(chart: &mut Chart<'_, '_>, timeline: &Timeline<'_>) -> DrawResult 
             )?
             .label("hold overlapping another holder's (violation)")
             .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], BAD_COLOR.filled()));
+    }
+    if !signals.is_empty() {
+        chart
+            .draw_series(
+                signals
+                    .into_iter()
+                    .map(|(at, color)| TriangleMarker::new(at, 6, color.filled())),
+            )?
+            .label("lost signal of a hold kept alive (red: after its validity)")
+            .legend(|(x, y)| TriangleMarker::new((x + 7, y), 6, BLACK.filled()));
     }
     Ok(())
 }

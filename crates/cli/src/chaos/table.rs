@@ -22,12 +22,22 @@ fn ms(us: u64) -> String {
 /// `interleaved` (counted before the `defect` column is inserted).
 const FENCE_DROPS_COLUMN: usize = 8;
 
-/// The results table, one row per scenario; with a `defect` column when a run had one, and a
+/// Where the keep-alive's columns go when a run kept holds alive: right after `interleaved`
+/// (counted before the fence drops' and the `defect` columns are inserted).
+const KEPT_COLUMNS: usize = 8;
+
+/// The results table, one row per scenario; with a `defect` column when a run had one, a
 /// `fence drops` column (the fence regressions; `-` for a run without fencing) when a run had
-/// fencing.
+/// fencing, and two keep-alive columns when a run kept holds alive: `kept ext/lost` (of the
+/// holds kept alive, those extended at least once / those whose lease signalled the lock lost)
+/// and `late/after loss` (lost signals that came after the validity ended or never / writes
+/// invoked after a lost signal); `-` for a run without kept holds.
 pub(super) fn table(reports: &[ScenarioReport]) -> String {
     let defects = reports.iter().any(|report| report.defect.is_some());
     let fencing = reports.iter().any(|report| report.fencing);
+    let kept = reports
+        .iter()
+        .any(|report| report.check.keep_alive.holds > 0);
     let header = [
         "scenario",
         "expected",
@@ -47,6 +57,12 @@ pub(super) fn table(reports: &[ScenarioReport]) -> String {
         "p99 ms",
     ];
     let mut rows = vec![header.map(String::from).to_vec()];
+    if kept {
+        rows[0].splice(
+            KEPT_COLUMNS..KEPT_COLUMNS,
+            ["kept ext/lost", "late/after loss"].map(String::from),
+        );
+    }
     if fencing {
         rows[0].insert(FENCE_DROPS_COLUMN, "fence drops".to_owned());
     }
@@ -82,6 +98,22 @@ pub(super) fn table(reports: &[ScenarioReport]) -> String {
             ms(check.acquire_latency.p50_us),
             ms(check.acquire_latency.p99_us),
         ];
+        if kept {
+            let summary = check.keep_alive;
+            let columns = if summary.holds > 0 {
+                [
+                    format!("{}/{}", summary.extended, summary.lost),
+                    format!(
+                        "{}/{}",
+                        check.late_losses.len(),
+                        check.writes_after_loss.len()
+                    ),
+                ]
+            } else {
+                ["-".to_owned(), "-".to_owned()]
+            };
+            row.splice(KEPT_COLUMNS..KEPT_COLUMNS, columns);
+        }
         if fencing {
             let drops = if report.fencing {
                 check.fence_regressions.len().to_string()
