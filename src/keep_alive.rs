@@ -30,7 +30,7 @@ use crate::error::{Error, Lost, not_ours};
 use crate::guard::{Guard, ReleaseReport};
 use crate::lease::{Lease, State};
 use crate::lock::Lock;
-use crate::renewal::{Schedule, taken};
+use crate::renewal::{Schedule, margin, taken};
 
 /// How a [`KeptGuard`] keeps its lock alive: the interval between extensions and an optional
 /// bound on the whole hold.
@@ -166,8 +166,7 @@ impl Guard {
     pub fn keep_alive(self, options: KeepAlive) -> Result<KeptGuard, Error> {
         let settings = &self.shared().settings;
         let ttl = settings.ttl;
-        let margin = (ttl / 100).clamp(Duration::from_millis(1), Duration::from_millis(50));
-        let schedule = Schedule::new(ttl, options.every, options.max_hold, margin)?;
+        let schedule = Schedule::new(ttl, options.every, options.max_hold, margin(ttl))?;
         let start = self.decided_moment();
         let trusted_until = trusted(&schedule, start, self.valid_until_moment());
         let state = Arc::new(State {

@@ -57,8 +57,8 @@ impl Lease {
     }
 
     /// Until when the lock may be relied on, on the `Instant` clock, read now: the validity of
-    /// the last successful extension (or of the acquisition), less a small margin (1 % of the
-    /// TTL, between 1 ms and 50 ms) so that the lost signal, a timer, fires before the validity
+    /// the last successful extension (or of the acquisition), less a small margin (2 % of the
+    /// TTL, between 5 ms and 50 ms) so that the lost signal, a timer, fires before the validity
     /// ends even when it fires a little late.
     pub fn valid_until(&self) -> Instant {
         self.state.trusted_until().to_instant()
