@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::clock::Moment;
-use crate::commands::{self, AcquireRequest, Taken};
+use crate::commands::{self, AcquireCommand, AcquireRequest, Taken};
 use crate::error::{ConfigError, Error, NodeOutcome, NodeReply};
 use crate::fanout::{Round, Until, fan_out};
 use crate::fencing;
@@ -299,6 +299,14 @@ impl Lock {
         let fences: Option<Arc<[AtomicU64]>> = fence_key
             .as_ref()
             .map(|_| shared.nodes.iter().map(|_| AtomicU64::new(0)).collect());
+        // Built once and shared: every node gets the same bytes.
+        let command = Arc::new(AcquireCommand::new(&AcquireRequest {
+            key,
+            fence_key: fence_key.as_deref(),
+            token: token.as_str(),
+            ttl_ms,
+            renew_leftover,
+        }));
         let started = Moment::now();
         let round = fan_out(
             &shared.nodes,
@@ -306,22 +314,10 @@ impl Lock {
             Until::Decided,
             cancel.as_mut(),
             |node| {
-                let (key, fence_key, token, ledger, fences) = (
-                    Arc::clone(key),
-                    fence_key.clone(),
-                    token.clone(),
-                    Arc::clone(ledger),
-                    fences.clone(),
-                );
+                let (command, ledger, fences) =
+                    (Arc::clone(&command), Arc::clone(ledger), fences.clone());
                 async move {
-                    let request = AcquireRequest {
-                        key: &key,
-                        fence_key: fence_key.as_deref(),
-                        token: token.as_str(),
-                        ttl_ms,
-                        renew_leftover,
-                    };
-                    match commands::acquire(&node, &request, &ledger, attempt).await {
+                    match commands::acquire(&node, &command, &ledger, attempt).await {
                         Ok(Taken::Ours(fence)) => {
                             if let (Some(fence), Some(slot)) = (
                                 fence,
