@@ -67,7 +67,7 @@ where
     .await;
     let decided = Moment::now();
     if let Some(unanswered) = round.unanswered {
-        shared.background.spawn(None, unanswered);
+        shared.background.finish_unanswered(unanswered);
     }
     match round.verdict {
         Some(Verdict::Won) => Ok((decided, round.outcomes)),

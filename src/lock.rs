@@ -350,7 +350,7 @@ impl Lock {
                 // key if one of the quorum crashes; a release to such a node waits until its
                 // request has finished (the ledger), should this attempt still fail.
                 if let Some(unanswered) = unanswered {
-                    shared.background.spawn(None, unanswered);
+                    shared.background.finish_unanswered(unanswered);
                 }
                 let confirmed = match (fence_key, &fences) {
                     (Some(fence_key), Some(fences)) => {

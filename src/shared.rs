@@ -62,7 +62,7 @@ pub(crate) async fn release_all(
     )
     .await;
     if let Some(unanswered) = round.unanswered.take() {
-        shared.background.spawn(None, unanswered);
+        shared.background.finish_unanswered(unanswered);
     }
     round
 }
