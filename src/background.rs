@@ -8,6 +8,8 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
 
@@ -47,6 +49,16 @@ impl Background {
             task.await;
         });
         true
+    }
+
+    /// Lets the requests of a decided round that were still unanswered finish: at once if they
+    /// have all finished meanwhile (their replies had arrived by the decision), else as a
+    /// counted task on the current runtime. Spawning costs more than the one poll that often
+    /// makes it needless.
+    pub(crate) fn finish_unanswered(self: &Arc<Self>, mut unanswered: BoxFuture<'static, ()>) {
+        if (&mut unanswered).now_or_never().is_none() {
+            self.spawn(None, unanswered);
+        }
     }
 
     /// Waits until no counted task is left.

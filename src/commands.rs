@@ -12,7 +12,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use redis::{RedisResult, Script};
+use redis::{Cmd, RedisResult, Script, Value};
 
 use crate::error::{NodeError, NodeReply};
 use crate::ledger::{Ledger, Plan, Refused};
@@ -72,6 +72,123 @@ pub(crate) struct AcquireRequest<'a> {
     pub(crate) renew_leftover: bool,
 }
 
+/// An acquire request as one command (`SET NX PX`, or one of the two scripts), built once per
+/// attempt and sent to every node: the nodes share its bytes.
+pub(crate) struct AcquireCommand {
+    command: Cmd,
+    reply: AcquireReply,
+}
+
+/// How to read the reply to an [`AcquireCommand`].
+#[derive(Debug, Clone, Copy)]
+enum AcquireReply {
+    /// `SET NX PX`: `OK`, or nil when the key exists.
+    Set,
+    /// [`ACQUIRE_OR_RENEW`]: 1 or 0.
+    Renew,
+    /// [`ACQUIRE_FENCED`]: the counter, or nil.
+    Fenced,
+}
+
+impl AcquireCommand {
+    /// Without fencing, the first attempt uses a plain `SET NX PX` (its token is new, so no key
+    /// of ours can exist yet); later attempts use the script that also accepts and renews a
+    /// leftover of an earlier attempt. With fencing, every attempt uses the script that also
+    /// takes the next fence from the counter.
+    pub(crate) fn new(request: &AcquireRequest<'_>) -> AcquireCommand {
+        let AcquireRequest {
+            key,
+            fence_key,
+            token,
+            ttl_ms,
+            renew_leftover,
+        } = *request;
+        let (mut command, reply) = match (fence_key, renew_leftover) {
+            (Some(fence_key), _) => {
+                let mut command = sized(
+                    7,
+                    &[ACQUIRE_FENCED.as_bytes(), key, fence_key, token.as_bytes()],
+                );
+                command
+                    .arg("EVAL")
+                    .arg(ACQUIRE_FENCED)
+                    .arg(2)
+                    .arg(key)
+                    .arg(fence_key)
+                    .arg(token);
+                (command, AcquireReply::Fenced)
+            }
+            (None, true) => {
+                let mut command = sized(6, &[ACQUIRE_OR_RENEW.as_bytes(), key, token.as_bytes()]);
+                command
+                    .arg("EVAL")
+                    .arg(ACQUIRE_OR_RENEW)
+                    .arg(1)
+                    .arg(key)
+                    .arg(token);
+                (command, AcquireReply::Renew)
+            }
+            (None, false) => {
+                let mut command = sized(6, &[key, token.as_bytes()]);
+                command.arg("SET").arg(key).arg(token).arg("NX").arg("PX");
+                (command, AcquireReply::Set)
+            }
+        };
+        command.arg(ttl_ms);
+        if let AcquireReply::Fenced = reply {
+            command.arg(if renew_leftover { "1" } else { "0" });
+        }
+        AcquireCommand { command, reply }
+    }
+
+    /// Reads a node's reply (already checked for an error reply).
+    fn taken(&self, reply: Value) -> RedisResult<Taken> {
+        let taken = match self.reply {
+            AcquireReply::Set => match reply {
+                Value::Okay => true,
+                Value::Nil => false,
+                // Not what `SET NX` answers; read as the string it should be.
+                other => redis::from_redis_value::<Option<String>>(other)?.is_some(),
+            },
+            AcquireReply::Renew => redis::from_redis_value::<i64>(reply)? == 1,
+            AcquireReply::Fenced => {
+                // The script never answers a counter below 1, so the conversion cannot fail;
+                // were it to, the node would count as not ours, never as a grant with a
+                // made-up fence.
+                return Ok(
+                    match redis::from_redis_value::<Option<i64>>(reply)?.map(u64::try_from) {
+                        Some(Ok(fence)) => Taken::Ours(Some(fence)),
+                        None | Some(Err(_)) => Taken::NotOurs,
+                    },
+                );
+            }
+        };
+        Ok(if taken {
+            Taken::Ours(None)
+        } else {
+            Taken::NotOurs
+        })
+    }
+}
+
+/// A command with room for `args` arguments holding `parts` and a few short ones (the command's
+/// name, counts, options, a TTL), so that building it allocates twice, not once per argument.
+fn sized(args: usize, parts: &[&[u8]]) -> Cmd {
+    /// Room for each short argument.
+    const SHORT: usize = 20;
+    let bytes = parts.iter().map(|part| part.len()).sum::<usize>();
+    Cmd::with_capacity(args, bytes.saturating_add(args.saturating_mul(SHORT)))
+}
+
+/// Sends `command` (one request) and checks the reply for an error reply. Called directly on the
+/// connection, not through `query_async`, which boxes a future per request.
+async fn send(connection: &mut MultiplexedConnection, command: &Cmd) -> RedisResult<Value> {
+    connection
+        .send_packed_command(command)
+        .await?
+        .extract_error()
+}
+
 /// What a node answered to an acquire request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Taken {
@@ -90,10 +207,7 @@ enum Sent {
 }
 
 /// Takes the key for the request's token in attempt `attempt` of the acquisition that `ledger`
-/// belongs to. Without fencing, the first attempt uses a plain `SET NX PX` (its token is new, so
-/// no key of ours can exist yet); later attempts use the script that also accepts and renews a
-/// leftover of an earlier attempt. With fencing, every attempt uses the script that also takes
-/// the next fence from the counter.
+/// belongs to, with the attempt's [`AcquireCommand`].
 ///
 /// The request is recorded in the ledger as handed over in the same step that gives it to the
 /// connection, and only while the attempt is undecided: one still waiting for its connection at
@@ -111,7 +225,7 @@ enum Sent {
 /// same server through another node ([`NodeError::SameServer`]).
 pub(crate) async fn acquire(
     node: &Node,
-    request: &AcquireRequest<'_>,
+    command: &AcquireCommand,
     ledger: &Ledger,
     attempt: u32,
 ) -> Result<Taken, NodeError> {
@@ -122,9 +236,9 @@ pub(crate) async fn acquire(
                 Ok(in_flight) => in_flight,
                 Err(refused) => return Ok(Sent::Refused(refused, server)),
             };
-            let reply = send_acquire(&mut connection, request).await;
+            let reply = send(&mut connection, &command.command).await;
             in_flight.finish(answered(&reply));
-            reply.map(Sent::Reply)
+            command.taken(reply?).map(Sent::Reply)
         })
         .await?;
     match sent {
@@ -138,65 +252,16 @@ pub(crate) async fn acquire(
     }
 }
 
-/// The acquire request itself, in one command: `SET NX PX`, or one of the two scripts.
-async fn send_acquire(
-    connection: &mut MultiplexedConnection,
-    request: &AcquireRequest<'_>,
-) -> RedisResult<Taken> {
-    let AcquireRequest {
-        key,
-        fence_key,
-        token,
-        ttl_ms,
-        renew_leftover,
-    } = *request;
-    if let Some(fence_key) = fence_key {
-        let counter: Option<i64> = redis::cmd("EVAL")
-            .arg(ACQUIRE_FENCED)
-            .arg(2)
-            .arg(key)
-            .arg(fence_key)
-            .arg(token)
-            .arg(ttl_ms)
-            .arg(if renew_leftover { "1" } else { "0" })
-            .query_async(connection)
-            .await?;
-        // The script never answers a counter below 1, so the conversion cannot fail; were it to,
-        // the node would count as not ours, never as a grant with a made-up fence.
-        return Ok(match counter.map(u64::try_from) {
-            Some(Ok(fence)) => Taken::Ours(Some(fence)),
-            None | Some(Err(_)) => Taken::NotOurs,
-        });
-    }
-    let taken = if renew_leftover {
-        let reply: i64 = redis::cmd("EVAL")
-            .arg(ACQUIRE_OR_RENEW)
-            .arg(1)
-            .arg(key)
-            .arg(token)
-            .arg(ttl_ms)
-            .query_async(connection)
-            .await?;
-        reply == 1
-    } else {
-        redis::cmd("SET")
-            .arg(key)
-            .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl_ms)
-            .query_async::<Option<String>>(connection)
-            .await?
-            .is_some()
-    };
-    Ok(if taken {
-        Taken::Ours(None)
-    } else {
-        Taken::NotOurs
-    })
+/// The compare-and-delete of `key` for `token`, as one `EVAL`: built once per release and sent to
+/// every node.
+pub(crate) fn release_command(key: &[u8], token: &str) -> Cmd {
+    let mut command = sized(5, &[RELEASE.as_bytes(), key, token.as_bytes()]);
+    command.arg("EVAL").arg(RELEASE).arg(1).arg(key).arg(token);
+    command
 }
 
-/// Deletes the key if it still holds `token`, in the order the ledger asks for:
+/// Deletes the key if it still holds the token (`command`, from [`release_command`]), in the
+/// order the ledger asks for:
 ///
 /// - no request that could set the key ever went out to the node: nothing is sent
 ///   ([`NodeReply::NotSent`]);
@@ -208,8 +273,7 @@ async fn send_acquire(
 ///   `wait`) the node may still get our key later: [`NodeReply::InDoubt`].
 pub(crate) async fn release(
     node: &Node,
-    key: &[u8],
-    token: &str,
+    command: &Cmd,
     ledger: &Ledger,
     wait: Duration,
 ) -> NodeReply {
@@ -226,15 +290,9 @@ pub(crate) async fn release(
             sent_on = Some(generation);
             async move {
                 let (in_flight, after_all) = ledger.hand_release(index, generation);
-                let reply: RedisResult<i64> = redis::cmd("EVAL")
-                    .arg(RELEASE)
-                    .arg(1)
-                    .arg(key)
-                    .arg(token)
-                    .query_async(&mut connection)
-                    .await;
+                let reply = send(&mut connection, command).await;
                 in_flight.finish(answered(&reply));
-                reply.map(|reply| (reply, after_all))
+                Ok((redis::from_redis_value::<i64>(reply?)?, after_all))
             }
         })
         .await
@@ -324,7 +382,7 @@ mod tests {
             ttl_ms,
             renew_leftover,
         };
-        let taken = acquire(node, &request, ledger, attempt).await?;
+        let taken = acquire(node, &AcquireCommand::new(&request), ledger, attempt).await?;
         Ok(taken == Taken::Ours(None))
     }
 
@@ -444,7 +502,13 @@ mod tests {
             .unwrap_err();
         assert_eq!(error, NodeError::ConnectionRefused);
         ledger.decide();
-        let reply = release(&node, b"k", "t", &ledger, Duration::from_secs(1)).await;
+        let reply = release(
+            &node,
+            &release_command(b"k", "t"),
+            &ledger,
+            Duration::from_secs(1),
+        )
+        .await;
         assert_eq!(reply, NodeReply::NotSent);
     }
 
@@ -469,7 +533,13 @@ mod tests {
                 .unwrap(),
         );
         ledger.decide();
-        let reply = release(&node, b"k", "t", &ledger, Duration::from_secs(1)).await;
+        let reply = release(
+            &node,
+            &release_command(b"k", "t"),
+            &ledger,
+            Duration::from_secs(1),
+        )
+        .await;
         assert_eq!(reply, NodeReply::InDoubt);
         let mut direct = cluster.connection(0).await.unwrap();
         let exists: bool = direct.exists("k").await.unwrap();
@@ -483,7 +553,13 @@ mod tests {
                 .unwrap()
         );
         ledger.decide();
-        let reply = release(&node, b"k", "t", &ledger, Duration::from_secs(1)).await;
+        let reply = release(
+            &node,
+            &release_command(b"k", "t"),
+            &ledger,
+            Duration::from_secs(1),
+        )
+        .await;
         assert_eq!(reply, NodeReply::Ours);
     }
 }

@@ -64,14 +64,43 @@ where
     Fut: Future<Output = NodeReply> + Send + 'static,
     Cancel: Future<Output = ()> + ?Sized,
 {
-    let mut replies = vec![NodeReply::NoReply; nodes.len()];
+    let mut outcomes: Vec<NodeOutcome> = nodes
+        .iter()
+        .map(|node| NodeOutcome {
+            node: node.index(),
+            addr: Arc::clone(node.addr()),
+            reply: NodeReply::NoReply,
+        })
+        .collect();
     let mut tally = Tally::new(nodes.len(), quorum);
+    let mut record = |index: usize, reply: NodeReply| {
+        let verdict = tally.record(vote(&reply, until));
+        if let Some(outcome) = outcomes.get_mut(index) {
+            outcome.reply = reply;
+        }
+        verdict
+    };
+    if let [node] = nodes {
+        // One node: its reply decides, and nothing is left unanswered, so the request needs no
+        // set of futures around it.
+        let reply = op(Arc::clone(node));
+        let verdict = tokio::select! {
+            biased;
+            () = cancel.as_mut() => None,
+            reply = reply => Some(record(node.index(), reply)),
+        };
+        return Round {
+            verdict,
+            outcomes,
+            unanswered: None,
+        };
+    }
     let mut in_flight: FuturesUnordered<_> = nodes
         .iter()
         .map(|node| {
             let index = node.index();
-            let reply = op(Arc::clone(node));
-            async move { (index, reply.await) }
+            // `map`, not an `async` block, which would hold the request's future twice.
+            op(Arc::clone(node)).map(move |reply| (index, reply))
         })
         .collect();
     let verdict = loop {
@@ -83,10 +112,7 @@ where
                 None => break Some(tally.verdict()),
             },
         };
-        let verdict = tally.record(vote(&reply, until));
-        if let Some(slot) = replies.get_mut(index) {
-            *slot = reply;
-        }
+        let verdict = record(index, reply);
         let stop = match until {
             Until::Decided => verdict != Verdict::Pending,
             Until::Freed => verdict == Verdict::Won,
@@ -95,15 +121,6 @@ where
             break Some(verdict);
         }
     };
-    let outcomes = nodes
-        .iter()
-        .zip(replies)
-        .map(|(node, reply)| NodeOutcome {
-            node: node.index(),
-            addr: Arc::clone(node.addr()),
-            reply,
-        })
-        .collect();
     let unanswered = (verdict.is_some() && !in_flight.is_empty())
         .then(|| in_flight.for_each(|_| async {}).boxed());
     Round {

@@ -67,7 +67,7 @@ where
     .await;
     let decided = Moment::now();
     if let Some(unanswered) = round.unanswered {
-        shared.background.spawn(None, unanswered);
+        shared.background.finish_unanswered(unanswered);
     }
     match round.verdict {
         Some(Verdict::Won) => Ok((decided, round.outcomes)),
@@ -156,7 +156,7 @@ pub(crate) async fn delete_counters(
 mod tests {
     use super::*;
     use crate::LockOptions;
-    use crate::commands::{AcquireRequest, Taken, acquire};
+    use crate::commands::{AcquireCommand, AcquireRequest, Taken, acquire};
     use crate::ledger::Ledger;
     use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
     use redis::AsyncCommands;
@@ -183,12 +183,14 @@ mod tests {
         let mut direct = cluster.connection(0).await.unwrap();
         let ledger = Ledger::new(1);
         let attempt = ledger.begin();
-        let request = |token, renew_leftover| AcquireRequest {
-            key: b"lock",
-            fence_key: Some(b"fence"),
-            token,
-            ttl_ms: 60_000,
-            renew_leftover,
+        let request = |token, renew_leftover| {
+            AcquireCommand::new(&AcquireRequest {
+                key: b"lock",
+                fence_key: Some(b"fence"),
+                token,
+                ttl_ms: 60_000,
+                renew_leftover,
+            })
         };
 
         let taken = acquire(&node, &request("a", false), &ledger, attempt).await;

@@ -218,7 +218,7 @@ impl Guard {
             (Some(Verdict::Won), Some(left)) => {
                 if let Some(unanswered) = round.unanswered {
                     // Slower nodes get the new expiry too, as in an acquisition.
-                    shared.background.spawn(None, unanswered);
+                    shared.background.finish_unanswered(unanswered);
                 }
                 self.valid_until = decided.checked_add(left).unwrap_or(decided);
                 self.outcomes = round.outcomes;

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::clock::Moment;
-use crate::commands::{self, AcquireRequest, Taken};
+use crate::commands::{self, AcquireCommand, AcquireRequest, Taken};
 use crate::error::{ConfigError, Error, NodeOutcome, NodeReply};
 use crate::fanout::{Round, Until, fan_out};
 use crate::fencing;
@@ -302,6 +302,14 @@ impl Lock {
         let fences: Option<Arc<[AtomicU64]>> = fence_key
             .as_ref()
             .map(|_| shared.nodes.iter().map(|_| AtomicU64::new(0)).collect());
+        // Built once and shared: every node gets the same bytes.
+        let command = Arc::new(AcquireCommand::new(&AcquireRequest {
+            key,
+            fence_key: fence_key.as_deref(),
+            token: token.as_str(),
+            ttl_ms,
+            renew_leftover,
+        }));
         let started = Moment::now();
         let round = fan_out(
             &shared.nodes,
@@ -309,22 +317,10 @@ impl Lock {
             Until::Decided,
             cancel.as_mut(),
             |node| {
-                let (key, fence_key, token, ledger, fences) = (
-                    Arc::clone(key),
-                    fence_key.clone(),
-                    token.clone(),
-                    Arc::clone(ledger),
-                    fences.clone(),
-                );
+                let (command, ledger, fences) =
+                    (Arc::clone(&command), Arc::clone(ledger), fences.clone());
                 async move {
-                    let request = AcquireRequest {
-                        key: &key,
-                        fence_key: fence_key.as_deref(),
-                        token: token.as_str(),
-                        ttl_ms,
-                        renew_leftover,
-                    };
-                    match commands::acquire(&node, &request, &ledger, attempt).await {
+                    match commands::acquire(&node, &command, &ledger, attempt).await {
                         Ok(Taken::Ours(fence)) => {
                             if let (Some(fence), Some(slot)) = (
                                 fence,
@@ -357,7 +353,7 @@ impl Lock {
                 // key if one of the quorum crashes; a release to such a node waits until its
                 // request has finished (the ledger), should this attempt still fail.
                 if let Some(unanswered) = unanswered {
-                    shared.background.spawn(None, unanswered);
+                    shared.background.finish_unanswered(unanswered);
                 }
                 let confirmed = match (fence_key, &fences) {
                     (Some(fence_key), Some(fences)) => {

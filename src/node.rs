@@ -270,25 +270,35 @@ impl Node {
 
     /// Runs a command already given its connection of `generation`, within the command
     /// timeout, and drops that connection if the failure broke it.
-    async fn finish<T>(
+    ///
+    /// A combinator, not an `async fn`: an `async fn` keeps its future argument twice in its
+    /// state (as the argument and as the awaited timeout), and every command's future is moved
+    /// into the fan-out's set, so its size is copied on every request.
+    fn finish<T>(
         &self,
         generation: u64,
         command: impl Future<Output = RedisResult<T>>,
-    ) -> Result<T, NodeError> {
-        let result = match tokio::time::timeout(self.command_timeout, command).await {
-            Ok(Ok(reply)) => return Ok(reply),
-            Ok(Err(err)) if err.is_timeout() => NodeError::Timeout(self.command_timeout),
-            Ok(Err(err)) => NodeError::from(err),
-            Err(_elapsed) => NodeError::Timeout(self.command_timeout),
-        };
-        if result.breaks_connection() {
-            tracing::debug!(node = self.index, addr = %self.addr, error = %result, "dropping connection");
-            self.reset(generation);
-        }
-        Err(result)
+    ) -> impl Future<Output = Result<T, NodeError>> {
+        tokio::time::timeout(self.command_timeout, command).map(move |result| {
+            let error = match result {
+                Ok(Ok(reply)) => return Ok(reply),
+                Ok(Err(err)) if err.is_timeout() => NodeError::Timeout(self.command_timeout),
+                Ok(Err(err)) => NodeError::from(err),
+                Err(_elapsed) => NodeError::Timeout(self.command_timeout),
+            };
+            if error.breaks_connection() {
+                tracing::debug!(node = self.index, addr = %self.addr, %error, "dropping connection");
+                self.reset(generation);
+            }
+            Err(error)
+        })
     }
 
     /// The current connection, or a new one: joins an attempt already in flight, else starts one.
+    ///
+    /// A ready connection is handed out without a future of its own; the wait for a connection
+    /// attempt is boxed, so that every command's future stays small (each is moved into the
+    /// fan-out's set) for the one case that needs it.
     async fn connection(&self) -> Result<(u64, Connected), NodeError> {
         let (generation, connecting) = {
             let mut guard = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
@@ -306,6 +316,16 @@ impl Node {
                 }
             }
         };
+        Box::pin(self.await_connection(generation, connecting)).await
+    }
+
+    /// Waits (within the connect timeout) for the connection attempt of `generation`, and makes
+    /// its connection the node's current one, or the slot idle again if it failed.
+    async fn await_connection(
+        &self,
+        generation: u64,
+        connecting: Connecting,
+    ) -> Result<(u64, Connected), NodeError> {
         let result = match tokio::time::timeout(self.connect_timeout, connecting).await {
             Ok(result) => result,
             // The attempt goes on in the background; the next caller picks up its result.
@@ -325,16 +345,30 @@ impl Node {
     /// waiting for it has given up. The attempt includes asking the server who it is.
     fn connect(&self) -> Connecting {
         let client = self.client.clone();
+        // No response timeout of redis-rs's own: every command already runs within the command
+        // timeout (`finish`), and a second timer per request would only cost time.
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.command_timeout));
-        let (index, addr, restart_guard) = (self.index, self.addr.clone(), self.restart_guard);
+            .set_response_timeout(None);
+        let (index, addr, restart_guard, command_timeout) = (
+            self.index,
+            self.addr.clone(),
+            self.restart_guard,
+            self.command_timeout,
+        );
         let task = tokio::spawn(async move {
             let result = async {
                 let connection = client
                     .get_multiplexed_async_connection_with_config(&config)
                     .await?;
-                let identity = identify(&connection, restart_guard).await?;
+                let identity =
+                    tokio::time::timeout(command_timeout, identify(&connection, restart_guard))
+                        .await
+                        .map_err(|_elapsed| {
+                            redis::RedisError::from(std::io::Error::from(
+                                std::io::ErrorKind::TimedOut,
+                            ))
+                        })??;
                 Ok::<_, redis::RedisError>(Connected {
                     connection,
                     identity,

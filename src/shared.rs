@@ -48,19 +48,21 @@ pub(crate) async fn release_all(
 ) -> Round {
     let never = pin!(pending::<()>());
     let wait = shared.request_bound();
+    // Built once and shared: every node gets the same bytes.
+    let command = Arc::new(commands::release_command(key, token.as_str()));
     let mut round = fan_out(
         &shared.nodes,
         shared.settings.quorum,
         Until::Freed,
         never,
         |node| {
-            let (key, token, ledger) = (Arc::clone(key), token.clone(), Arc::clone(ledger));
-            async move { commands::release(&node, &key, token.as_str(), &ledger, wait).await }
+            let (command, ledger) = (Arc::clone(&command), Arc::clone(ledger));
+            async move { commands::release(&node, &command, &ledger, wait).await }
         },
     )
     .await;
     if let Some(unanswered) = round.unanswered.take() {
-        shared.background.spawn(None, unanswered);
+        shared.background.finish_unanswered(unanswered);
     }
     round
 }

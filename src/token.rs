@@ -9,28 +9,34 @@ use std::sync::Arc;
 /// Random bytes in one token.
 const TOKEN_BYTES: usize = 20;
 
+/// Hex digits in one token.
+const TOKEN_DIGITS: usize = TOKEN_BYTES * 2;
+
 /// The value stored under a lock's key, identifying one acquisition.
 ///
 /// Only the holder knows it, so only the holder can release or extend the lock. Cloning is
-/// cheap (shared).
+/// cheap: the digits are held inline (no allocation per acquisition).
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Token(Arc<str>);
+pub struct Token([u8; TOKEN_DIGITS]);
 
 impl Token {
     /// A fresh, unpredictable token.
     pub(crate) fn generate() -> Self {
         let bytes: [u8; TOKEN_BYTES] = rand::random();
-        let mut hex = String::with_capacity(TOKEN_BYTES * 2);
-        for byte in bytes {
-            hex.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
-            hex.push(char::from(HEX_DIGITS[usize::from(byte & 0x0f)]));
+        let mut hex = [0u8; TOKEN_DIGITS];
+        for (digits, byte) in hex.chunks_exact_mut(2).zip(bytes) {
+            digits.copy_from_slice(&[
+                HEX_DIGITS[usize::from(byte >> 4)],
+                HEX_DIGITS[usize::from(byte & 0x0f)],
+            ]);
         }
-        Token(hex.into())
+        Token(hex)
     }
 
     /// The token as stored in Redis.
     pub fn as_str(&self) -> &str {
-        &self.0
+        // Always ASCII hex digits: the conversion cannot fail.
+        std::str::from_utf8(&self.0).unwrap_or_default()
     }
 }
 
@@ -38,7 +44,7 @@ const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 impl fmt::Display for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
@@ -46,14 +52,15 @@ impl fmt::Display for Token {
 /// release its lock.
 impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Token({}…)", self.0.get(..8).unwrap_or(&self.0))
+        let token = self.as_str();
+        write!(f, "Token({}…)", token.get(..8).unwrap_or(token))
     }
 }
 
 /// The Redis key for a resource: the prefix followed by the resource's bytes, unchanged. For a
-/// fixed prefix this is injective, so distinct resources never share a key.
+/// fixed prefix this is injective, so distinct resources never share a key. One allocation.
 pub(crate) fn lock_key(prefix: &[u8], resource: &[u8]) -> Arc<[u8]> {
-    [prefix, resource].concat().into()
+    prefix.iter().chain(resource).copied().collect()
 }
 
 #[cfg(test)]
@@ -63,11 +70,11 @@ mod tests {
 
     #[test]
     fn tokens_are_40_hex_digits_and_distinct() {
-        let tokens: HashSet<Arc<str>> = (0..1000).map(|_| Token::generate().0).collect();
+        let tokens: HashSet<Token> = (0..1000).map(|_| Token::generate()).collect();
         assert_eq!(tokens.len(), 1000);
         for t in &tokens {
-            assert_eq!(t.len(), 40);
-            assert!(t.bytes().all(|b| HEX_DIGITS.contains(&b)), "{t}");
+            assert_eq!(t.as_str().len(), 40);
+            assert!(t.as_str().bytes().all(|b| HEX_DIGITS.contains(&b)), "{t}");
         }
     }
 

@@ -138,8 +138,15 @@ async fn extensions_failing_until_the_validity_runs_out_fire_the_lost_signal() {
         cluster.pause(0).unwrap();
         cluster.pause(1).unwrap();
         let lost = kept.lost().await;
+        // The last error is the last extension's, if one finished before the deadline (a
+        // loaded machine may leave none finished).
+        let Lost::Expired { last_error, .. } = &lost else {
+            panic!("expected Expired, got {lost}");
+        };
         assert!(
-            matches!(&lost, Lost::Expired { last_error: Some(error), .. } if matches!(**error, Error::ExtendFailed { .. })),
+            last_error
+                .as_deref()
+                .is_none_or(|error| matches!(error, Error::ExtendFailed { .. })),
             "{lost}"
         );
         assert!(!kept.is_valid());
