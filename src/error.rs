@@ -492,7 +492,7 @@ pub enum Lost {
         /// The last extension's error, if one was tried.
         last_error: Option<Box<Error>>,
     },
-    /// The hold reached [`KeepAlive::max_hold`].
+    /// The hold reached [`KeepAlive::max_hold`](crate::KeepAlive::max_hold).
     #[error("held for max_hold ({max_hold:?})")]
     #[non_exhaustive]
     MaxHold {

@@ -51,7 +51,7 @@ impl Lease {
         &self.state.token
     }
 
-    /// The acquisition's fence, with fencing on (see [`Guard::fence`]).
+    /// The acquisition's fence, with fencing on (see [`Guard::fence`](crate::Guard::fence)).
     pub fn fence(&self) -> Option<u64> {
         self.state.fence
     }

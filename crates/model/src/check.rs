@@ -84,7 +84,7 @@ impl CheckReport {
 /// Explores every state of `config`'s model reachable within its bounds, breadth first on one
 /// thread, with symmetry reduction (see `symmetry.rs`). The run ends early only once every
 /// property has a discovery (then [`CheckReport::exhaustive`] is false). Each discovery is a shortest path (see
-/// [`FirstDiscoveries`](crate::properties::FirstDiscoveries)).
+/// [`FirstDiscoveries`](crate::discoveries::FirstDiscoveries)).
 pub fn check(config: Config) -> Result<CheckReport, ConfigError> {
     let model = FencingModel::new(config)?.with_symmetry();
     let started = Instant::now();

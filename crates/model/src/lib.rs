@@ -81,7 +81,7 @@ pub mod bounded;
 pub mod check;
 pub mod client;
 pub mod config;
-mod discoveries;
+pub mod discoveries;
 pub mod ids;
 pub mod model;
 pub mod node;

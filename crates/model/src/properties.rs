@@ -44,7 +44,7 @@ pub const EXAMPLES: [&str; 4] = [
 /// Every property, the safety ones first.
 ///
 /// Each condition reports only the first state it finds for its property (see
-/// [`FirstDiscoveries`]), so that the checker keeps a shortest path.
+/// [`FirstDiscoveries`](crate::discoveries::FirstDiscoveries)), so that the checker keeps a shortest path.
 pub fn all() -> Vec<Property<FencingModel>> {
     vec![
         Property::always(MUTUAL_EXCLUSION, |model, state| {
