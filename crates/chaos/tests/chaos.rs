@@ -170,17 +170,27 @@ async fn node_clocks_drifting_within_the_allowance_are_safe() {
 
 /// The mutation score's machinery: a safe scenario run with a lock whose quorum is 2 of 5 shows
 /// violations, and the report says which defect ran and when the first violation was visible.
+/// Two holders on disjoint pairs of nodes need their acquisitions to race; on a loaded machine
+/// (CI's test step once) a 3 s run can pass without such a race, so up to three runs are given.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_half_quorum_is_caught_in_the_baseline() {
-    let report = run(Scenario::Baseline, &options().defect(Defect::QuorumHalf))
-        .await
-        .expect("baseline with quorum-half");
-    assert_eq!(report.defect, Some(Defect::QuorumHalf));
-    assert!(
-        !report.check.violations.is_empty(),
-        "quorum-half not caught"
-    );
-    assert!(report.first_violation_us().is_some());
+    const RUNS: usize = 3;
+    for attempt in 1..=RUNS {
+        let report = run(Scenario::Baseline, &options().defect(Defect::QuorumHalf))
+            .await
+            .expect("baseline with quorum-half");
+        assert_eq!(report.defect, Some(Defect::QuorumHalf));
+        eprintln!(
+            "run {attempt}: holds {} violations {}",
+            report.check.holds,
+            report.check.violations.len()
+        );
+        if !report.check.violations.is_empty() {
+            assert!(report.first_violation_us().is_some());
+            return;
+        }
+    }
+    panic!("quorum-half not caught in {RUNS} runs of the baseline");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
