@@ -1,6 +1,6 @@
 //! The measurement loops against one lock: sequential cycles, acquire-only, release-only,
-//! concurrent throughput, contended hand-off, and the allocation count. Every loop is bounded in
-//! count and in time.
+//! concurrent throughput (of any [`Contender`]), contended hand-off, and the allocation count.
+//! Every loop is bounded in count and in time.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,6 +12,7 @@ use quorumlock::{Error, Lock, RetryPolicy};
 use tokio::task::JoinHandle;
 
 use super::alloc::ALLOC;
+use super::contender::Contender;
 use super::plan::{SETTLE_CAP, SETTLE_EVERY, THROUGHPUT_MAX_OPS, WARMUP};
 use super::stats::{Tally, new_histogram, record};
 
@@ -54,13 +55,15 @@ impl Batch<'_> {
 /// Sequential acquire+release cycles, each on a fresh key (so that one lost release cannot fail
 /// the cycles after it), timed as a whole.
 pub(super) async fn cycles(lock: &Lock, batch: Batch<'_>, tally: &mut Tally) {
-    timed_cycles(batch, tally, async |key| {
-        match lock.try_acquire(key).await {
-            Ok(guard) => guard.release().await.held >= lock.quorum_size(),
-            Err(_) => false,
-        }
-    })
-    .await;
+    timed_cycles(batch, tally, async |key| lock_cycle(lock, key).await).await;
+}
+
+/// One acquire+release of `key`; true when it was granted and released on a quorum.
+pub(super) async fn lock_cycle(lock: &Lock, key: &str) -> bool {
+    match lock.try_acquire(key).await {
+        Ok(guard) => guard.release().await.held >= lock.quorum_size(),
+        Err(_) => false,
+    }
 }
 
 /// Runs `cycle` on each key of `batch`; adds the time of each successful cycle, the failed
@@ -148,7 +151,7 @@ pub(super) async fn releases(lock: &Lock, batch: Batch<'_>, tally: &mut Tally) {
 
 /// `tasks` tasks, each cycling acquire+release on its own key for `duration`.
 pub(super) async fn throughput(
-    lock: &Lock,
+    contender: &Contender,
     tag: &str,
     tasks: usize,
     duration: Duration,
@@ -159,7 +162,7 @@ pub(super) async fn throughput(
     let deadline = started + duration;
     let handles: Vec<_> = (0..tasks)
         .map(|task| {
-            let lock = lock.clone();
+            let contender = contender.clone();
             let key_base = format!("{tag}:{task}");
             tokio::spawn(async move {
                 let mut hist = new_histogram();
@@ -172,12 +175,10 @@ pub(super) async fn throughput(
                     key.clear();
                     let _ = write!(key, "{key_base}:{i}");
                     let t = Instant::now();
-                    match lock.try_acquire(&key).await {
-                        Ok(guard) => {
-                            guard.release().await;
-                            record(&mut hist, t.elapsed());
-                        }
-                        Err(_) => errors += 1,
+                    if contender.cycle(&key).await {
+                        record(&mut hist, t.elapsed());
+                    } else {
+                        errors += 1;
                     }
                 }
                 (hist, errors)

@@ -1,5 +1,6 @@
 //! `quorumlock bench`: the quorum lock against the single-node lock, side by side in one run,
-//! and the quorum lock with fencing on against the same lock without.
+//! the quorum lock with fencing on against the same lock without, and both against the raw
+//! commands they send and against rslock over the same nodes.
 //!
 //! Every scenario runs the single-node lock and the quorum lock in the same process, on the same
 //! machine, interleaved in rounds, so that the ratios between them are fair even when the
@@ -10,6 +11,7 @@
 //! the command starts and stops itself. Every loop is bounded both in count and in time.
 
 mod alloc;
+mod contender;
 mod faults;
 mod fencing;
 mod kept;
@@ -19,6 +21,7 @@ mod plots;
 mod progress;
 mod raw;
 mod report;
+mod rslock;
 mod scenarios;
 mod stats;
 mod table;
@@ -32,17 +35,21 @@ use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 
 use crate::flags::{self, NODES_ENV};
 
+use self::rslock::Rslock;
+use contender::Contender;
 use faults::fault_scenarios;
 use plan::{Plan, TARGET_NODES};
 use plots::write_plots;
 use progress::Progress;
+use raw::Raw;
 use report::{Machine, Report, cpu_model, redis_version};
 use scenarios::Subject;
 use stats::fill_ratios;
 use table::render;
 use targets::evaluate_targets;
 
-/// Compare the quorum lock with the single-node lock, side by side in one run.
+/// Compare the quorum lock with the single-node lock, side by side in one run (with the raw
+/// commands they send, and rslock, over the same nodes).
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 Examples:
@@ -199,18 +206,55 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         redis_version: version,
     };
 
-    let steps =
-        subjects.len() as u64 * 2 + plan.tasks.len() as u64 * 2 + 2 + if local { 7 } else { 0 };
+    // What our locks are measured against in the same rounds: the raw commands over one node and
+    // over the main quorum's nodes (with TCP_NODELAY, as the lock), rslock over those nodes as a
+    // new user gets it (redis-rs's default: Nagle on), and the like-for-like pair: rslock with
+    // TCP_NODELAY, our quorum lock without.
+    let main_urls = urls.get(..main_n).unwrap_or(&urls);
+    let rslock = |name: String, nodelay: bool| -> Result<(String, Contender), String> {
+        let prefix = format!("quorumlock-bench-rslock:{run}:");
+        let rslock = Rslock::new(&name, main_urls, ttl, prefix, nodelay)?;
+        Ok((name, Contender::Rslock(rslock)))
+    };
+    let nagle = Lock::quorum(
+        main_urls.iter().cloned(),
+        options.clone().tcp_nodelay(false),
+    )
+    .map_err(|e| format!("quorum lock without TCP_NODELAY: {e}"))?;
+    let references = vec![
+        (
+            "raw-1".to_owned(),
+            Contender::Raw(Raw::connect("raw-1", urls.get(..1).unwrap_or(&urls)).await?),
+        ),
+        (
+            format!("raw-{main_n}"),
+            Contender::Raw(Raw::connect(&format!("raw-{main_n}"), main_urls).await?),
+        ),
+        rslock(format!("rslock-{main_n}"), false)?,
+        rslock(format!("rslock-{main_n}-nodelay"), true)?,
+        (format!("{main_name}-nagle"), Contender::Lock(nagle)),
+    ];
+
+    let steps = subjects.len() as u64 * 2
+        + plan.tasks.len() as u64 * 2
+        + references.len() as u64
+        + 2
+        + if local { 7 } else { 0 };
     let progress = Progress::new(steps);
 
     // 1. Sequential acquire+release, 2. allocations per cycle.
-    let mut rows = scenarios::sequential(&subjects, &urls, main_n, &plan, &progress).await?;
+    let mut rows = scenarios::sequential(&subjects, &references, &plan, &progress).await?;
     scenarios::allocations(&subjects, &mut rows, &plan, &progress).await;
 
-    // 3. Throughput with 1, 16, 64 tasks on distinct keys, and 4. contended hand-off: the
-    // single-node and quorum locks alternate in rounds, like the sequential cycles.
+    // 3. Throughput with 1, 16, 64 tasks on distinct keys (the references beside them at 64), and
+    // 4. contended hand-off: the single-node and quorum locks alternate in rounds, like the
+    // sequential cycles.
+    let pair = [
+        ("single", Contender::Lock(single.clone())),
+        (main_name.as_str(), Contender::Lock(quorum_main.clone())),
+    ];
+    rows.extend(scenarios::throughput(&pair, &references, &plan, &progress).await);
     let pair = [("single", &single), (main_name.as_str(), &quorum_main)];
-    rows.extend(scenarios::throughput(&pair, &plan, &progress).await);
     let contenders = usize::from(args.contenders);
     rows.extend(scenarios::handoff(&pair, contenders, &plan, &progress).await);
 

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use redis::IntoConnectionInfo;
 use redis::aio::MultiplexedConnection;
+use redis::io::tcp::TcpSettings;
 
 use super::plan::WARMUP;
 
@@ -21,22 +23,29 @@ return 0",
 /// The floor under the quorum's cost on this machine: the same commands the lock sends, straight
 /// over redis-rs connections with no lock logic (no token, validity, outcome bookkeeping or
 /// timeouts). `SET NX PX` on every node until a majority said yes, then the compare-and-delete
-/// script on every node, waiting for all.
+/// script on every node, waiting for all. Its sockets have `TCP_NODELAY` on, like the lock's
+/// (redis-rs leaves it off; on loopback Nagle's coalescing is faster with many tasks, see
+/// docs/benchmarks.md), so that the floor sends the same bytes the same way.
+#[derive(Clone)]
 pub(super) struct Raw {
-    pub(super) name: String,
     pub(super) connections: Vec<MultiplexedConnection>,
     pub(super) quorum: usize,
 }
 
 impl Raw {
-    pub(super) async fn connect(name: String, urls: &[String]) -> Result<Raw, String> {
+    /// Connects to every node of `urls`; `name` says which floor in the errors.
+    pub(super) async fn connect(name: &str, urls: &[String]) -> Result<Raw, String> {
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(1)))
             .set_response_timeout(Some(Duration::from_secs(1)));
         let mut connections = Vec::new();
         for url in urls {
-            let client =
-                redis::Client::open(url.as_str()).map_err(|e| format!("{name}: bad URL: {e}"))?;
+            let info = url
+                .as_str()
+                .into_connection_info()
+                .map_err(|e| format!("{name}: bad URL: {e}"))?
+                .set_tcp_settings(TcpSettings::default().set_nodelay(true));
+            let client = redis::Client::open(info).map_err(|e| format!("{name}: bad URL: {e}"))?;
             let connection = client
                 .get_multiplexed_async_connection_with_config(&config)
                 .await
@@ -44,7 +53,6 @@ impl Raw {
             connections.push(connection);
         }
         Ok(Raw {
-            name,
             quorum: urls.len() / 2 + 1,
             connections,
         })

@@ -1,16 +1,17 @@
 //! What `quorumlock bench` measures on the direct nodes, and how: sequential acquire+release
-//! (with the raw redis-rs floor, and the fenced quorum lock beside the plain one), allocations
-//! per cycle, throughput and contended hand-off. Every scenario runs its locks interleaved in
-//! rounds, so that a drift in the machine's speed hits them alike.
+//! (with the references beside our locks: raw redis-rs floors, rslock; and the fenced quorum
+//! lock beside the plain one), allocations per cycle, throughput and contended hand-off. Every
+//! scenario runs its locks interleaved in rounds, so that a drift in the machine's speed hits
+//! them alike.
 
 use std::time::Duration;
 
 use quorumlock::Lock;
 
+use super::contender::Contender;
 use super::loops::{self, Batch, allocs_per_cycle, cycles, timed_cycles, warm_up};
 use super::plan::Plan;
 use super::progress::Progress;
-use super::raw::Raw;
 use super::stats::{Row, Tally};
 
 /// A lock under test with its display name and row-id stem.
@@ -42,27 +43,22 @@ pub(super) fn subject_resources(plan: &Plan) -> impl Iterator<Item = String> {
         .chain(cycles)
 }
 
-/// Sequential acquire+release on every subject, and on the raw floor over the first node and
-/// over the first `main_n` nodes, interleaved in rounds.
+/// Sequential acquire+release on every subject and on every reference (the raw commands,
+/// rslock, like-for-like variants), interleaved in rounds.
 pub(super) async fn sequential(
     subjects: &[Subject],
-    urls: &[String],
-    main_n: usize,
+    references: &[(String, Contender)],
     plan: &Plan,
     progress: &Progress,
 ) -> Result<Vec<Row>, String> {
     for subject in subjects {
         warm_up(&subject.lock, CYCLE_KEYS).await;
     }
-    let raws = [
-        Raw::connect("raw-1".to_owned(), urls.get(..1).unwrap_or(urls)).await?,
-        Raw::connect(format!("raw-{main_n}"), urls.get(..main_n).unwrap_or(urls)).await?,
-    ];
-    for raw in &raws {
-        raw.warm_up().await;
+    for (_, reference) in references {
+        reference.warm_up(CYCLE_KEYS).await;
     }
     let mut tallies: Vec<Tally> = subjects.iter().map(|_| Tally::new()).collect();
-    let mut raw_tallies: Vec<Tally> = raws.iter().map(|_| Tally::new()).collect();
+    let mut reference_tallies: Vec<Tally> = references.iter().map(|_| Tally::new()).collect();
     let per_round = per_round(plan);
     let cap = Duration::from_millis(plan.cycle_cap_ms / plan.rounds);
     for round in 0..plan.rounds {
@@ -76,9 +72,9 @@ pub(super) async fn sequential(
             progress.round(CYCLE, &subject.name, round, plan.rounds);
             cycles(&subject.lock, batch(CYCLE_KEYS), tally).await;
         }
-        for (raw, tally) in raws.iter().zip(&mut raw_tallies) {
-            progress.round(CYCLE, &raw.name, round, plan.rounds);
-            timed_cycles(batch("raw"), tally, async |key| raw.cycle(key, key).await).await;
+        for ((name, reference), tally) in references.iter().zip(&mut reference_tallies) {
+            progress.round(CYCLE, name, round, plan.rounds);
+            timed_cycles(batch(name), tally, async |key| reference.cycle(key).await).await;
         }
     }
     let mut rows = Vec::new();
@@ -90,10 +86,20 @@ pub(super) async fn sequential(
         });
         progress.done(1);
     }
-    for (raw, tally) in raws.iter().zip(raw_tallies) {
-        rows.push(cycle_row(&raw.name, tally).vs_single("cycle/raw-1"));
+    for ((name, _), tally) in references.iter().zip(reference_tallies) {
+        rows.push(cycle_row(name, tally).vs_single(&format!("cycle/{}", baseline(name))));
     }
     Ok(rows)
+}
+
+/// What a reference's rows are compared with: the raw floors with the raw single node (their
+/// ratio is what a quorum costs at the least), anything else with our single-node lock.
+fn baseline(name: &str) -> &'static str {
+    if name.starts_with("raw-") {
+        "raw-1"
+    } else {
+        "single"
+    }
 }
 
 fn cycle_row(name: &str, tally: Tally) -> Row {
@@ -126,29 +132,41 @@ pub(super) async fn allocations(
     }
 }
 
-/// Throughput with each of `plan.tasks` tasks, cycling on distinct keys.
+/// Throughput with each of `plan.tasks` tasks, cycling on distinct keys: our two locks at every
+/// step, the references beside them at the largest (where the targets are set).
 pub(super) async fn throughput(
-    pair: &[(&str, &Lock)],
+    pair: &[(&str, Contender)],
+    references: &[(String, Contender)],
     plan: &Plan,
     progress: &Progress,
 ) -> Vec<Row> {
-    for (_, lock) in pair {
-        warm_up(lock, "tp-warm").await;
+    let most = plan.tasks.iter().copied().max().unwrap_or_default();
+    let everyone: Vec<(&str, Contender)> = pair
+        .iter()
+        .cloned()
+        .chain(
+            references
+                .iter()
+                .map(|(name, c)| (name.as_str(), c.clone())),
+        )
+        .collect();
+    for (_, contender) in &everyone {
+        contender.warm_up("tp-warm").await;
     }
     let slice = Duration::from_millis(plan.throughput_ms / plan.rounds);
     let mut rows = Vec::new();
     for &tasks in &plan.tasks {
         let scenario = format!("throughput, {}", plural_tasks(tasks));
         let measured = alternate(
-            pair,
+            if tasks == most { &everyone } else { pair },
             &format!("tp{tasks}"),
             &scenario,
             "acquire+release",
             plan,
             progress,
-            async |lock, round, tally| {
+            async |contender, round, tally| {
                 let tag = format!("tp{tasks}:{round}");
-                loops::throughput(lock, &tag, tasks, slice, tally).await;
+                loops::throughput(contender, &tag, tasks, slice, tally).await;
             },
         )
         .await;
@@ -185,17 +203,17 @@ pub(super) async fn handoff(
     rows
 }
 
-/// Runs one scenario on a pair of locks (the single-node lock first), alternating between them
-/// in `plan.rounds` rounds; `measure(lock, round, tally)` measures one round of one lock. Returns
-/// one row per lock, `{stem}/{name}`, compared with `{stem}/single`.
-pub(super) async fn alternate(
-    pair: &[(&str, &Lock)],
+/// Runs one scenario on named locks or contenders (the single-node lock first), alternating
+/// between them in `plan.rounds` rounds; `measure(lock, round, tally)` measures one round of one.
+/// Returns one row per name, `{stem}/{name}`, compared with `{stem}/single`.
+pub(super) async fn alternate<T>(
+    pair: &[(&str, T)],
     stem: &str,
     scenario: &str,
     measured: &str,
     plan: &Plan,
     progress: &Progress,
-    mut measure: impl AsyncFnMut(&Lock, u64, &mut Tally),
+    mut measure: impl AsyncFnMut(&T, u64, &mut Tally),
 ) -> Vec<Row> {
     let mut tallies: Vec<Tally> = pair.iter().map(|_| Tally::new()).collect();
     for round in 0..plan.rounds {

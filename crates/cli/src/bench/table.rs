@@ -70,7 +70,10 @@ pub(super) fn render(report: &Report) -> String {
          acquire+release cycle (whole process). Throughput rows: latency of one cycle under load;\n\
          acquire/release-only rows: ops/s counts time inside the timed call only.\n\
          raw-N = the lock's commands sent over redis-rs alone, no lock logic (the floor on this\n\
-         machine); its ×1 is relative to raw-1. quorum-N-fenced = quorum-N with fencing on.\n"
+         machine, TCP_NODELAY on as for the lock); its ×1 is relative to raw-1.\n\
+         rslock-N = rslock 0.10 over the same nodes, one try, its defaults (Nagle on);\n\
+         rslock-N-nodelay = the same with TCP_NODELAY; quorum-N-nagle = quorum-N without it.\n\
+         quorum-N-fenced = quorum-N with fencing on.\n"
     );
     let _ = writeln!(
         out,

@@ -1,5 +1,6 @@
 //! The targets a run is measured against (the quorum lock's cost relative to the single-node
-//! lock, and its behaviour with slow or hung nodes), evaluated on the run's rows.
+//! lock, its behaviour with slow or hung nodes, and both locks against the raw commands they
+//! send and against rslock), evaluated on the run's rows.
 
 use std::fmt;
 
@@ -35,8 +36,8 @@ impl Limit {
 impl fmt::Display for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Limit::AtMost(limit) => write!(f, "<= {limit:.1}"),
-            Limit::AtLeast(limit) => write!(f, ">= {limit:.1}"),
+            Limit::AtMost(limit) => write!(f, "<= {limit}"),
+            Limit::AtLeast(limit) => write!(f, ">= {limit}"),
         }
     }
 }
@@ -66,6 +67,46 @@ pub(super) fn evaluate_targets(rows: &[Row], n: usize, local: bool) -> Vec<Targe
             Limit::AtLeast(0.4),
         ),
     ];
+    // Issue 12: our locks against the very commands they send, and against rslock.
+    let ratio = |id: &str, of: &str, base: &str, field: fn(&Row) -> f64| {
+        let (a, b) = (get(&format!("{id}/{of}"))?, get(&format!("{id}/{base}"))?);
+        Some(field(a) / field(b))
+    };
+    let p50 = |r: &Row| r.p50_us;
+    let ops = |r: &Row| r.ops_per_s;
+    let allocs = |name: &str| get(&format!("cycle/{name}")).and_then(|r| r.allocs_per_cycle);
+    targets.extend([
+        (
+            "single acquire+release p50 / raw-1 p50".to_owned(),
+            ratio("cycle", "single", "raw-1", p50),
+            Limit::AtMost(1.05),
+        ),
+        (
+            "single throughput with 64 tasks / raw-1".to_owned(),
+            ratio("tp64", "single", "raw-1", ops),
+            Limit::AtLeast(0.95),
+        ),
+        (
+            format!("{quorum} throughput with 64 tasks / rslock-{n}"),
+            ratio("tp64", &quorum, &format!("rslock-{n}"), ops),
+            Limit::AtLeast(1.5),
+        ),
+        (
+            format!("{quorum} throughput with 64 tasks / raw-{n}"),
+            ratio("tp64", &quorum, &format!("raw-{n}"), ops),
+            Limit::AtLeast(1.1),
+        ),
+        (
+            "single allocations per cycle (half of 35)".to_owned(),
+            allocs("single"),
+            Limit::AtMost(17.5),
+        ),
+        (
+            format!("{quorum} allocations per cycle (half of 130)"),
+            allocs(&quorum),
+            Limit::AtMost(65.0),
+        ),
+    ]);
     if local {
         targets.push((
             "2 of 5 slow (+20 ms): acquire p50 / healthy p50".to_owned(),
