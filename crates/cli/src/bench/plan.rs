@@ -72,7 +72,7 @@ impl Plan {
                 net_one_way_ms: 1,
                 net_ops: 300,
                 net_limit_ops: 200,
-                net_limit_cap_ms: 12_000,
+                net_limit_cap_ms: 14_000,
                 kept_guards: 1_000,
                 kept_ttl_ms: 3_000,
                 kept_hold_ms: 3_000,
@@ -95,7 +95,7 @@ impl Plan {
                 net_one_way_ms: 1,
                 net_ops: 1_000,
                 net_limit_ops: 1_000,
-                net_limit_cap_ms: 60_000,
+                net_limit_cap_ms: 70_000,
                 kept_guards: 10_000,
                 // The watchdog default of the field (30 s, extended every 10 s), held for two
                 // rounds of extensions.
