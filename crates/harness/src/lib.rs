@@ -12,8 +12,8 @@
 //!   Everything it started is killed and reaped when it is dropped, including
 //!   while a failing test unwinds.
 //! * [`FaultProxy`] sits in front of one server and injects network faults:
-//!   added latency, a black hole (connections accepted, nothing ever answered),
-//!   refused connections and cut connections.
+//!   added latency and jitter, a black hole (connections accepted, nothing
+//!   ever answered), refused connections and cut connections.
 //! * [`CountingAllocator`] is a global allocator that counts allocations, for
 //!   benchmarks and tests that report allocations per operation.
 //!

@@ -37,6 +37,8 @@ const ACCEPT_ERROR_DELAY: Duration = Duration::from_millis(10);
 struct Mode {
     /// Added delay for each chunk, in each direction.
     latency: Duration,
+    /// Up to this much more, drawn uniformly for each chunk.
+    jitter: Duration,
     /// Read and discard everything instead of forwarding it.
     blackhole: bool,
 }
@@ -51,6 +53,7 @@ struct Mode {
 ///
 /// Faults:
 /// * [`set_latency`](Self::set_latency): delay every chunk of bytes;
+/// * [`set_jitter`](Self::set_jitter): and by a random extra for each chunk;
 /// * [`blackhole`](Self::blackhole): a hung server (connections succeed,
 ///   nothing is ever answered);
 /// * [`refuse`](Self::refuse): new connections are refused;
@@ -132,6 +135,18 @@ impl FaultProxy {
         self.mode.send_modify(|mode| mode.latency = latency);
     }
 
+    /// Adds a random extra delay to every chunk of bytes, in both directions: drawn for each
+    /// chunk uniformly from `[0, jitter)` on top of the [latency](Self::set_latency), so a
+    /// round trip varies as on a real network.
+    ///
+    /// Bytes stay in order: a chunk is never written before the chunk read before it, so one
+    /// that drew a shorter delay than its predecessor leaves right after it. Chunks already
+    /// queued keep their delay. `Duration::ZERO` turns it off; [`heal`](Self::heal) too.
+    pub fn set_jitter(&self, jitter: Duration) {
+        debug!(proxy = %self.addr, ?jitter, "set jitter");
+        self.mode.send_modify(|mode| mode.jitter = jitter);
+    }
+
     /// Turns the proxy into a hung server: from now on bytes in both directions
     /// are read and discarded, on open connections and on new ones, which are
     /// still accepted. No reply ever comes.
@@ -180,7 +195,7 @@ impl FaultProxy {
         }
     }
 
-    /// Back to plain forwarding: no latency, no black hole, and listening again
+    /// Back to plain forwarding: no latency or jitter, no black hole, and listening again
     /// on the same port if [`refuse`](Self::refuse) closed it. When this
     /// returns, new connections are accepted.
     ///
@@ -348,11 +363,23 @@ struct Chunk {
     bytes: Vec<u8>,
 }
 
+/// A delay drawn uniformly from `[0, jitter)`; zero without jitter.
+fn draw(jitter: Duration) -> Duration {
+    let nanos = u64::try_from(jitter.as_nanos()).unwrap_or(u64::MAX);
+    if nanos == 0 {
+        Duration::ZERO
+    } else {
+        Duration::from_nanos(rand::random_range(0..nanos))
+    }
+}
+
 /// Copies one direction of a connection, applying the current mode.
 ///
 /// A reader stamps each chunk with its delivery time and queues it; a writer
 /// waits for that time and writes. The two run concurrently, so later chunks
-/// are read (and their delay starts) while earlier ones wait.
+/// are read (and their delay starts) while earlier ones wait. The writer takes
+/// the chunks in the order they were read, so none overtakes another, whatever
+/// delay each drew.
 async fn forward(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
@@ -368,12 +395,16 @@ async fn forward(
                 // End of stream: dropping `queue` lets the writer finish.
                 return Ok(());
             }
-            let Mode { latency, blackhole } = *reader_mode.borrow();
+            let Mode {
+                latency,
+                jitter,
+                blackhole,
+            } = *reader_mode.borrow();
             if blackhole {
                 continue;
             }
             let chunk = Chunk {
-                deliver_at: Instant::now() + latency,
+                deliver_at: Instant::now() + latency + draw(jitter),
                 bytes: buf[..n].to_vec(),
             };
             if queue.send(chunk).await.is_err() {

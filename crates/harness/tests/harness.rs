@@ -20,6 +20,7 @@ use nix::unistd::Pid;
 use quorumlock_harness::{
     Backend, ClusterOptions, HarnessError, PacketDrop, Persistence, TestCluster,
 };
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Whether a process with this id still exists (a zombie counts as existing).
 fn process_exists(pid: u32) -> bool {
@@ -314,6 +315,78 @@ async fn latency_delays_but_delivers_pipelined_and_large_replies_intact() {
         );
 
         proxy.set_latency(Duration::ZERO);
+        assert_eq!(ping(&mut connection).await.unwrap(), "PONG");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jitter_spreads_round_trips_but_keeps_bytes_in_order() {
+    bounded(async {
+        let cluster = TestCluster::start(ClusterOptions::default().nodes(1).proxies(true))
+            .await
+            .unwrap();
+        let proxy = cluster.proxy(0).unwrap();
+        proxy.set_latency(Duration::from_millis(1));
+        proxy.set_jitter(Duration::from_millis(20));
+
+        // Up to 8 INCRs in flight on one raw connection, the next sent as each reply arrives, so
+        // the requests travel as separate chunks that draw different delays. Had any chunk
+        // overtaken another in either direction, the replies would not read 1, 2, 3, … in order.
+        const REQUESTS: usize = 200;
+        const WINDOW: usize = 8;
+        let stream = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        let (mut from_server, mut to_server) = stream.into_split();
+        let window = std::sync::Arc::new(tokio::sync::Semaphore::new(WINDOW));
+        let writer = tokio::spawn({
+            let window = std::sync::Arc::clone(&window);
+            async move {
+                for _ in 0..REQUESTS {
+                    window.acquire().await.unwrap().forget();
+                    to_server
+                        .write_all(b"*2\r\n$4\r\nINCR\r\n$5\r\norder\r\n")
+                        .await
+                        .unwrap();
+                }
+                to_server
+            }
+        });
+        let mut received = Vec::new();
+        let mut lines = 0;
+        let mut buf = [0u8; 4096];
+        while lines < REQUESTS {
+            let n = from_server.read(&mut buf).await.unwrap();
+            assert!(
+                n > 0,
+                "the proxy closed the connection after {lines} replies"
+            );
+            received.extend_from_slice(&buf[..n]);
+            let complete = received.windows(2).filter(|w| w == b"\r\n").count();
+            window.add_permits(complete - lines);
+            lines = complete;
+        }
+        drop(writer.await.unwrap());
+        let expected: String = (1..=REQUESTS).map(|i| format!(":{i}\r\n")).collect();
+        assert_eq!(String::from_utf8(received).unwrap(), expected);
+
+        // Round trips spread: with no latency and up to 20 ms of jitter each way, a round trip
+        // under 2 ms needs both draws under 2 ms (probability 1 in 200); twenty in a row cannot
+        // happen. (Only a lower bound is asserted: a busy machine can only make it longer.)
+        proxy.set_latency(Duration::ZERO);
+        let mut connection = connect(&proxy.url(), LONG).await.unwrap();
+        let mut longest = Duration::ZERO;
+        for _ in 0..20 {
+            let started = std::time::Instant::now();
+            assert_eq!(ping(&mut connection).await.unwrap(), "PONG");
+            longest = longest.max(started.elapsed());
+        }
+        assert!(
+            longest >= Duration::from_millis(2),
+            "20 round trips through up to 20 ms of jitter each way, the longest only {longest:?}"
+        );
+
+        proxy.heal().await.unwrap();
         assert_eq!(ping(&mut connection).await.unwrap(), "PONG");
     })
     .await;

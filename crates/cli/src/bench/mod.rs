@@ -16,6 +16,7 @@ mod faults;
 mod fencing;
 mod kept;
 mod loops;
+mod network;
 mod plan;
 mod plots;
 mod progress;
@@ -239,7 +240,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         + plan.tasks.len() as u64 * 2
         + references.len() as u64
         + 2
-        + if local { 7 } else { 0 };
+        + if local { 8 } else { 0 };
     let progress = Progress::new(steps);
 
     // 1. Sequential acquire+release, 2. allocations per cycle.
@@ -262,6 +263,8 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     if let Some(cluster) = &proxied {
         let faults = fault_scenarios(cluster, &single, &options, &plan, &progress).await?;
         rows.extend(faults);
+        // 5b. Each node at its own round trip: how close the locks come to the network's limit.
+        rows.extend(network::network_limit(cluster, &options, &plan, &progress).await?);
     }
     // 6. What keeping many guards alive costs, on the local five nodes only: on nodes of your
     // own it would hold thousands of keys there.
@@ -298,7 +301,8 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     }
 
     fill_ratios(&mut rows);
-    let targets = evaluate_targets(&rows, main_n, local);
+    let mut targets = evaluate_targets(&rows, main_n, local);
+    targets.extend(network::targets(&rows));
     let node_timeout_ms = u64::try_from(quorum_main.node_timeout().as_millis()).unwrap_or(u64::MAX);
     let report = Report {
         mode: if local {

@@ -39,6 +39,11 @@ pub(super) struct Plan {
     pub(super) net_one_way_ms: u64,
     /// Acquire+release cycles per lock in the simulated-network scenario.
     pub(super) net_ops: u64,
+    /// Iterations of the network-limit scenario: each times one acquire, extend and release
+    /// per lock, each beside a fresh sample of its limit.
+    pub(super) net_limit_ops: u64,
+    /// Time cap on those iterations.
+    pub(super) net_limit_cap_ms: u64,
     /// Guards kept alive at once in the keep-alive cost scenario.
     pub(super) kept_guards: usize,
     /// Their TTL: extended every third of it.
@@ -66,6 +71,8 @@ impl Plan {
                 slow_one_way_ms: 10,
                 net_one_way_ms: 1,
                 net_ops: 300,
+                net_limit_ops: 200,
+                net_limit_cap_ms: 14_000,
                 kept_guards: 1_000,
                 kept_ttl_ms: 3_000,
                 kept_hold_ms: 3_000,
@@ -87,6 +94,8 @@ impl Plan {
                 slow_one_way_ms: 10,
                 net_one_way_ms: 1,
                 net_ops: 1_000,
+                net_limit_ops: 1_000,
+                net_limit_cap_ms: 70_000,
                 kept_guards: 10_000,
                 // The watchdog default of the field (30 s, extended every 10 s), held for two
                 // rounds of extensions.

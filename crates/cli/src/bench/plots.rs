@@ -62,6 +62,7 @@ pub(super) fn write_plots(dir: &Path, report: &Report) -> Result<Vec<String>, St
     if plot_throughput(&path, report)? {
         written.push("throughput.svg".to_owned());
     }
+    written.extend(super::network::write_plots(dir, &report.rows)?);
     Ok(written)
 }
 
@@ -80,6 +81,26 @@ fn color(index: usize) -> RGBAColor {
 }
 
 fn plot_cdf(path: &Path, title: &str, rows: &[&Row]) -> Result<(), String> {
+    plot_cdf_marked(path, title, rows, &[])
+}
+
+/// A dashed vertical line on a CDF plot, in the colour of one of its rows.
+pub(super) struct Mark {
+    /// Where, in µs.
+    pub(super) x_us: f64,
+    /// The index of the row whose colour it takes.
+    pub(super) row: usize,
+    /// Its legend entry.
+    pub(super) label: String,
+}
+
+/// The CDFs of `rows`, and a vertical line at each of `marks`.
+pub(super) fn plot_cdf_marked(
+    path: &Path,
+    title: &str,
+    rows: &[&Row],
+    marks: &[Mark],
+) -> Result<(), String> {
     let err = draw_err(path);
     let root = SVGBackend::new(path, (960, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(&err)?;
@@ -123,6 +144,16 @@ fn plot_cdf(path: &Path, title: &str, rows: &[&Row]) -> Result<(), String> {
             .label(label)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    for mark in marks {
+        let (x, style) = (mark.x_us.max(lo), color(mark.row).stroke_width(1));
+        chart
+            .draw_series(DashedLineSeries::new([(x, 0.0), (x, 1.0)], 6, 4, style))
+            .map_err(&err)?
+            .label(mark.label.clone())
+            .legend(move |(x, y)| {
+                plotters::element::DashedPathElement::new(vec![(x, y), (x + 20, y)], 4, 3, style)
             });
     }
     finish(&mut chart, &root, SeriesLabelPosition::LowerRight, path)?;
