@@ -130,6 +130,9 @@ impl FaultProxy {
     /// Each chunk is delivered at its arrival time plus the latency in force
     /// when it arrived, so pipelined requests are delayed, not serialized.
     /// Chunks already queued keep their delay. `Duration::ZERO` turns it off.
+    /// The delay is kept to within the OS's timer slack (tens of µs), not
+    /// rounded up to Tokio's 1 ms timer tick, so sub-millisecond latencies
+    /// mean what they say.
     pub fn set_latency(&self, latency: Duration) {
         debug!(proxy = %self.addr, ?latency, "set latency");
         self.mode.send_modify(|mode| mode.latency = latency);
@@ -373,6 +376,32 @@ fn draw(jitter: Duration) -> Duration {
     }
 }
 
+/// Tokio's timer resolution: a sleep ends at the first tick at or after its deadline.
+const TIMER_TICK: Duration = Duration::from_millis(1);
+
+/// Waits until `at`, within about the OS's timer slack (tens of µs) rather than Tokio's tick:
+/// Tokio's timer for all but the last tick, then a sleep on a blocking thread for the rest.
+/// With Tokio's timer alone every delay would come out up to a millisecond longer than set,
+/// which stretches a 0.2 ms round trip to well over 2 ms.
+async fn wait_until(at: Instant) {
+    if let Some(coarse) = at.checked_sub(TIMER_TICK)
+        && coarse > Instant::now()
+    {
+        tokio::time::sleep_until(coarse).await;
+    }
+    let left = at.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return;
+    }
+    if tokio::task::spawn_blocking(move || std::thread::sleep(left))
+        .await
+        .is_err()
+    {
+        // The blocking pool is shutting down: Tokio's timer is still a lower bound.
+        tokio::time::sleep_until(at).await;
+    }
+}
+
 /// Copies one direction of a connection, applying the current mode.
 ///
 /// A reader stamps each chunk with its delivery time and queues it; a writer
@@ -414,9 +443,7 @@ async fn forward(
     };
     let write = async move {
         while let Some(chunk) = queued.recv().await {
-            if chunk.deliver_at > Instant::now() {
-                tokio::time::sleep_until(chunk.deliver_at).await;
-            }
+            wait_until(chunk.deliver_at).await;
             // A black hole started while the chunk was delayed swallows it too.
             if mode.borrow().blackhole {
                 continue;

@@ -3,18 +3,12 @@
 //! any Redlock could decide: when the quorum-th fastest node has answered. The single-node lock
 //! is timed the same way against one round trip to its node.
 //!
-//! The limit is measured, not computed from the proxies' settings: Tokio's timer fires at the
-//! first 1 ms tick at or after a deadline, so a proxy's delay `d` really is somewhere in
-//! `[d, d + 1 ms)`. Right before each timed operation one sample of its lock's limit is taken
-//! through the same proxies: a `PING` to each of the lock's nodes at once, over plain redis-rs
-//! connections, timed to the quorum-th reply. Each node's own round trip is recorded from the
-//! same samples, so the report shows what every proxy really gave.
-//!
-//! The quantised delays make every distribution here bimodal (modes about a tick apart), and
-//! which mode a sample lands in depends on when in the tick it starts. Started right after the
-//! step before it, the operations and the limit samples start at different, correlated phases,
-//! and their p50s differed by most of a tick, either way. So each starts after an untimed random
-//! fraction of a tick ([`random_phase`]).
+//! The limit is measured, not computed from the proxies' settings: each hop through a proxy
+//! costs some time of its own, and the jitter is random. Right before each timed operation one
+//! sample of its lock's limit is taken through the same proxies: a `PING` to each of the lock's
+//! nodes at once, over plain redis-rs connections, timed to the quorum-th reply. Each node's own
+//! round trip is recorded from the same samples, so the report shows what every proxy really
+//! gave.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -45,8 +39,6 @@ const SINGLE_NODE: usize = 2;
 const PING_TIMEOUT: Duration = Duration::from_secs(1);
 /// Untimed limit samples before the measurement, so the `PING` connections are warm.
 const PING_WARMUP: usize = 20;
-/// Tokio's timer tick, which every proxy delay is rounded up to.
-const TICK: Duration = Duration::from_millis(1);
 /// The target: an operation's percentile at most this times its limit's …
 const SLACK_RATIO: f64 = 1.05;
 /// … plus this, in µs.
@@ -218,7 +210,6 @@ async fn measure(urls: &[String], options: &LockOptions, plan: &Plan) -> Result<
         for ((subject, pair), guard) in subjects.iter().zip(&mut tallies.ops[0]).zip(&mut guards) {
             sample_limit(subject, &mut pair.limit, &mut tallies.nodes).await;
             let key = format!("netlim:{}:{i}", subject.name);
-            random_phase().await;
             let t = Instant::now();
             match subject.lock.try_acquire(&key).await {
                 Ok(acquired) => {
@@ -231,7 +222,6 @@ async fn measure(urls: &[String], options: &LockOptions, plan: &Plan) -> Result<
         for ((subject, pair), guard) in subjects.iter().zip(&mut tallies.ops[1]).zip(&mut guards) {
             sample_limit(subject, &mut pair.limit, &mut tallies.nodes).await;
             if let Some(guard) = guard.as_mut() {
-                random_phase().await;
                 let t = Instant::now();
                 match guard.extend(ttl).await {
                     Ok(()) => timed(&mut pair.lock, t.elapsed()),
@@ -242,7 +232,6 @@ async fn measure(urls: &[String], options: &LockOptions, plan: &Plan) -> Result<
         for ((subject, pair), guard) in subjects.iter().zip(&mut tallies.ops[2]).zip(&mut guards) {
             sample_limit(subject, &mut pair.limit, &mut tallies.nodes).await;
             if let Some(guard) = guard.take() {
-                random_phase().await;
                 let t = Instant::now();
                 let report = guard.release().await;
                 let elapsed = t.elapsed();
@@ -283,7 +272,6 @@ async fn connect(url: &str) -> Result<MultiplexedConnection, String> {
 /// samples go there. Waits for every reply (each bounded by [`PING_TIMEOUT`]), so none is in
 /// flight afterwards.
 async fn sample_limit(subject: &Subject, limit: &mut Tally, nodes: &mut [Tally; 5]) {
-    random_phase().await;
     let started = Instant::now();
     let mut replies: FuturesUnordered<_> = subject
         .pings
@@ -316,15 +304,6 @@ async fn sample_limit(subject: &Subject, limit: &mut Tally, nodes: &mut [Tally; 
     if answered < subject.quorum {
         limit.errors += 1;
     }
-}
-
-/// Waits, untimed, a random fraction of a [`TICK`], on a blocking thread (whose sleep is finer
-/// than the tick), so that what follows starts at a random phase of Tokio's timer.
-async fn random_phase() {
-    let nanos = u64::try_from(TICK.as_nanos()).unwrap_or(u64::MAX);
-    let offset = Duration::from_nanos(rand::random_range(0..nanos));
-    // A failed wait (the blocking pool shut down) only loses the randomisation.
-    let _ = tokio::task::spawn_blocking(move || std::thread::sleep(offset)).await;
 }
 
 /// Records one timed sample; `wall` adds up the time inside the timed calls.

@@ -66,22 +66,56 @@ pub(super) fn write_plots(dir: &Path, report: &Report) -> Result<Vec<String>, St
     Ok(written)
 }
 
-/// Distinct, print-friendly series colours (ColorBrewer Set1).
+/// Distinct series colours (Tableau 10): as many as the one-task plot has rows.
 fn color(index: usize) -> RGBAColor {
-    const SET1: [(u8, u8, u8); 6] = [
-        (228, 26, 28),
-        (55, 126, 184),
-        (77, 175, 74),
-        (152, 78, 163),
-        (255, 127, 0),
-        (166, 86, 40),
+    const TABLEAU10: [(u8, u8, u8); 10] = [
+        (31, 119, 180),
+        (255, 127, 14),
+        (44, 160, 44),
+        (214, 39, 40),
+        (148, 103, 189),
+        (140, 86, 75),
+        (227, 119, 194),
+        (127, 127, 127),
+        (188, 189, 34),
+        (23, 190, 207),
     ];
-    let (r, g, b) = SET1[index % SET1.len()];
+    let (r, g, b) = TABLEAU10[index % TABLEAU10.len()];
     RGBColor(r, g, b).to_rgba()
 }
 
 fn plot_cdf(path: &Path, title: &str, rows: &[&Row]) -> Result<(), String> {
     plot_cdf_marked(path, title, rows, &[])
+}
+
+/// Tick marks for a log axis over `lo..hi`: 1, 2 and 5 in each decade, or every digit where
+/// that leaves fewer than four (a range within one decade, as at the network's limit, would
+/// otherwise get no label at all).
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let in_range = |steps: &[f64]| -> Vec<f64> {
+        let mut ticks = Vec::new();
+        let mut decade = 10f64.powi(lo.log10().floor() as i32);
+        // Bounded: at most 12 decades (1 µs to 10 min and then some).
+        for _ in 0..12 {
+            if decade > hi {
+                break;
+            }
+            ticks.extend(
+                steps
+                    .iter()
+                    .map(|s| s * decade)
+                    .filter(|t| (lo..=hi).contains(t)),
+            );
+            decade *= 10.0;
+        }
+        ticks
+    };
+    let coarse = in_range(&[1.0, 2.0, 5.0]);
+    if coarse.len() >= 4 {
+        coarse
+    } else {
+        in_range(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+    }
 }
 
 /// A dashed vertical line on a CDF plot, in the colour of one of its rows.
@@ -118,7 +152,12 @@ pub(super) fn plot_cdf_marked(
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(64)
-        .build_cartesian_2d((lo * 0.8..hi * 1.25).log_scale(), 0.0..1.0)
+        .build_cartesian_2d(
+            (lo * 0.8..hi * 1.25)
+                .log_scale()
+                .with_key_points(log_ticks(lo * 0.8, hi * 1.25)),
+            0.0..1.0,
+        )
         .map_err(&err)?;
     chart
         .configure_mesh()
