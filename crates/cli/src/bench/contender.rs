@@ -3,7 +3,7 @@
 
 use quorumlock::Lock;
 
-use super::loops::{lock_cycle, warm_up};
+use super::loops::{Cycle, lock_cycle, warm_up};
 use super::raw::Raw;
 use super::rslock::Rslock;
 
@@ -33,5 +33,11 @@ impl Contender {
             Contender::Raw(raw) => raw.cycle(key, key).await,
             Contender::Rslock(rslock) => rslock.cycle(key).await,
         }
+    }
+}
+
+impl Cycle for Contender {
+    fn cycle(&self, key: &str) -> impl Future<Output = bool> + Send {
+        Contender::cycle(self, key)
     }
 }

@@ -1,6 +1,6 @@
 //! The measurement loops against one lock: sequential cycles, acquire-only, release-only,
-//! concurrent throughput (of any [`Contender`]), contended hand-off, and the allocation count.
-//! Every loop is bounded in count and in time.
+//! concurrent throughput (of anything that can [`Cycle`]), contended hand-off, and the
+//! allocation count. Every loop is bounded in count and in time.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,7 +12,6 @@ use quorumlock::{Error, Lock, RetryPolicy};
 use tokio::task::JoinHandle;
 
 use super::alloc::ALLOC;
-use super::contender::Contender;
 use super::plan::{SETTLE_CAP, SETTLE_EVERY, THROUGHPUT_MAX_OPS, WARMUP};
 use super::stats::{Tally, new_histogram, record};
 
@@ -149,9 +148,14 @@ pub(super) async fn releases(lock: &Lock, batch: Batch<'_>, tally: &mut Tally) {
         .await;
 }
 
+/// What the throughput loop runs: one acquire+release of a key, true when it was granted.
+pub(super) trait Cycle: Clone + Send + Sync + 'static {
+    fn cycle(&self, key: &str) -> impl Future<Output = bool> + Send;
+}
+
 /// `tasks` tasks, each cycling acquire+release on its own key for `duration`.
 pub(super) async fn throughput(
-    contender: &Contender,
+    contender: &impl Cycle,
     tag: &str,
     tasks: usize,
     duration: Duration,

@@ -327,7 +327,8 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         println!("raw results written to {}", path.display());
     }
     if let Some(dir) = &args.plots {
-        let written = write_plots(dir, &report)?;
+        let mut written = write_plots(dir, &report)?;
+        written.extend(network::write_plots(dir, &report.rows)?);
         println!("plots written to {}: {}", dir.display(), written.join(", "));
     }
     // Dropping the clusters kills and reaps every server and proxy started above.

@@ -62,7 +62,6 @@ pub(super) fn write_plots(dir: &Path, report: &Report) -> Result<Vec<String>, St
     if plot_throughput(&path, report)? {
         written.push("throughput.svg".to_owned());
     }
-    written.extend(super::network::write_plots(dir, &report.rows)?);
     Ok(written)
 }
 
