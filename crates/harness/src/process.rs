@@ -220,14 +220,27 @@ async fn launch(
 }
 
 /// Asks the server on `port` for its process id (`INFO server`), which tells
-/// our server apart from anything else that might answer on the port.
+/// our server apart from anything else that might answer on the port. While it
+/// is still loading its data (`INFO persistence`: `loading:1`) the answer is a
+/// `BusyLoading` error, as from any other command then: a node is ready only
+/// once it takes commands (as the docker backend's `PING` probe requires). A
+/// chaos run once read a key right after a restart and got `LOADING`.
 async fn probe_server_pid(transport: &Transport, port: u16) -> redis::RedisResult<Option<u32>> {
     let mut connection = transport.connect(port, PROBE_TIMEOUT).await?;
-    let info: String = redis::cmd("INFO")
+    let (server, persistence): (String, String) = redis::pipe()
+        .cmd("INFO")
         .arg("server")
+        .cmd("INFO")
+        .arg("persistence")
         .query_async(&mut connection)
         .await?;
-    Ok(info.lines().find_map(|line| {
+    if persistence.lines().any(|line| line.trim() == "loading:1") {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading),
+            "still loading its data",
+        )));
+    }
+    Ok(server.lines().find_map(|line| {
         line.strip_prefix("process_id:")
             .and_then(|pid| pid.trim().parse().ok())
     }))

@@ -160,6 +160,17 @@ async fn aof_always_keeps_the_data_across_restart_and_kill() {
 }
 
 #[tokio::test]
+async fn a_restarted_node_is_handed_back_with_its_data_loaded() {
+    bounded(async {
+        let Some(mut cluster) = docker_cluster(backend_checks::aof_always(1)).await else {
+            return;
+        };
+        backend_checks::a_restarted_node_is_handed_back_with_its_data_loaded(&mut cluster).await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn pause_makes_commands_time_out_and_resume_completes_queued_ones() {
     bounded(async {
         let Some(mut cluster) = docker_cluster(ClusterOptions::default().nodes(2)).await else {

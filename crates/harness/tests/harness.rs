@@ -507,6 +507,17 @@ async fn aof_always_keeps_the_data_across_restart_and_kill() {
 }
 
 #[tokio::test]
+async fn a_restarted_node_is_handed_back_with_its_data_loaded() {
+    bounded(async {
+        let mut cluster = TestCluster::start(backend_checks::aof_always(1))
+            .await
+            .unwrap();
+        backend_checks::a_restarted_node_is_handed_back_with_its_data_loaded(&mut cluster).await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn without_persistence_a_restart_loses_the_data() {
     bounded(async {
         let mut cluster = TestCluster::start(backend_checks::without_persistence())

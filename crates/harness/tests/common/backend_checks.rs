@@ -179,6 +179,29 @@ pub async fn aof_always_keeps_the_data_across_restart_and_kill(cluster: &mut Tes
     }
 }
 
+/// A node restarted over a large AOF is handed back only once it has loaded it: its first
+/// command is answered, not refused with `LOADING` (a chaos run once read a key right after a
+/// restart and got `LOADING`). Needs one node with AOF.
+pub async fn a_restarted_node_is_handed_back_with_its_data_loaded(cluster: &mut TestCluster) {
+    const KEYS: i64 = 300_000;
+    let mut connection = cluster.connection(0).await.unwrap();
+    connection.set_response_timeout(LONG);
+    // One script writes them all: the AOF gets every SET, and loading them takes a while.
+    let written: i64 = redis::cmd("EVAL")
+        .arg("for i = 1, tonumber(ARGV[1]) do redis.call('SET', 'k' .. i, i) end return redis.call('DBSIZE')")
+        .arg(0)
+        .arg(KEYS)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(written, KEYS);
+    cluster.kill(0).await.unwrap();
+    cluster.start_node(0).await.unwrap();
+    let mut connection = cluster.connection(0).await.unwrap();
+    let loaded: redis::RedisResult<i64> = redis::cmd("DBSIZE").query_async(&mut connection).await;
+    assert_eq!(loaded.map_err(|e| e.to_string()), Ok(KEYS));
+}
+
 /// The options for [`aof_always_keeps_the_data_across_restart_and_kill`].
 pub fn aof_always(nodes: usize) -> ClusterOptions {
     ClusterOptions::default()
