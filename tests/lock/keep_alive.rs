@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use quorumlock::{ConfigError, Error, KeepAlive, Lock, LockOptions, Lost};
-use quorumlock_harness::{Backend, ClusterOptions, Persistence, TestCluster, docker};
+use quorumlock_harness::{Backend, ClusterOptions, Persistence, TestCluster};
 use redis::AsyncCommands;
 
 use crate::common::{assert_no_keys, bounded, once, stored};
@@ -16,14 +16,11 @@ use crate::common::{assert_no_keys, bounded, once, stored};
 /// Three masters that persist every write, on `backend`; `None` when that backend is docker and
 /// docker cannot be used here (and is not required).
 async fn cluster_on(backend: Backend) -> Option<TestCluster> {
-    if backend == Backend::Docker && !docker::usable().await.unwrap() {
-        return None;
-    }
     let options = ClusterOptions::default()
         .nodes(3)
         .persistence(Persistence::AofAlways)
         .backend(backend);
-    Some(TestCluster::start(options).await.unwrap())
+    TestCluster::start_if_usable(options).await.unwrap()
 }
 
 const BACKENDS: [Backend; 2] = [Backend::Process, Backend::Docker];

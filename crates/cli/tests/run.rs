@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use quorumlock_harness::{Backend, ClusterOptions, Persistence, TestCluster, docker};
+use quorumlock_harness::{Backend, ClusterOptions, Persistence, TestCluster};
 use redis::AsyncCommands;
 use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use tokio::process::{Child, Command};
@@ -31,14 +31,11 @@ const BACKENDS: [Backend; 2] = [Backend::Process, Backend::Docker];
 /// fencing may use them), on `backend`; `None` when that backend is docker and docker cannot be
 /// used here (and is not required).
 async fn cluster_on(backend: Backend) -> Option<TestCluster> {
-    if backend == Backend::Docker && !docker::usable().await.unwrap() {
-        return None;
-    }
     let options = ClusterOptions::default()
         .nodes(3)
         .persistence(Persistence::AofAlways)
         .backend(backend);
-    Some(TestCluster::start(options).await.unwrap())
+    TestCluster::start_if_usable(options).await.unwrap()
 }
 
 /// Fails the test if `test` takes longer than a minute.

@@ -94,6 +94,24 @@ impl TestCluster {
         })
     }
 
+    /// For tests that run on either backend: [`start`](Self::start), or `Ok(None)` when
+    /// `options` select the docker backend and [`docker::usable`](crate::docker::usable) says
+    /// it cannot be used here (it says why on stderr).
+    ///
+    /// # Errors
+    ///
+    /// As [`docker::usable`](crate::docker::usable) (docker required but unusable), and as
+    /// [`start`](Self::start).
+    #[cfg(feature = "docker")]
+    pub async fn start_if_usable(
+        options: ClusterOptions,
+    ) -> Result<Option<TestCluster>, HarnessError> {
+        if options.backend == Backend::Docker && !crate::docker::usable().await? {
+            return Ok(None);
+        }
+        TestCluster::start(options).await.map(Some)
+    }
+
     /// Starts `nodes` nodes with otherwise default options.
     pub async fn with_nodes(nodes: usize) -> Result<TestCluster, HarnessError> {
         TestCluster::start(ClusterOptions::default().nodes(nodes)).await

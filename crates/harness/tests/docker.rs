@@ -14,17 +14,14 @@ use common::{backend_checks, bounded, ping};
 use std::io::ErrorKind;
 use std::time::Duration;
 
-use quorumlock_harness::{Backend, ClusterOptions, PacketDrop, TestCluster, docker};
+use quorumlock_harness::{Backend, ClusterOptions, PacketDrop, TestCluster};
 
 /// Starts a docker-backed cluster, or returns `None` (after saying why) when docker cannot be
 /// used here and it is not required.
 async fn docker_cluster(options: ClusterOptions) -> Option<TestCluster> {
-    if !docker::usable().await.unwrap() {
-        return None;
-    }
-    let cluster = TestCluster::start(options.backend(Backend::Docker))
+    let cluster = TestCluster::start_if_usable(options.backend(Backend::Docker))
         .await
-        .unwrap();
+        .unwrap()?;
     assert_eq!(cluster.backend(), Backend::Docker);
     Some(cluster)
 }

@@ -194,20 +194,17 @@ async fn proxies_pass_tls_through() {
 #[cfg(feature = "docker")]
 #[tokio::test]
 async fn a_tls_container_answers_ping_over_tls() {
-    use quorumlock_harness::docker;
-
     bounded(async {
-        if !docker::usable().await.unwrap() {
-            return;
-        }
-        let mut cluster = TestCluster::start(
+        let Some(mut cluster) = TestCluster::start_if_usable(
             ClusterOptions::default()
                 .nodes(2)
                 .tls(true)
                 .backend(Backend::Docker),
         )
         .await
-        .unwrap();
+        .unwrap() else {
+            return;
+        };
         every_tls_node_answers_ping_over_tls(&cluster).await;
         cluster.restart(1).await.unwrap();
         let mut connection = cluster.connection(1).await.unwrap();
