@@ -20,15 +20,12 @@
 //! global allocator ([`CountingAllocator`]). Nothing here asserts on time.
 
 use std::fmt::Write as _;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 use quorumlock::{Lock, LockOptions, RetryPolicy};
-use quorumlock_harness::{ClusterOptions, CountingAllocator, Persistence, TestCluster};
-use redis::aio::MultiplexedConnection;
+use quorumlock_harness::{ClusterOptions, CountingAllocator, Persistence, RawFloor, TestCluster};
 use tokio::runtime::Runtime;
 
 /// Counts allocations (all threads), for the allocations-per-cycle figure.
@@ -144,77 +141,15 @@ fn bench_cycle(c: &mut Criterion, rt: &Runtime, env: &Env) {
     group.finish();
 }
 
-/// The lock's release script, for the raw floor.
-static RAW_RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(
-        r"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0",
-    )
-});
-
-/// The lock's commands over redis-rs alone, no lock logic: `SET NX PX` on every node until a
-/// majority said yes, then the release script on every node, waiting for all.
-async fn raw_cycle(connections: &[MultiplexedConnection], key: &str) {
-    let quorum = connections.len() / 2 + 1;
-    let mut sets: FuturesUnordered<_> = connections
-        .iter()
-        .map(|connection| {
-            let mut connection = connection.clone();
-            async move {
-                let reply: Option<String> = redis::cmd("SET")
-                    .arg(key)
-                    .arg(key)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(10_000)
-                    .query_async(&mut connection)
-                    .await
-                    .expect("SET");
-                reply.is_some()
-            }
-        })
-        .collect();
-    let mut yes = 0;
-    while let Some(set) = sets.next().await {
-        yes += usize::from(set);
-        if yes >= quorum {
-            break;
-        }
-    }
-    drop(sets);
-    futures::future::join_all(connections.iter().map(|connection| {
-        let mut connection = connection.clone();
-        async move {
-            let _: i64 = RAW_RELEASE
-                .key(key)
-                .arg(key)
-                .invoke_async(&mut connection)
-                .await
-                .expect("release script");
-        }
-    }))
-    .await;
-}
-
 /// `raw-1` and `raw-5`: what one node and a five-node fan-out cost over redis-rs alone, the
 /// floor under `cycle/single` and `cycle/quorum-5` on this machine.
 fn bench_raw(c: &mut Criterion, rt: &Runtime, env: &Env) {
     let urls = env.direct.urls();
     let mut group = c.benchmark_group("raw-floor");
     for n in [1usize, 5] {
-        let connections: Vec<MultiplexedConnection> = rt.block_on(async {
-            let mut connections = Vec::new();
-            for url in &urls[..n] {
-                let client = redis::Client::open(url.as_str()).expect("url");
-                connections.push(
-                    client
-                        .get_multiplexed_async_connection()
-                        .await
-                        .expect("connect"),
-                );
-            }
-            connections
-        });
+        let floor = rt
+            .block_on(RawFloor::connect(&urls[..n], None))
+            .expect("connect");
         let mut run = 0u64;
         group.bench_function(format!("raw-{n}"), |b| {
             b.iter_custom(|iters| {
@@ -225,7 +160,7 @@ fn bench_raw(c: &mut Criterion, rt: &Runtime, env: &Env) {
                     for i in 0..iters {
                         key.clear();
                         let _ = write!(key, "raw:{run}:{i}");
-                        raw_cycle(&connections, &key).await;
+                        assert!(floor.cycle(&key).await, "raw cycle {key} failed");
                     }
                     started.elapsed()
                 })

@@ -16,7 +16,8 @@
 //!
 //! - `single`: `Lock::single`, `try_acquire` + `release`;
 //! - `raw-1`: `SET NX PX` + the compare-and-delete script over one redis-rs connection, no lock
-//!   logic (the floor under `single`, as `quorumlock bench` measures it);
+//!   logic (`quorumlock_harness::RawFloor`, the floor under `single` that `quorumlock bench`
+//!   measures too);
 //! - `quorum-5`: `Lock::quorum` over five nodes;
 //! - `raw-5`: the same commands fanned out to five connections, deciding at the third yes (the
 //!   floor under `quorum-5`).
@@ -28,20 +29,15 @@
 //! idle workers); `--tasks N` splits the cycles among N tasks on the multi-threaded runtime and
 //! reports cycles per second, a wall-clock figure (noisy on a shared machine). `--tcp-nodelay`
 //! sets `TCP_NODELAY` for every subject; by default each keeps its own (on for the lock, off
-//! for raw redis-rs connections, as in `quorumlock bench`).
+//! for raw redis-rs connections; `quorumlock bench` turns it on for its floors).
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 use quorumlock::{Lock, LockOptions, RetryPolicy};
-use quorumlock_harness::{ClusterOptions, CountingAllocator, Persistence, TestCluster};
-use redis::IntoConnectionInfo;
-use redis::aio::MultiplexedConnection;
-use redis::io::tcp::TcpSettings;
+use quorumlock_harness::{ClusterOptions, CountingAllocator, Persistence, RawFloor, TestCluster};
 
 #[global_allocator]
 static ALLOC: CountingAllocator = CountingAllocator::new();
@@ -51,14 +47,6 @@ const WARMUP: u64 = 200;
 
 /// Nodes of the quorum subjects.
 const QUORUM_NODES: usize = 5;
-
-/// Deletes the key only while it holds our token: the lock's release script.
-static RAW_RELEASE: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(
-        r"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0",
-    )
-});
 
 /// Which client runs the cycles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,10 +79,7 @@ impl Subject {
 /// One acquire+release cycle of a subject, on a key of its own.
 enum Client {
     Lock(Lock),
-    Raw {
-        connections: Vec<MultiplexedConnection>,
-        quorum: usize,
-    },
+    Raw(RawFloor),
 }
 
 impl Client {
@@ -123,32 +108,10 @@ impl Client {
                 };
                 lock.map(Client::Lock).map_err(|e| e.to_string())
             }
-            Subject::Raw1 | Subject::Raw5 => {
-                let config = redis::AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(Duration::from_secs(1)))
-                    .set_response_timeout(Some(Duration::from_secs(1)));
-                let mut connections = Vec::new();
-                for url in urls {
-                    let mut info = url
-                        .as_str()
-                        .into_connection_info()
-                        .map_err(|e| e.to_string())?;
-                    if let Some(nodelay) = run.tcp_nodelay {
-                        info = info.set_tcp_settings(TcpSettings::default().set_nodelay(nodelay));
-                    }
-                    let client = redis::Client::open(info).map_err(|e| e.to_string())?;
-                    connections.push(
-                        client
-                            .get_multiplexed_async_connection_with_config(&config)
-                            .await
-                            .map_err(|e| e.to_string())?,
-                    );
-                }
-                Ok(Client::Raw {
-                    quorum: urls.len() / 2 + 1,
-                    connections,
-                })
-            }
+            Subject::Raw1 | Subject::Raw5 => RawFloor::connect(urls, run.tcp_nodelay)
+                .await
+                .map(Client::Raw)
+                .map_err(|e| e.to_string()),
         }
     }
 
@@ -159,55 +122,9 @@ impl Client {
                 Ok(guard) => guard.release().await.held >= lock.quorum_size(),
                 Err(_) => false,
             },
-            Client::Raw {
-                connections,
-                quorum,
-            } => raw_cycle(connections, *quorum, key).await,
+            Client::Raw(floor) => floor.cycle(key).await,
         }
     }
-}
-
-/// `SET NX PX` on every connection until `quorum` said yes, then the compare-and-delete script
-/// on every connection, waiting for all: the commands of `quorumlock bench`'s `raw-N` rows.
-async fn raw_cycle(connections: &[MultiplexedConnection], quorum: usize, key: &str) -> bool {
-    let mut sets: FuturesUnordered<_> = connections
-        .iter()
-        .map(|connection| {
-            let mut connection = connection.clone();
-            async move {
-                let reply: redis::RedisResult<Option<String>> = redis::cmd("SET")
-                    .arg(key)
-                    .arg(key)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(10_000)
-                    .query_async(&mut connection)
-                    .await;
-                matches!(reply, Ok(Some(_)))
-            }
-        })
-        .collect();
-    let mut yes = 0;
-    while let Some(set) = sets.next().await {
-        yes += usize::from(set);
-        if yes >= quorum {
-            break;
-        }
-    }
-    drop(sets);
-    let deleted = futures::future::join_all(connections.iter().map(|connection| {
-        let mut connection = connection.clone();
-        async move {
-            let reply: redis::RedisResult<i64> = RAW_RELEASE
-                .key(key)
-                .arg(key)
-                .invoke_async(&mut connection)
-                .await;
-            matches!(reply, Ok(1))
-        }
-    }))
-    .await;
-    yes >= quorum && deleted.iter().filter(|d| **d).count() >= quorum
 }
 
 /// Runs `cycles` cycles on fresh keys `{tag}:{i}`; returns the failures.
@@ -230,7 +147,7 @@ struct Run {
     cycles: u64,
     tasks: u64,
     /// `TCP_NODELAY` for every subject; each client's own default if `None` (on for the lock,
-    /// off for raw redis-rs connections, as in `quorumlock bench`).
+    /// off for raw redis-rs connections).
     tcp_nodelay: Option<bool>,
     urls: Vec<String>,
 }

@@ -16,6 +16,9 @@
 //!   ever answered), refused connections and cut connections.
 //! * [`CountingAllocator`] is a global allocator that counts allocations, for
 //!   benchmarks and tests that report allocations per operation.
+//! * [`RawFloor`] sends a lock's commands over plain redis-rs connections
+//!   ([`raw_connection`]) with no lock logic: the floor a benchmark compares a
+//!   lock with.
 //!
 //! Per cluster, [`ClusterOptions`] also chooses:
 //!
@@ -114,6 +117,7 @@ pub mod docker;
 mod env;
 mod error;
 mod faketime;
+mod floor;
 mod netfilter;
 mod options;
 mod port;
@@ -129,6 +133,7 @@ pub use backend::Backend;
 pub use cluster::TestCluster;
 pub use env::{BACKEND_ENV, LIBFAKETIME_ENV, REDIS_SERVER_ENV};
 pub use error::HarnessError;
+pub use floor::{RawFloor, raw_connection};
 pub use netfilter::PacketDrop;
 pub use options::{ClusterOptions, Persistence};
 pub use proxy::FaultProxy;

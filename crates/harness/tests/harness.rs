@@ -18,7 +18,7 @@ use nix::errno::Errno;
 use nix::sys::signal;
 use nix::unistd::Pid;
 use quorumlock_harness::{
-    Backend, ClusterOptions, HarnessError, PacketDrop, Persistence, TestCluster,
+    Backend, ClusterOptions, HarnessError, PacketDrop, Persistence, RawFloor, TestCluster,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -513,6 +513,36 @@ async fn a_restarted_node_is_handed_back_with_its_data_loaded() {
             .await
             .unwrap();
         backend_checks::a_restarted_node_is_handed_back_with_its_data_loaded(&mut cluster).await;
+    })
+    .await;
+}
+
+/// The raw floor does a lock's acquire+release: it leaves no key behind, and fails while
+/// another holder's key is there.
+#[tokio::test]
+async fn the_raw_floor_takes_and_frees_a_majority_and_fails_on_a_held_key() {
+    bounded(async {
+        let cluster = TestCluster::start(ClusterOptions::default().nodes(3))
+            .await
+            .unwrap();
+        let floor = RawFloor::connect(&cluster.urls(), Some(true))
+            .await
+            .unwrap();
+        assert!(floor.cycle("free").await);
+        for node in 0..cluster.len() {
+            let mut connection = cluster.connection(node).await.unwrap();
+            assert_eq!(get(&mut connection, "free").await, None);
+        }
+        for node in 0..2 {
+            let mut connection = cluster.connection(node).await.unwrap();
+            set(&mut connection, "held", "someone else").await;
+        }
+        assert!(!floor.cycle("held").await);
+        let mut connection = cluster.connection(0).await.unwrap();
+        assert_eq!(
+            get(&mut connection, "held").await.as_deref(),
+            Some("someone else")
+        );
     })
     .await;
 }

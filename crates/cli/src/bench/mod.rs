@@ -20,7 +20,6 @@ mod network;
 mod plan;
 mod plots;
 mod progress;
-mod raw;
 mod report;
 mod rslock;
 mod scenarios;
@@ -32,7 +31,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use quorumlock::{Lock, LockOptions, RetryPolicy};
-use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
+use quorumlock_harness::{ClusterOptions, Persistence, RawFloor, TestCluster};
 
 use crate::flags::{self, NODES_ENV};
 
@@ -42,7 +41,6 @@ use faults::fault_scenarios;
 use plan::{Plan, TARGET_NODES};
 use plots::write_plots;
 use progress::Progress;
-use raw::Raw;
 use report::{Machine, Report, cpu_model, redis_version};
 use scenarios::Subject;
 use stats::fill_ratios;
@@ -107,6 +105,14 @@ async fn preflight(subject: &Subject) -> Result<(), String> {
         .map_err(|e| format!("{}: a first acquire failed: {e}", subject.name))?;
     guard.release().await;
     Ok(())
+}
+
+/// The raw floor `name` over `urls`, with `TCP_NODELAY` on like the lock's sockets, so that it
+/// sends the same bytes the same way.
+async fn raw_floor(name: &str, urls: &[String]) -> Result<RawFloor, String> {
+    RawFloor::connect(urls, Some(true))
+        .await
+        .map_err(|e| format!("{name}: connecting: {e}"))
 }
 
 /// Runs `quorumlock bench`.
@@ -225,11 +231,11 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     let references = vec![
         (
             "raw-1".to_owned(),
-            Contender::Raw(Raw::connect("raw-1", urls.get(..1).unwrap_or(&urls)).await?),
+            Contender::Raw(raw_floor("raw-1", urls.get(..1).unwrap_or(&urls)).await?),
         ),
         (
             format!("raw-{main_n}"),
-            Contender::Raw(Raw::connect(&format!("raw-{main_n}"), main_urls).await?),
+            Contender::Raw(raw_floor(&format!("raw-{main_n}"), main_urls).await?),
         ),
         rslock(format!("rslock-{main_n}"), false)?,
         rslock(format!("rslock-{main_n}-nodelay"), true)?,

@@ -15,10 +15,8 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use quorumlock::{Guard, Lock, LockOptions};
-use quorumlock_harness::{FaultProxy, TestCluster};
+use quorumlock_harness::{FaultProxy, TestCluster, raw_connection};
 use redis::aio::MultiplexedConnection;
-use redis::io::tcp::TcpSettings;
-use redis::{AsyncConnectionConfig, IntoConnectionInfo};
 
 use super::loops::{settle, warm_up};
 use super::plan::Plan;
@@ -252,19 +250,9 @@ async fn measure(urls: &[String], options: &LockOptions, plan: &Plan) -> Result<
 
 /// A `PING` connection to `url` as the lock makes its own: `TCP_NODELAY`, timeouts bounded.
 async fn connect(url: &str) -> Result<MultiplexedConnection, String> {
-    let failed = |e: redis::RedisError| format!("PING connection to {url}: {e}");
-    let info = url
-        .into_connection_info()
-        .map_err(failed)?
-        .set_tcp_settings(TcpSettings::default().set_nodelay(true));
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(PING_TIMEOUT))
-        .set_response_timeout(Some(PING_TIMEOUT));
-    redis::Client::open(info)
-        .map_err(failed)?
-        .get_multiplexed_async_connection_with_config(&config)
+    raw_connection(url, Some(true), PING_TIMEOUT)
         .await
-        .map_err(failed)
+        .map_err(|e| format!("PING connection to {url}: {e}"))
 }
 
 /// One sample of `subject`'s limit: a `PING` to each of its nodes at once, timed to the

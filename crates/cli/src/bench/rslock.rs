@@ -8,8 +8,6 @@ use ::rslock::LockManager;
 use redis::IntoConnectionInfo;
 use redis::io::tcp::TcpSettings;
 
-use super::plan::WARMUP;
-
 /// rslock's lock manager over the bench's nodes, acquiring with one try.
 #[derive(Clone)]
 pub(super) struct Rslock {
@@ -51,13 +49,6 @@ impl Rslock {
             ttl,
             prefix,
         })
-    }
-
-    /// Untimed cycles, like [`warm_up`](super::loops::warm_up): rslock connects on first use.
-    pub(super) async fn warm_up(&self) {
-        for i in 0..WARMUP {
-            self.cycle(&format!("rslock-warm:{i}")).await;
-        }
     }
 
     /// One acquire+release; true when the lock was granted. rslock's `unlock` reports nothing.
