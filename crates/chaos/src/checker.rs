@@ -476,7 +476,8 @@ mod tests {
     use crate::history::{Attempt, Rejection};
     use proptest::prelude::*;
 
-    fn history(holds: Vec<Hold>, writes: Vec<Write>) -> History {
+    /// A history of just these holds and writes; the checker's submodules test with it too.
+    pub(super) fn history(holds: Vec<Hold>, writes: Vec<Write>) -> History {
         History {
             holds,
             writes,

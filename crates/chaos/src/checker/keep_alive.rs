@@ -147,14 +147,7 @@ pub(super) fn writes_after_loss(history: &History) -> Vec<WriteAfterLoss> {
 mod tests {
     use super::*;
     use crate::checker::check;
-
-    fn history(holds: Vec<Hold>, writes: Vec<Write>) -> History {
-        History {
-            holds,
-            writes,
-            ..History::default()
-        }
-    }
+    use crate::checker::tests::history;
 
     /// A signal by the validity's end (the deadline plus the margin) keeps the promise, one
     /// after it does not; so does a release before the end without a signal, and not a hold
