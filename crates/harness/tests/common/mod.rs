@@ -8,7 +8,6 @@ pub mod backend_checks;
 use std::future::Future;
 use std::time::Duration;
 
-use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 
 /// Generous bound on every test, so a hang fails the test instead of stalling CI.
@@ -30,12 +29,7 @@ pub async fn connect(
     url: &str,
     response_timeout: Duration,
 ) -> redis::RedisResult<MultiplexedConnection> {
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(response_timeout))
-        .set_response_timeout(Some(response_timeout));
-    redis::Client::open(url)?
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
+    quorumlock_harness::raw_connection(url, None, response_timeout).await
 }
 
 pub async fn ping(connection: &mut MultiplexedConnection) -> redis::RedisResult<String> {
