@@ -1,15 +1,14 @@
-//! Errors: what went wrong for the whole operation ([`Error`]), and what happened on each node
-//! ([`NodeOutcome`], [`NodeReply`], [`NodeError`]).
-//!
-//! Over 500 lines: every error type of the crate, each variant with the documentation a user
-//! reads when it happens, and their shared `Display` helpers.
+//! Errors: what went wrong for the whole operation ([`Error`]), with a bad configuration
+//! ([`ConfigError`]), or with a kept lock ([`Lost`]). What happened on each node is in
+//! `outcome.rs`.
 //!
 //! Every lock error carries the per-node outcomes, so "held by someone else" is never confused
 //! with "not enough nodes answered", and a log line can say which node did what.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
+
+use crate::outcome::{NodeOutcome, NodeReply, not_ours};
 
 /// The error type of every fallible operation in this crate.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -157,7 +156,7 @@ pub enum ConfigError {
         nodes: usize,
     },
     /// The TTL is zero, below Redis' 1 ms resolution, or too large for Redis to store.
-    #[error("ttl {0:?} must be between 1 ms and {max:?}", max = crate::validity::MAX_TTL)]
+    #[error("ttl {0:?} must be between 1 ms and {max:?}", max = crate::rules::validity::MAX_TTL)]
     InvalidTtl(Duration),
     /// The drift factor is negative, NaN, infinite, or so large that no lock could be valid.
     #[error("drift factor {0} must be a finite number in [0, 1)")]
@@ -168,6 +167,9 @@ pub enum ConfigError {
         /// Which timeout.
         name: &'static str,
     },
+    /// A keep-alive's `max_hold` of zero: the lock would be lost the moment it is kept.
+    #[error("max_hold must be greater than zero")]
+    ZeroMaxHold,
     /// A retry policy with no attempt at all.
     #[error("attempts must be at least 1 (1 means try once)")]
     ZeroAttempts,
@@ -208,7 +210,7 @@ pub enum ConfigError {
         fence_prefix: String,
     },
     /// `max_ttl` is below the lock's TTL or above [`MAX_TTL`](crate::MAX_TTL).
-    #[error("max_ttl {max_ttl:?} must be at least the ttl {ttl:?} and at most {max:?}", max = crate::validity::MAX_TTL)]
+    #[error("max_ttl {max_ttl:?} must be at least the ttl {ttl:?} and at most {max:?}", max = crate::rules::validity::MAX_TTL)]
     InvalidMaxTtl {
         /// The `max_ttl` asked for.
         max_ttl: Duration,
@@ -226,197 +228,6 @@ pub enum ConfigError {
         /// The lock's `max_ttl`.
         max_ttl: Duration,
     },
-}
-
-/// What one node did during one operation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct NodeOutcome {
-    /// Position of the node in the configured list.
-    pub node: usize,
-    /// The node's address (`host:port`), without credentials.
-    pub addr: Arc<str>,
-    /// What it answered.
-    pub reply: NodeReply,
-}
-
-impl fmt::Display for NodeOutcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "node {} ({}): {}", self.node, self.addr, self.reply)
-    }
-}
-
-/// One node's answer to one operation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum NodeReply {
-    /// The node holds the key for us (acquired, extended, or released while still ours).
-    Ours,
-    /// The node holds the key for another owner (or, for release and extend: the key is gone or
-    /// no longer ours).
-    NotOurs,
-    /// The node failed.
-    Failed(NodeError),
-    /// The operation was decided before this node answered. Its request finishes in the
-    /// background, or (a lost acquisition) was abandoned.
-    NoReply,
-    /// Release only: no request of this acquisition that could set the key ever went out to this
-    /// node (the acquisition was decided before the node's connection was ready, or none could be
-    /// made), so no key of ours can be there, and the release sent nothing (not even a
-    /// connection attempt). The early return of a release counts only nodes that answered it.
-    NotSent,
-    /// Release only: the compare-and-delete ran, but a request of this acquisition that went out
-    /// to this node over an earlier connection (replaced since, after an I/O or protocol error) never got a
-    /// reply, or one was still in flight when the release stopped waiting for it: it may still
-    /// reach the node after the release and set the key, which then expires by its TTL. Does not
-    /// count as free.
-    InDoubt,
-}
-
-impl NodeReply {
-    /// A command's answer: `true` (ours), `false` (not ours) or the node's error.
-    pub(crate) fn from_flag(result: Result<bool, NodeError>) -> NodeReply {
-        match result {
-            Ok(true) => NodeReply::Ours,
-            Ok(false) => NodeReply::NotOurs,
-            Err(error) => NodeReply::Failed(error),
-        }
-    }
-}
-
-impl fmt::Display for NodeReply {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NodeReply::Ours => f.write_str("ours"),
-            NodeReply::NotOurs => f.write_str("not ours"),
-            NodeReply::Failed(e) => write!(f, "failed: {e}"),
-            NodeReply::NoReply => f.write_str("no reply before the decision"),
-            NodeReply::NotSent => f.write_str("nothing sent: no request of ours went out to it"),
-            NodeReply::InDoubt => {
-                f.write_str("in doubt: an earlier request of ours may still set the key")
-            }
-        }
-    }
-}
-
-/// Why a command on one node failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum NodeError {
-    /// No reply within the per-node timeout.
-    #[error("timed out after {0:?}")]
-    Timeout(Duration),
-    /// Nothing listens at the address.
-    #[error("connection refused")]
-    ConnectionRefused,
-    /// The connection broke or could not be set up.
-    #[error("connection error: {0}")]
-    Connection(String),
-    /// The server rejected our credentials.
-    #[error("authentication failed: {0}")]
-    Auth(String),
-    /// The server is a replica (`READONLY`).
-    #[error("READONLY: the node is a replica: {0}")]
-    ReadOnly(String),
-    /// The server is out of memory (`OOM`).
-    #[error("OOM: the node is out of memory: {0}")]
-    OutOfMemory(String),
-    /// The key holds a value of another type (`WRONGTYPE`): something else uses our key name.
-    #[error("WRONGTYPE: the lock key holds a non-string value: {0}")]
-    WrongType(String),
-    /// The user lacks the ACL permission for our commands (`NOPERM`).
-    #[error("NOPERM: {0}")]
-    NoPermission(String),
-    /// The node is loading its dataset (`LOADING`).
-    #[error("LOADING: the node is loading its dataset")]
-    Loading,
-    /// Any other error reply from the server, with its code.
-    #[error("server error {code}: {message}")]
-    Server {
-        /// The error code (`ERR`, `NOSCRIPT`, …).
-        code: String,
-        /// The rest of the message.
-        message: String,
-    },
-    /// The reply had a shape the lock protocol never produces.
-    #[error("unexpected reply: {0}")]
-    Protocol(String),
-    /// Acquire only: this node reaches the same Redis server (the same `run_id`) as another
-    /// configured node, which holds the claim on it, so its acquire votes are refused and nothing
-    /// is sent: one server never counts as two votes. (Two URLs for one server, e.g.
-    /// `127.0.0.1:P` and `localhost:P`.)
-    #[error("same server as node {node} (run_id {run_id}): one server, one vote")]
-    SameServer {
-        /// The configured node that votes for that server.
-        node: usize,
-        /// The server's `run_id`.
-        run_id: String,
-    },
-    /// Acquire only: the node (re)started recently and may have lost keys it held (it does not
-    /// persist every write: AOF with `appendfsync always`), so it stays out of acquisitions
-    /// until it has been up for longer than `max_ttl` plus the drift allowance (the restart
-    /// guard, [`LockOptions::restart_guard`](crate::LockOptions::restart_guard)). Nothing is
-    /// sent to it. Extend and release are not held back.
-    #[error(
-        "recovering from a (re)start: may vote in {left:?} (restart guard: the node does not persist \
-         every write; AOF with appendfsync always lets it vote at once, see LockOptions::restart_guard)"
-    )]
-    Recovering {
-        /// How long from the moment of this error until the node may vote again (at most; it
-        /// counts from when its uptime was read, on connect).
-        left: Duration,
-    },
-    /// Acquire with fencing only: the node does not persist every write (AOF with `appendfsync
-    /// always`), or the user may not read its fsync policy (`CONFIG GET`, refused by an ACL), so
-    /// a crash could take its fence counter back to an older value and a later holder could get
-    /// a fence no larger than an earlier one's. Nothing is sent to it. See
-    /// [`LockOptions::fence_volatile_nodes`](crate::LockOptions::fence_volatile_nodes).
-    #[error(
-        "fencing: the node does not persist every write (AOF with appendfsync always), or CONFIG \
-         GET appendfsync was refused, so its fence counter could go back in a crash (see \
-         LockOptions::fence_volatile_nodes)"
-    )]
-    NotDurable,
-}
-
-impl NodeError {
-    /// Whether the connection should be dropped and made again on the next command.
-    pub(crate) fn breaks_connection(&self) -> bool {
-        matches!(
-            self,
-            NodeError::ConnectionRefused | NodeError::Connection(_) | NodeError::Protocol(_)
-        )
-    }
-}
-
-impl From<redis::RedisError> for NodeError {
-    fn from(err: redis::RedisError) -> Self {
-        use redis::{ErrorKind, ServerErrorKind};
-        let detail = err.detail().unwrap_or_default().to_owned();
-        match err.kind() {
-            _ if err.is_connection_refusal() => NodeError::ConnectionRefused,
-            ErrorKind::AuthenticationFailed => NodeError::Auth(err.to_string()),
-            ErrorKind::Io | ErrorKind::Client | ErrorKind::InvalidClientConfig => {
-                NodeError::Connection(err.to_string())
-            }
-            ErrorKind::Parse | ErrorKind::UnexpectedReturnType => {
-                NodeError::Protocol(err.to_string())
-            }
-            ErrorKind::Server(ServerErrorKind::ReadOnly) => NodeError::ReadOnly(detail),
-            ErrorKind::Server(ServerErrorKind::NoPerm) => NodeError::NoPermission(detail),
-            ErrorKind::Server(ServerErrorKind::BusyLoading) => NodeError::Loading,
-            _ => match err.code() {
-                Some("WRONGTYPE") => NodeError::WrongType(detail),
-                Some("OOM") => NodeError::OutOfMemory(detail),
-                Some("NOAUTH") | Some("WRONGPASS") => NodeError::Auth(detail),
-                Some(code) => NodeError::Server {
-                    code: code.to_owned(),
-                    message: detail,
-                },
-                None => NodeError::Connection(err.to_string()),
-            },
-        }
-    }
 }
 
 /// Formats outcomes as "3 ours, 1 not ours, 1 failed: node 4 (…): timed out after 50ms".
@@ -518,14 +329,7 @@ impl Lost {
     }
 }
 
-pub(crate) fn not_ours(outcomes: &[NodeOutcome]) -> usize {
-    outcomes
-        .iter()
-        .filter(|outcome| outcome.reply == NodeReply::NotOurs)
-        .count()
-}
-
-/// ": <error>" when there is one.
+/// `": <error>"` when there is one.
 struct LastError<'a>(Option<&'a Error>);
 
 impl fmt::Display for LastError<'_> {

@@ -8,16 +8,18 @@ use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
 
-use crate::clock::Moment;
-use crate::commands;
-use crate::error::{Error, NodeOutcome, NodeReply};
-use crate::fanout::{Until, fan_out};
-use crate::ledger::Ledger;
-use crate::options::validate_ttl;
-use crate::quorum::Verdict;
-use crate::shared::{Shared, release_all, release_in_background};
-use crate::token::Token;
-use crate::validity::ttl_millis;
+use crate::error::Error;
+use crate::node::extend::extend;
+use crate::outcome::{NodeOutcome, NodeReply};
+use crate::round::NodeSet;
+use crate::round::fan_out::{Until, fan_out};
+use crate::round::ledger::Ledger;
+use crate::round::release::{release_all, release_in_background};
+use crate::rules::clock::Moment;
+use crate::rules::quorum::Verdict;
+use crate::rules::token::Token;
+use crate::rules::validity::ttl_millis;
+use crate::settings::validate_ttl;
 
 /// A held lock. Owned, `Send + Sync + 'static`: it can move between tasks and outlive the
 /// [`Lock`](crate::Lock) that made it.
@@ -30,7 +32,7 @@ use crate::validity::ttl_millis;
 /// the tokio runtime (the current one, else the one it was acquired on); nothing blocks.
 #[must_use = "dropping a guard releases the lock at once"]
 pub struct Guard {
-    shared: Arc<Shared>,
+    node_set: Arc<NodeSet>,
     key: Arc<[u8]>,
     resource_len: usize,
     token: Token,
@@ -61,17 +63,17 @@ pub(crate) struct Grant {
 pub struct ReleaseReport {
     /// How many of the nodes that answered still held our token and deleted it.
     pub held: usize,
-    /// What each node said; [`NodeReply::NoReply`](crate::NodeReply::NoReply) for the nodes
-    /// still being released in the background, [`NodeReply::NotSent`](crate::NodeReply::NotSent)
+    /// What each node said; [`NodeReply::NoReply`] for the nodes
+    /// still being released in the background, [`NodeReply::NotSent`]
     /// for those the acquisition sent nothing to (so neither did the release), and
-    /// [`NodeReply::InDoubt`](crate::NodeReply::InDoubt) where a request of ours that went out
+    /// [`NodeReply::InDoubt`] where a request of ours that went out
     /// over an earlier connection may still set the key.
     pub outcomes: Vec<NodeOutcome>,
 }
 
 impl Guard {
     pub(crate) fn new(
-        shared: Arc<Shared>,
+        node_set: Arc<NodeSet>,
         key: Arc<[u8]>,
         resource_len: usize,
         token: Token,
@@ -80,7 +82,7 @@ impl Guard {
         outcomes: Vec<NodeOutcome>,
     ) -> Guard {
         Guard {
-            shared,
+            node_set,
             key,
             resource_len,
             token,
@@ -116,6 +118,8 @@ impl Guard {
     /// write to the protected store, which must refuse a fence below the highest it has seen;
     /// then a write this holder makes after its validity ran out (a long pause) cannot overwrite
     /// a later holder's. `None` with fencing off. An extension keeps the fence.
+    ///
+    /// # Examples
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), quorumlock::Error> {
@@ -177,48 +181,51 @@ impl Guard {
     /// Sets the keys' expiry to `ttl` from now on every node that still holds our token, and
     /// recomputes the validity by the same quorum rule as an acquisition.
     ///
-    /// On failure nothing is deleted: nodes that still hold the key keep it, and
-    /// [`Error::ExtendFailed`] says whether the previous validity still runs. With the restart
-    /// guard on, a `ttl` above [`LockOptions::max_ttl`](crate::LockOptions::max_ttl) is refused
-    /// ([`ConfigError::TtlAboveMaxTtl`](crate::ConfigError::TtlAboveMaxTtl)) before anything is
-    /// sent: the guard would not cover such keys.
+    /// # Errors
+    ///
+    /// - [`Error::ExtendFailed`]: no quorum extended in time (or the validity left was used up);
+    ///   nothing is deleted, nodes that still hold the key keep it, and `still_valid` says
+    ///   whether the previous validity still runs;
+    /// - [`Error::Config`]: a `ttl` Redis cannot store, or, with the restart guard on, above
+    ///   [`LockOptions::max_ttl`](crate::LockOptions::max_ttl)
+    ///   ([`ConfigError::TtlAboveMaxTtl`](crate::ConfigError::TtlAboveMaxTtl)), which the guard
+    ///   would not cover. Nothing is sent.
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
         validate_ttl(ttl)?;
-        self.shared.settings.check_extension(ttl)?;
-        let shared = &self.shared;
+        self.node_set.settings.check_extension(ttl)?;
+        let node_set = &self.node_set;
         let (key, token, ttl_ms) = (&self.key, &self.token, ttl_millis(ttl));
-        let quorum = shared.settings.quorum;
+        let quorum = node_set.settings.quorum;
         // Test-only: one node that extended is enough.
         #[cfg(feature = "chaos-defects")]
-        let quorum = match shared.settings.defect {
-            Some(crate::defect::Defect::ExtendMinority) => 1,
+        let quorum = match node_set.settings.defect {
+            Some(crate::rules::defect::Defect::ExtendMinority) => 1,
             _ => quorum,
         };
         let started = Moment::now();
-        let round = fan_out(
-            &shared.nodes,
-            quorum,
-            Until::Decided,
-            pin!(std::future::pending::<()>()),
-            |node| {
-                let (key, token) = (Arc::clone(key), token.clone());
-                async move {
-                    NodeReply::from_flag(
-                        commands::extend(&node, &key, token.as_str(), ttl_ms).await,
-                    )
-                }
-            },
-        )
-        .await;
+        let round =
+            fan_out(
+                &node_set.nodes,
+                quorum,
+                Until::Decided,
+                pin!(std::future::pending::<()>()),
+                |node| {
+                    let (key, token) = (Arc::clone(key), token.clone());
+                    async move {
+                        NodeReply::from_flag(extend(&node, &key, token.as_str(), ttl_ms).await)
+                    }
+                },
+            )
+            .await;
         let decided = Moment::now();
-        let left = shared
+        let left = node_set
             .settings
             .validity(ttl, decided.saturating_duration_since(started));
         match (round.verdict, left) {
             (Some(Verdict::Won), Some(left)) => {
                 if let Some(unanswered) = round.unanswered {
                     // Slower nodes get the new expiry too, as in an acquisition.
-                    shared.background.finish_unanswered(unanswered);
+                    node_set.background.finish_unanswered(unanswered);
                 }
                 self.valid_until = decided.checked_add(left).unwrap_or(decided);
                 self.outcomes = round.outcomes;
@@ -242,8 +249,8 @@ impl Guard {
     }
 
     /// What the guard's lock shares: its nodes, settings and background work.
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    pub(crate) fn node_set(&self) -> &Arc<NodeSet> {
+        &self.node_set
     }
 
     /// The runtime the guard was acquired on, if any.
@@ -262,7 +269,7 @@ impl Guard {
     /// ([`Lock::settle`](crate::Lock::settle) waits for them). Without such a quorum it waits for
     /// every node, at most its timeouts; an unreachable node's key expires by its TTL.
     pub async fn release(mut self) -> ReleaseReport {
-        let round = release_all(&self.shared, &self.key, &self.token, &self.ledger).await;
+        let round = release_all(&self.node_set, &self.key, &self.token, &self.ledger).await;
         self.released = true;
         ReleaseReport {
             held: round.ours(),
@@ -275,7 +282,7 @@ impl Drop for Guard {
     fn drop(&mut self) {
         if !self.released {
             release_in_background(
-                &self.shared,
+                &self.node_set,
                 Arc::clone(&self.key),
                 self.token.clone(),
                 Arc::clone(&self.ledger),

@@ -24,13 +24,14 @@ use tokio::runtime::Handle;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::background::Background;
-use crate::clock::Moment;
-use crate::error::{Error, Lost, not_ours};
+use crate::error::{ConfigError, Error, Lost};
 use crate::guard::{Guard, ReleaseReport};
 use crate::lease::{Lease, State};
 use crate::lock::Lock;
-use crate::renewal::{Schedule, margin, taken};
+use crate::outcome::not_ours;
+use crate::round::background::Background;
+use crate::rules::clock::Moment;
+use crate::rules::renewal::{Schedule, default_interval, margin, taken};
 
 /// How a [`KeptGuard`] keeps its lock alive: the interval between extensions and an optional
 /// bound on the whole hold.
@@ -71,6 +72,24 @@ impl KeepAlive {
     pub fn max_hold(mut self, max_hold: Duration) -> Self {
         self.max_hold = Some(max_hold);
         self
+    }
+
+    /// The schedule for a lock of `ttl`: the interval greater than zero and below the TTL, a
+    /// `max_hold` greater than zero.
+    fn schedule(&self, ttl: Duration) -> Result<Schedule, ConfigError> {
+        let every = self.every.unwrap_or_else(|| default_interval(ttl));
+        if every.is_zero() || every >= ttl {
+            return Err(ConfigError::InvalidKeepAlive { every, ttl });
+        }
+        if self.max_hold.is_some_and(|max_hold| max_hold.is_zero()) {
+            return Err(ConfigError::ZeroMaxHold);
+        }
+        Ok(Schedule {
+            ttl,
+            every,
+            max_hold: self.max_hold,
+            margin: margin(ttl),
+        })
     }
 }
 
@@ -148,8 +167,15 @@ impl Guard {
     /// is still held; its [`lost`](Lease::lost) future completes when it is not.
     ///
     /// Each extension asks for the lock's TTL (never more than is left of `max_hold`) and costs
-    /// one round trip to every node; nothing of it runs on the caller's task. Fails only on an
-    /// invalid [`KeepAlive`] (the guard is then released).
+    /// one round trip to every node; nothing of it runs on the caller's task.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for an invalid [`KeepAlive`]: an interval of zero or not below the TTL
+    /// ([`ConfigError::InvalidKeepAlive`]), a `max_hold` of zero ([`ConfigError::ZeroMaxHold`]).
+    /// The guard is then released.
+    ///
+    /// # Examples
     ///
     /// ```no_run
     /// # async fn run(lock: quorumlock::Lock) -> Result<(), quorumlock::Error> {
@@ -164,9 +190,7 @@ impl Guard {
     /// # Ok(()) }
     /// ```
     pub fn keep_alive(self, options: KeepAlive) -> Result<KeptGuard, Error> {
-        let settings = &self.shared().settings;
-        let ttl = settings.ttl;
-        let schedule = Schedule::new(ttl, options.every, options.max_hold, margin(ttl))?;
+        let schedule = options.schedule(self.node_set().settings.ttl)?;
         let start = self.decided_moment();
         let trusted_until = trusted(&schedule, start, self.valid_until_moment());
         let state = Arc::new(State {
@@ -177,7 +201,7 @@ impl Guard {
             extensions: AtomicU64::new(0),
             lost: watch::Sender::new(None),
         });
-        let background = Arc::clone(&self.shared().background);
+        let background = Arc::clone(&self.node_set().background);
         let runtime = Handle::try_current()
             .ok()
             .or_else(|| self.runtime().cloned());
@@ -230,7 +254,10 @@ async fn keep(
 ) -> ReleaseReport {
     let start = guard.decided_moment();
     let since_start = || Moment::now().saturating_duration_since(start);
-    let (nodes, quorum) = (guard.shared().nodes.len(), guard.shared().settings.quorum);
+    let (nodes, quorum) = (
+        guard.node_set().nodes.len(),
+        guard.node_set().settings.quorum,
+    );
     let mut due = schedule.next_after_success(Duration::ZERO);
     let mut last_error: Option<Box<Error>> = None;
     // Out of time in the last stretch of a bounded hold is the bound's doing.
@@ -313,6 +340,13 @@ impl Lock {
     /// protected write). If the lock is lost first, `work`'s future is dropped at once (it
     /// stops at its current `.await`) and the result is [`Error::Lost`] with the reason.
     ///
+    /// # Errors
+    ///
+    /// Those of [`Lock::acquire_with`] and [`Guard::keep_alive`], and [`Error::Lost`] when the
+    /// lock is lost while `work` runs.
+    ///
+    /// # Examples
+    ///
     /// ```no_run
     /// # async fn run() -> Result<(), quorumlock::Error> {
     /// use std::time::Duration;
@@ -353,5 +387,31 @@ impl Lock {
         };
         kept.release().await;
         outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interval_of_zero_or_not_below_the_ttl_and_a_zero_max_hold_are_rejected() {
+        let ttl = Duration::from_secs(3);
+        for every in [Duration::ZERO, ttl, ttl * 2] {
+            assert_eq!(
+                KeepAlive::new().every(every).schedule(ttl),
+                Err(ConfigError::InvalidKeepAlive { every, ttl })
+            );
+        }
+        assert_eq!(
+            KeepAlive::new().max_hold(Duration::ZERO).schedule(ttl),
+            Err(ConfigError::ZeroMaxHold)
+        );
+        assert_eq!(
+            KeepAlive::new()
+                .schedule(ttl)
+                .map(|schedule| schedule.every),
+            Ok(Duration::from_secs(1))
+        );
     }
 }

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::clock::Moment;
 use crate::error::Lost;
-use crate::token::Token;
+use crate::rules::clock::Moment;
+use crate::rules::token::Token;
 
 /// What the keep-alive task and every [`Lease`] handle share.
 pub(crate) struct State {

@@ -49,63 +49,54 @@
 //!
 //! # Layout
 //!
-//! - Pure algorithm, no I/O: `quorum` (the vote tally), `validity` (lease
-//!   arithmetic), [`retry`](crate::RetryPolicy) (the retry schedule), `renewal` (the
-//!   keep-alive's schedule), `token` (tokens, keys),
-//!   `ledger` (which of an acquisition's requests may still reach each node, so that a release
-//!   runs after them, and one request per server and attempt), `recovery` (the restart guard:
-//!   what `INFO` says, and from when a node may vote), `identity` (duplicate addresses, and
-//!   which node votes for which `run_id`).
-//! - I/O: `node` (one master's lazy connection, what its server says about itself on connect,
-//!   and timeouts), `commands` (SET NX PX and the Lua
-//!   scripts on one node), `fanout` (all nodes at once, early decision), `fencing` (the fence's
-//!   write-back to a quorum), `background` (releases started from `Drop`).
-//! - The API: [`Lock`], [`Guard`], [`KeptGuard`] and [`Lease`] (a guard kept alive in the
-//!   background, `keep_alive`), [`LockOptions`], [`Topology`], [`Error`].
+//! Three floors, each importing only from the ones below it (`docs/ARCHITECTURE.md` has the map):
+//!
+//! - `rules/`: the pure rules: the quorum tally, validity arithmetic, the retry and keep-alive
+//!   schedules, the ordering rule, the restart guard, one server one vote, tokens, the lease
+//!   clock. No I/O: nothing there imports `redis`, `tokio` or `futures`.
+//! - `node/`: one member: its connection, what its server says about itself, the gates in front
+//!   of its votes, and the lock's commands on it, one per file.
+//! - `round/`: all members at once: the fan-out and its early decision, the ledger that orders a
+//!   release after our requests, the release round, fencing's write-back, background work.
+//! - The API at the top: [`Lock`] (`lock`, with one acquisition's flow in `acquisition`),
+//!   [`Guard`], [`KeptGuard`] and [`Lease`] (`keep_alive`, `lease`), [`LockOptions`] and
+//!   [`Topology`] (`options`, validated into `settings`), [`Error`] (`error`) and what each node
+//!   did (`outcome`).
 //!
 //! The test harness (real `redis-server` processes and a fault-injecting proxy), the chaos
 //! tooling and the `quorumlock` command live in their own crates in this workspace
 //! (`quorumlock-harness`, `quorumlock-chaos`, `quorumlock-cli`), so this one depends only on what
 //! the lock needs at run time.
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod background;
-mod clock;
-mod commands;
-#[cfg(feature = "chaos-defects")]
-mod defect;
+mod acquisition;
 mod error;
-mod fanout;
-mod fencing;
 mod guard;
-mod identity;
 mod keep_alive;
 mod lease;
-mod ledger;
 mod lock;
 mod node;
 mod options;
-mod quorum;
-mod recovery;
-mod renewal;
-mod retry;
-mod shared;
-mod token;
-mod validity;
+mod outcome;
+mod round;
+mod rules;
+mod settings;
 
-#[cfg(feature = "chaos-defects")]
-#[doc(hidden)]
-pub use defect::{Defect, UnknownDefect};
-pub use error::{ConfigError, Error, Lost, NodeError, NodeOutcome, NodeReply};
+pub use error::{ConfigError, Error, Lost};
 pub use guard::{Guard, ReleaseReport};
 pub use keep_alive::{KeepAlive, KeptGuard};
 pub use lease::Lease;
 pub use lock::Lock;
 pub use options::{LockOptions, Topology};
-pub use retry::RetryPolicy;
-pub use token::Token;
-pub use validity::MAX_TTL;
+pub use outcome::{NodeError, NodeOutcome, NodeReply};
+#[cfg(feature = "chaos-defects")]
+#[doc(hidden)]
+pub use rules::defect::{Defect, UnknownDefect};
+pub use rules::retry::RetryPolicy;
+pub use rules::token::Token;
+pub use rules::validity::MAX_TTL;
 
 /// Compiles the README's examples as doctests, so they cannot drift from the API.
 #[cfg(doctest)]

@@ -1,15 +1,14 @@
 //! Configuration: where the nodes are ([`Topology`]) and how the lock behaves ([`LockOptions`]),
-//! validated once into [`Settings`] so that no operation can meet a nonsensical value.
-//!
-//! Just over 500 lines: one builder, each option with the documentation a user reads, and
-//! the validation that resolves them.
+//! validated once into `Settings` (`settings.rs`) so that no operation can meet a nonsensical
+//! value.
 
 use std::time::Duration;
 
 use crate::error::ConfigError;
-use crate::quorum::majority;
-use crate::retry::RetryPolicy;
-use crate::validity::{MAX_TTL, drift, validity};
+use crate::rules::quorum::majority;
+use crate::rules::retry::RetryPolicy;
+use crate::rules::validity::{MAX_TTL, drift};
+use crate::settings::{Fencing, Settings, check_retry, validate_ttl};
 
 /// Which Redis servers the lock runs on.
 ///
@@ -68,7 +67,7 @@ pub struct LockOptions {
     fence_prefix: Vec<u8>,
     fence_volatile_nodes: bool,
     #[cfg(feature = "chaos-defects")]
-    defect: Option<crate::defect::Defect>,
+    defect: Option<crate::rules::defect::Defect>,
 }
 
 impl Default for LockOptions {
@@ -115,8 +114,9 @@ impl LockOptions {
         self
     }
 
-    /// How many nodes must agree (default: a majority, N/2 + 1). Never less than a majority.
-    pub fn quorum(mut self, quorum: usize) -> Self {
+    /// How many nodes must agree (default: a majority, N/2 + 1). Never less than a majority;
+    /// read back with [`Lock::quorum_size`](crate::Lock::quorum_size).
+    pub fn quorum_size(mut self, quorum: usize) -> Self {
         self.quorum = Some(quorum);
         self
     }
@@ -193,6 +193,22 @@ impl LockOptions {
     /// longer than the largest TTL themselves. **Unsafe otherwise**: a node restarted empty
     /// votes at once and can grant a lock a second time. (The `run_id` is read either way, so
     /// that one server never votes twice.)
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use quorumlock::{Lock, LockOptions};
+    ///
+    /// // Other clients of these nodes give keys up to 60 s: a restarted node that does not
+    /// // persist every write sits out acquisitions for 60 s plus the drift allowance.
+    /// let options = LockOptions::new()
+    ///     .ttl(Duration::from_secs(10))
+    ///     .max_ttl(Duration::from_secs(60));
+    /// let lock = Lock::single("redis://127.0.0.1:6379", options)?;
+    /// assert!(lock.restart_guard_period() > Some(Duration::from_secs(60)));
+    /// # Ok::<(), quorumlock::Error>(())
+    /// ```
     pub fn restart_guard(mut self, on: bool) -> Self {
         self.restart_guard = on;
         self
@@ -215,6 +231,17 @@ impl LockOptions {
     /// with `appendfsync always`) vote, and any other node's vote fails with
     /// [`NodeError::NotDurable`](crate::NodeError::NotDurable), unless
     /// [`fence_volatile_nodes`](LockOptions::fence_volatile_nodes) allows them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use quorumlock::{ConfigError, Error, Lock, LockOptions};
+    ///
+    /// // Fence counters and lock keys must never share a name.
+    /// let overlapping = LockOptions::new().fencing(true).fence_prefix("quorumlock:fence:");
+    /// let err = Lock::single("redis://127.0.0.1:6379", overlapping).unwrap_err();
+    /// assert!(matches!(err, Error::Config(ConfigError::OverlappingPrefixes { .. })));
+    /// ```
     pub fn fencing(mut self, on: bool) -> Self {
         self.fencing = on;
         self
@@ -245,7 +272,7 @@ impl LockOptions {
     /// defect breaks a promise of the lock.
     #[cfg(feature = "chaos-defects")]
     #[doc(hidden)]
-    pub fn defect(mut self, defect: crate::defect::Defect) -> Self {
+    pub fn defect(mut self, defect: crate::rules::defect::Defect) -> Self {
         self.defect = Some(defect);
         self
     }
@@ -276,7 +303,7 @@ impl LockOptions {
                 name: "connect_timeout",
             });
         }
-        self.retry.validate()?;
+        check_retry(&self.retry)?;
         let max_ttl = self.max_ttl.unwrap_or(self.ttl);
         if max_ttl < self.ttl || max_ttl > MAX_TTL {
             return Err(ConfigError::InvalidMaxTtl {
@@ -301,7 +328,7 @@ impl LockOptions {
         };
         #[cfg(feature = "chaos-defects")]
         let quorum = match self.defect {
-            Some(crate::defect::Defect::QuorumHalf) => crate::quorum::half(nodes),
+            Some(crate::rules::defect::Defect::QuorumHalf) => crate::rules::quorum::half(nodes),
             _ => quorum,
         };
         Ok(Settings {
@@ -327,76 +354,24 @@ impl LockOptions {
     }
 }
 
-/// Rejects a TTL Redis cannot represent: under 1 ms, or beyond [`MAX_TTL`].
-pub(crate) fn validate_ttl(ttl: Duration) -> Result<(), ConfigError> {
-    if ttl < Duration::from_millis(1) || ttl > MAX_TTL {
-        return Err(ConfigError::InvalidTtl(ttl));
-    }
-    Ok(())
-}
-
-/// Validated options with every default resolved.
-#[derive(Debug, Clone)]
-pub(crate) struct Settings {
-    pub(crate) ttl: Duration,
-    pub(crate) drift_factor: f64,
-    pub(crate) quorum: usize,
-    pub(crate) node_timeout: Duration,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) retry: RetryPolicy,
-    pub(crate) key_prefix: Vec<u8>,
-    pub(crate) tcp_nodelay: bool,
-    /// Certificate authorities for `rediss://` nodes (PEM), instead of the public roots.
-    #[cfg(feature = "tls")]
-    pub(crate) tls_root_certificates: Option<Vec<u8>>,
-    /// The largest TTL in use, extensions included.
-    pub(crate) max_ttl: Duration,
-    /// With the restart guard on, how long a node that may have lost writes stays out of
-    /// acquisitions after it started: `max_ttl` plus its drift.
-    pub(crate) restart_guard: Option<Duration>,
-    /// Prefix of the fence counters' keys (used by `delete_fence_counter` even with fencing off).
-    pub(crate) fence_prefix: Vec<u8>,
-    /// Fencing, when on.
-    pub(crate) fencing: Option<Fencing>,
-    /// The deliberate defect this lock was built with (test-only, see `defect.rs`).
-    #[cfg(feature = "chaos-defects")]
-    pub(crate) defect: Option<crate::defect::Defect>,
-}
-
-/// Fencing settings, when fencing is on.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Fencing {
-    /// Whether nodes that may lose recent writes vote anyway.
-    pub(crate) volatile_nodes: bool,
-}
-
-impl Settings {
-    /// How long a lease of `ttl` granted after `elapsed` may be trusted: `ttl − elapsed −
-    /// drift`; `None` when nothing is left.
-    pub(crate) fn validity(&self, ttl: Duration, elapsed: Duration) -> Option<Duration> {
-        let drift = drift(ttl, self.drift_factor);
-        #[cfg(feature = "chaos-defects")]
-        if let Some(defect) = self.defect {
-            return crate::validity::validity_with_defect(defect, ttl, elapsed, drift);
-        }
-        validity(ttl, elapsed, drift)
-    }
-
-    /// Rejects an extension the restart guard would not cover (a TTL above `max_ttl`).
-    pub(crate) fn check_extension(&self, ttl: Duration) -> Result<(), ConfigError> {
-        if self.restart_guard.is_some() && ttl > self.max_ttl {
-            return Err(ConfigError::TtlAboveMaxTtl {
-                ttl,
-                max_ttl: self.max_ttl,
-            });
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero_attempts_is_a_configuration_error() {
+        assert_eq!(
+            check_retry(&RetryPolicy::new().attempts(0)),
+            Err(ConfigError::ZeroAttempts)
+        );
+        assert_eq!(
+            LockOptions::new()
+                .retry(RetryPolicy::new().attempts(0))
+                .validate(1)
+                .unwrap_err(),
+            ConfigError::ZeroAttempts
+        );
+    }
 
     #[test]
     fn defaults_are_valid_for_any_node_count() {
@@ -421,14 +396,14 @@ mod tests {
         let o = LockOptions::new();
         assert_eq!(o.validate(0).unwrap_err(), ConfigError::NoNodes);
         assert_eq!(
-            o.clone().quorum(2).validate(5).unwrap_err(),
+            o.clone().quorum_size(2).validate(5).unwrap_err(),
             ConfigError::InvalidQuorum {
                 quorum: 2,
                 nodes: 5
             }
         );
         assert_eq!(
-            o.clone().quorum(6).validate(5).unwrap_err(),
+            o.clone().quorum_size(6).validate(5).unwrap_err(),
             ConfigError::InvalidQuorum {
                 quorum: 6,
                 nodes: 5
@@ -505,6 +480,6 @@ mod tests {
     #[test]
     fn the_largest_ttl_fits_in_redis_milliseconds() {
         validate_ttl(MAX_TTL).unwrap();
-        assert!(crate::validity::ttl_millis(MAX_TTL) <= i64::MAX as u64 / 2);
+        assert!(crate::rules::validity::ttl_millis(MAX_TTL) <= i64::MAX as u64 / 2);
     }
 }

@@ -2,7 +2,7 @@
 //! `docs/deployment.md`), and a user missing any of it gets a typed per-node error, never a
 //! panic.
 //!
-//! What the lock sends, from `src/commands.rs` and redis-rs 1.8: on connect, `AUTH user pass`
+//! What the lock sends, from `src/node/` and redis-rs 1.8: on connect, `AUTH user pass`
 //! (RESP2; `HELLO 3 AUTH …` with `?protocol=resp3`; neither is ACL-checked) and
 //! `CLIENT SETINFO` twice, whose replies redis-rs ignores; `SET key token NX PX ttl` for a first
 //! attempt; `EVAL` (SET, GET, PEXPIRE inside) for a retry; `EVALSHA` for release (GET, DEL
@@ -164,7 +164,7 @@ fn failures(outcomes: &[quorumlock::NodeOutcome]) -> Vec<NodeError> {
 /// send (or a key), and, for a command called inside one of our Lua scripts, what Redis 7.0
 /// answers there: `ERR The user executing the script can't run this command or subcommand`,
 /// which the library reports as `NodeError::Server { code: "ERR", .. }` (it would take a change
-/// to `NodeError`'s mapping in `src/error.rs` to make that `NoPermission` too).
+/// to `NodeError`'s mapping in `src/node/redis_error.rs` to make that `NoPermission` too).
 fn is_acl_refusal(error: &NodeError) -> bool {
     match error {
         NodeError::NoPermission(_) => true,
@@ -288,7 +288,7 @@ async fn the_recommended_user_has_no_config_get_so_the_restart_guard_assumes_no_
 
         let user_url = user_urls(&cluster, PASSWORD)[0].clone();
         let lock = Lock::single(user_url, options).unwrap();
-        let guard_period = lock.restart_guard().unwrap();
+        let guard_period = lock.restart_guard_period().unwrap();
         let error = lock.try_acquire("acl").await.unwrap_err();
         assert!(matches!(error, Error::Unavailable { .. }), "{error}");
         let left = recovering(&error.outcomes()[0]).unwrap_or_else(|| panic!("{error}"));

@@ -54,7 +54,7 @@ fn bad_configurations_are_errors_not_panics() {
     assert!(matches!(
         config_error(Lock::single(
             "redis://u:hunter2@127.0.0.1:1",
-            LockOptions::new().quorum(2)
+            LockOptions::new().quorum_size(2)
         )),
         ConfigError::InvalidQuorum {
             quorum: 2,
@@ -99,7 +99,7 @@ async fn an_extension_beyond_max_ttl_is_refused_while_the_restart_guard_is_on() 
     bounded(async {
         let cluster = cluster(3).await;
         let ttl = Duration::from_secs(10);
-        let lock = Lock::quorum(cluster.urls(), once().quorum(3).ttl(ttl)).unwrap();
+        let lock = Lock::quorum(cluster.urls(), once().quorum_size(3).ttl(ttl)).unwrap();
         let mut guard = lock.try_acquire("max-ttl").await.unwrap();
         let error = guard.extend(ttl * 2).await.unwrap_err();
         assert!(

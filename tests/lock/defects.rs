@@ -97,7 +97,7 @@ async fn extend_minority_extends_with_the_key_gone_on_three_of_five_nodes() {
     bounded(async {
         // A quorum of all five for the acquisition, so that every node is known to hold the key.
         let options = once()
-            .quorum(5)
+            .quorum_size(5)
             .max_ttl(Duration::from_secs(30))
             .defect(Defect::ExtendMinority);
         let (cluster, lock) = quorum_lock(5, options).await;

@@ -96,7 +96,7 @@ async fn a_stale_holder_cannot_release_the_next_holders_lock() {
 async fn held_names_the_resource_and_counts_the_unreachable_nodes() {
     bounded(async {
         // The holder's key is on every node.
-        let (mut cluster, holder) = quorum_lock(5, once().quorum(5)).await;
+        let (mut cluster, holder) = quorum_lock(5, once().quorum_size(5)).await;
         let guard = holder.try_acquire("report").await.unwrap();
         let contender = Lock::quorum(
             cluster.urls(),

@@ -13,7 +13,7 @@ async fn a_failed_extend_keeps_the_keys_that_still_hold() {
         // A quorum of all five, so that every node is known to hold the key.
         // Extensions of up to 30 s, which the restart guard must cover.
         let (cluster, lock) =
-            quorum_lock(5, once().quorum(5).max_ttl(Duration::from_secs(30))).await;
+            quorum_lock(5, once().quorum_size(5).max_ttl(Duration::from_secs(30))).await;
         let mut guard = lock.try_acquire("extend-me").await.unwrap();
         guard.extend(Duration::from_secs(20)).await.unwrap();
         assert!(guard.remaining() > Duration::from_secs(10));

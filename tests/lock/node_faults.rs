@@ -141,7 +141,7 @@ async fn a_node_killed_and_restarted_empty_is_used_again_once_the_restart_guard_
         // restarted node took part. A TTL short enough to wait out.
         let ttl = Duration::from_secs(1);
         let mut cluster = volatile_cluster(5).await;
-        let lock = Lock::quorum(cluster.urls(), once().quorum(5).ttl(ttl)).unwrap();
+        let lock = Lock::quorum(cluster.urls(), once().quorum_size(5).ttl(ttl)).unwrap();
         // Freshly started nodes without persistence wait out the guard once, too.
         let mut guard = acquire_once_voting(&lock, "restart").await;
 
@@ -179,7 +179,7 @@ async fn a_node_killed_and_restarted_empty_is_used_again_once_the_restart_guard_
         }
         let left = left.expect("node 0 is recovering");
         let votes_at = Instant::now() + left;
-        let guard_period = lock.restart_guard().unwrap();
+        let guard_period = lock.restart_guard_period().unwrap();
         assert!(
             votes_at >= restarted + guard_period,
             "not before the guard has passed"
@@ -205,7 +205,7 @@ async fn a_paused_node_costs_its_timeout_only_when_it_is_needed() {
         let timeout = Duration::from_millis(200);
         let options = once().node_timeout(timeout);
         let lock = Lock::quorum(cluster.urls(), options.clone()).unwrap();
-        let all_three = Lock::quorum(cluster.urls(), options.quorum(3)).unwrap();
+        let all_three = Lock::quorum(cluster.urls(), options.quorum_size(3)).unwrap();
         lock.try_acquire("warm-up").await.unwrap().release().await;
         lock.settle().await;
         all_three

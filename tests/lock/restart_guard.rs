@@ -21,7 +21,7 @@ async fn a_node_restarted_without_persistence_recovers_for_the_ttl_and_drift_the
         let ttl = Duration::from_millis(500);
         let mut cluster = volatile_cluster(3).await;
         let lock = Lock::quorum(cluster.urls(), once().ttl(ttl)).unwrap();
-        let guard_period = lock.restart_guard().unwrap();
+        let guard_period = lock.restart_guard_period().unwrap();
         assert_eq!(guard_period, Duration::from_millis(507), "ttl + 1 % + 2 ms");
         acquire_once_voting(&lock, "warm-up").await.release().await;
 
@@ -99,10 +99,10 @@ async fn with_aof_always_a_restarted_node_votes_at_once() {
     bounded(async {
         let mut cluster = cluster(3).await;
         // A long TTL: a guard of 10 s would show.
-        let options = once().quorum(3);
+        let options = once().quorum_size(3);
         let holder = Lock::quorum(cluster.urls(), options.clone()).unwrap();
         let lock = Lock::quorum(cluster.urls(), options).unwrap();
-        assert!(lock.restart_guard().unwrap() > Duration::from_secs(10));
+        assert!(lock.restart_guard_period().unwrap() > Duration::from_secs(10));
         let held = holder.try_acquire("held").await.unwrap();
         lock.try_acquire("warm-up").await.unwrap().release().await;
 
@@ -149,10 +149,10 @@ async fn with_aof_always_a_restarted_node_votes_at_once() {
 async fn with_the_guard_off_a_restarted_node_votes_at_once_and_can_grant_twice() {
     bounded(async {
         let mut cluster = volatile_cluster(3).await;
-        let options = once().quorum(2).restart_guard(false);
+        let options = once().quorum_size(2).restart_guard(false);
         let first = Lock::quorum(cluster.urls(), options.clone()).unwrap();
         let second = Lock::quorum(cluster.urls(), options).unwrap();
-        assert_eq!(first.restart_guard(), None);
+        assert_eq!(first.restart_guard_period(), None);
         // No wait: freshly started nodes vote at once.
         let held = first.try_acquire("twice").await.unwrap();
         first.settle().await;
@@ -184,7 +184,7 @@ async fn a_majority_in_recovery_makes_the_lock_unavailable_never_granted_twice()
     bounded(async {
         let ttl = Duration::from_secs(2);
         let mut cluster = volatile_cluster(3).await;
-        let options = once().quorum(2).ttl(ttl);
+        let options = once().quorum_size(2).ttl(ttl);
         let first = Lock::quorum(cluster.urls(), options.clone()).unwrap();
         let second = Lock::quorum(cluster.urls(), options).unwrap();
         // Both clients connect while the nodes are fresh, and wait out that guard together.

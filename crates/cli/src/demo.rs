@@ -67,7 +67,7 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
         lock.quorum_size(),
         lock.ttl(),
         lock.node_timeout(),
-        match lock.restart_guard() {
+        match lock.restart_guard_period() {
             Some(period) => format!("{period:?} for nodes that do not persist every write"),
             None => "off".to_owned(),
         }

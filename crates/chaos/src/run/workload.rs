@@ -503,7 +503,7 @@ const WARM_UP_GRACE: Duration = Duration::from_secs(5);
 /// after each attempt a node failed as recovering waiting out the time it said was left.
 /// Returns whether an acquisition with no node recovering succeeded in time.
 pub(super) async fn warm_up(lock: &Lock, resource: String) -> bool {
-    let bound = lock.restart_guard().unwrap_or_default() + WARM_UP_GRACE;
+    let bound = lock.restart_guard_period().unwrap_or_default() + WARM_UP_GRACE;
     let deadline = Instant::now() + bound;
     for _ in 0..MAX_WARM_UP_ATTEMPTS {
         if Instant::now() >= deadline {

@@ -1,34 +1,11 @@
-//! Per acquisition and per node: which of our requests may still reach the node, so that a
-//! release runs after them there. The bookkeeping is pure ([`Record`]); [`Ledger`] is the
-//! locked copy that an acquisition's requests and releases update, with one completion signal.
-//! No I/O.
-//!
-//! One file past 500 lines: about 350 lines of the rule and 170 of its unit tests, which read as
-//! its specification and belong beside it.
-//!
-//! Why it is needed: a multiplexed connection executes requests in the order they enter its
-//! queue, not the order callers started them in. A request can wait before it enters (for room in
-//! the queue, for its task to be polled again), and one still waiting when its acquisition is
-//! decided goes on in a background task, so a release that the caller starts later can enter the
-//! queue first. The ordering rule, per node, for each request that can set our key:
-//!
-//! 1. **Never sent.** A request is handed to a connection only while its attempt is undecided,
-//!    checked in the same step that hands it over. A node that got no request of the acquisition
-//!    (decided first, or no connection could be made) cannot hold our key: a release sends it
-//!    nothing ([`Plan::Skip`]).
-//! 2. **In flight.** Handed over and not finished: a release to that node first waits until it
-//!    finishes ([`Plan::Wait`]), at most a bound (the node's own timeouts).
-//! 3. **Finished**: answered, failed, timed out or dropped. It can no longer enter the
-//!    connection's queue: one dropped before the connection's driver took it is never written,
-//!    one already queued is ahead of anything queued later. A release sent from then on over the
-//!    same connection (the same generation, see `node.rs`) runs after it. One that ended without a
-//!    reply on a connection that has since been replaced may still reach the node late: the
-//!    release then reports [`NodeReply::InDoubt`](crate::NodeReply::InDoubt), never "free".
+//! One acquisition's [`Record`]s, one per node, under a lock that its requests (some of them
+//! finishing in background tasks), its releases and its guard share, with one completion signal
+//! for the releases that wait. The rule itself is pure, in `rules/ordering.rs`; this file hands
+//! requests over by it, in the same step as they go to a connection.
 //!
 //! One server, one vote: within one attempt, at most one request that can set the key goes to
-//! each server (by the `run_id` its connection read), whichever configured node it goes through.
-//! The claims of `identity.rs` pick that node; this rule holds even while a claim changes hands
-//! in the middle of an attempt.
+//! each server (by the `run_id` its connection read), whichever configured node it goes through,
+//! even while a claim (`rules/identity.rs`) changes hands in the middle of the attempt.
 //!
 //! Releases are recorded in flight too: the next attempt of a retrying acquisition waits for the
 //! previous attempt's releases before it starts, and never sends to a node one is still in flight
@@ -40,92 +17,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-/// Which kind of request, for what its end means.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// Can set our key (`SET NX PX`, acquire-or-renew).
-    Acquire,
-    /// Compare-and-delete: landing late can only delete our own key.
-    Release,
-}
-
-/// What a release does on one node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Plan {
-    /// No request that can set our key ever went out to the node: send nothing.
-    Skip,
-    /// A request of ours is still in flight there: wait for it to finish first.
-    Wait,
-    /// Send the compare-and-delete.
-    Send,
-}
-
-/// What one node may still get from one acquisition.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Record {
-    /// A request that can set the key was handed to the node since the last release that
-    /// settled it.
-    handed: bool,
-    /// Requests of ours (either kind) handed to the node and not finished.
-    in_flight: u32,
-    /// Oldest and newest connection generation on which a request that can set the key finished
-    /// without a reply, since the last release that settled the node.
-    unanswered: Option<(u64, u64)>,
-}
-
-impl Record {
-    /// A request of `kind` is handed to the node's connection.
-    pub(crate) fn hand(&mut self, kind: Kind) {
-        if kind == Kind::Acquire {
-            self.handed = true;
-        }
-        self.in_flight = self.in_flight.saturating_add(1);
-    }
-
-    /// A request of `kind`, handed over on connection `generation`, finished: `answered` when
-    /// the server replied to it (a value or an error reply), so it has run.
-    pub(crate) fn finish(&mut self, kind: Kind, generation: u64, answered: bool) {
-        self.in_flight = self.in_flight.saturating_sub(1);
-        if kind == Kind::Acquire && !answered {
-            self.unanswered = Some(match self.unanswered {
-                None => (generation, generation),
-                Some((oldest, newest)) => (oldest.min(generation), newest.max(generation)),
-            });
-        }
-    }
-
-    /// Whether nothing of ours is in flight to the node.
-    pub(crate) fn quiet(&self) -> bool {
-        self.in_flight == 0
-    }
-
-    /// What a release does on the node now.
-    pub(crate) fn plan(&self) -> Plan {
-        if self.in_flight > 0 {
-            Plan::Wait
-        } else if self.handed {
-            Plan::Send
-        } else {
-            Plan::Skip
-        }
-    }
-
-    /// A release's compare-and-delete was answered over connection `generation`. Returns whether
-    /// that answer settles the node: nothing of ours is in flight, and every request that could
-    /// set the key was either answered or went out over that same connection, so it ran before
-    /// the release. A settled node starts afresh; otherwise the record is kept.
-    pub(crate) fn settle(&mut self, generation: u64) -> bool {
-        let ordered = self.in_flight == 0
-            && match self.unanswered {
-                None => true,
-                Some((oldest, newest)) => oldest == generation && newest == generation,
-            };
-        if ordered {
-            *self = Record::default();
-        }
-        ordered
-    }
-}
+use crate::rules::ordering::{Kind, Plan, Record};
 
 /// Why a request that can set the key was not handed over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,7 +26,7 @@ pub(crate) enum Refused {
     Decided,
     /// A request of ours to that node (a release of an earlier attempt) is still in flight and
     /// could land after it.
-    Busy,
+    ReleaseInFlight,
     /// The node's connection reaches a server (`run_id`) that this attempt already handed a
     /// request to through the node given: one server, one vote.
     SameServer(usize),
@@ -159,7 +51,7 @@ struct State {
     waiting: bool,
     /// Per node: its record, and the server (`run_id`) the latest attempt handed a request to
     /// through it, if any: at most one node per server and attempt. (Side by side in one
-    /// allocation, and apart from the record, which a release's settling resets.)
+    /// allocation, and apart from the record, which a release that clears the node resets.)
     nodes: Vec<(Record, Option<Arc<str>>)>,
 }
 
@@ -228,7 +120,7 @@ impl Ledger {
             return Err(Refused::Decided);
         };
         if !record.quiet() {
-            return Err(Refused::Busy);
+            return Err(Refused::ReleaseInFlight);
         }
         record.hand(Kind::Acquire);
         *handed = Some(Arc::clone(server));
@@ -237,7 +129,7 @@ impl Ledger {
 
     /// Records a release handed to `node`'s connection of `generation`. Also returns whether
     /// nothing of ours was in flight to the node at that moment: only then can the release's
-    /// answer [`settle`](Ledger::settle) the node, since a request still in flight could enter
+    /// answer clear the node ([`Ledger::cleared_by`]), since a request still in flight could enter
     /// the connection's queue after it (and finish before the release's answer is read).
     pub(crate) fn hand_release(&self, node: usize, generation: u64) -> (InFlight<'_>, bool) {
         let after_all = match self.lock().nodes.get_mut(node) {
@@ -262,12 +154,12 @@ impl Ledger {
             .map_or(Plan::Send, |(record, _)| record.plan())
     }
 
-    /// See [`Record::settle`] (an unknown node is never settled).
-    pub(crate) fn settle(&self, node: usize, generation: u64) -> bool {
+    /// See [`Record::cleared_by`] (an unknown node is never cleared).
+    pub(crate) fn cleared_by(&self, node: usize, generation: u64) -> bool {
         self.lock()
             .nodes
             .get_mut(node)
-            .is_some_and(|(record, _)| record.settle(generation))
+            .is_some_and(|(record, _)| record.cleared_by(generation))
     }
 
     /// Waits until nothing of ours is in flight to `node` (to any node if `None`), at most
@@ -362,65 +254,6 @@ mod tests {
     }
 
     #[test]
-    fn a_node_never_sent_to_is_skipped() {
-        let record = Record::default();
-        assert_eq!(record.plan(), Plan::Skip);
-        let mut released_only = Record::default();
-        released_only.hand(Kind::Release);
-        released_only.finish(Kind::Release, 1, false);
-        assert_eq!(released_only.plan(), Plan::Skip);
-    }
-
-    #[test]
-    fn a_request_in_flight_is_waited_for_then_released_after() {
-        let mut record = Record::default();
-        record.hand(Kind::Acquire);
-        assert_eq!(record.plan(), Plan::Wait);
-        assert!(!record.settle(1), "not settled while in flight");
-        record.finish(Kind::Acquire, 1, true);
-        assert_eq!(record.plan(), Plan::Send);
-        assert!(
-            record.settle(2),
-            "answered: ordered whatever the connection"
-        );
-        assert_eq!(record, Record::default());
-    }
-
-    #[test]
-    fn an_unanswered_request_is_ordered_only_on_its_own_connection() {
-        let mut record = Record::default();
-        record.hand(Kind::Acquire);
-        record.finish(Kind::Acquire, 3, false);
-        assert_eq!(record.plan(), Plan::Send);
-        assert!(!record.settle(4), "a newer connection: may still land");
-        assert_eq!(record.plan(), Plan::Send, "kept for the next release");
-        assert!(record.settle(3), "the same connection: ran before");
-        assert_eq!(record.plan(), Plan::Skip);
-    }
-
-    #[test]
-    fn unanswered_requests_on_two_connections_are_never_settled_by_one() {
-        let mut record = Record::default();
-        for generation in [2, 5] {
-            record.hand(Kind::Acquire);
-            record.finish(Kind::Acquire, generation, false);
-        }
-        assert!(!record.settle(2));
-        assert!(!record.settle(5));
-    }
-
-    #[test]
-    fn a_release_ending_without_reply_leaves_no_doubt() {
-        let mut record = Record::default();
-        record.hand(Kind::Acquire);
-        record.finish(Kind::Acquire, 1, true);
-        record.hand(Kind::Release);
-        assert_eq!(record.plan(), Plan::Wait);
-        record.finish(Kind::Release, 1, false);
-        assert!(record.settle(2));
-    }
-
-    #[test]
     fn requests_are_handed_only_while_their_attempt_is_open_and_the_node_quiet() {
         let ledger = Ledger::new(2);
         assert_eq!(
@@ -449,7 +282,7 @@ mod tests {
         );
         assert_eq!(
             ledger.hand_acquire(second, 0, 1, &server(0)).err(),
-            Some(Refused::Busy)
+            Some(Refused::ReleaseInFlight)
         );
         release.finish(true);
         assert!(ledger.hand_acquire(second, 0, 1, &server(0)).is_ok());
@@ -458,7 +291,7 @@ mod tests {
             Some(Refused::Decided)
         );
         assert_eq!(ledger.plan(7), Plan::Send);
-        assert!(!ledger.settle(7, 1));
+        assert!(!ledger.cleared_by(7, 1));
     }
 
     #[test]

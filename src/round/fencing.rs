@@ -1,6 +1,6 @@
-//! Fencing (`LockOptions::fencing`): the fence's write-back after a won acquisition, and the
-//! deletion of a retired resource's counter. The acquire script that takes the next fence from
-//! the counter is in `commands.rs`, beside the plain acquire.
+//! Fencing (`LockOptions::fencing`) over all nodes: the fence of a won round, its write-back to
+//! a quorum, and the deletion of a retired resource's counter everywhere. The commands on one
+//! node are in `node/` (`acquire.rs` takes the next fence, `write_back.rs`, `delete_counter.rs`).
 //!
 //! Why the write-back: the fence of a grant is the highest counter among the nodes that granted
 //! it. Written back to a quorum while our key still holds there, it is on at least one node of
@@ -9,38 +9,25 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock};
 
-use redis::Script;
-
-use crate::clock::Moment;
-use crate::commands::flag;
-use crate::error::{ConfigError, Error, NodeError, NodeOutcome, NodeReply};
-use crate::fanout::{Until, fan_out};
-use crate::node::Node;
-use crate::quorum::Verdict;
-use crate::shared::Shared;
-use crate::token::{Token, lock_key};
-
-/// The fence's write-back: while the key `KEYS[1]` holds our token, raises the counter `KEYS[2]`
-/// to at least the fence `ARGV[2]` and answers 1; else 0. Raising it only while the key is ours
-/// is what orders it before any later grant on this node (see `docs/fencing.md`).
-static WRITE_BACK: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-local counter = tonumber(redis.call('GET', KEYS[2]))
-if not counter or counter < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], ARGV[2]) end
-return 1",
-    )
-});
+use super::fan_out::{Until, fan_out};
+use super::node_set::NodeSet;
+use crate::error::{ConfigError, Error};
+use crate::node::delete_counter::delete_counter;
+use crate::node::write_back::write_back;
+use crate::outcome::{NodeOutcome, NodeReply};
+use crate::rules::clock::Moment;
+use crate::rules::quorum::Verdict;
+use crate::rules::token::{Token, lock_key};
 
 /// The fence's write-back over every node: raises the counter to `fence` wherever our key still
 /// holds, and returns when a quorum has confirmed (with the moment it did), else fails with
 /// [`Error::FenceUnconfirmed`] (or [`Error::Cancelled`]). The write-backs to slower nodes finish
 /// in the background.
 pub(crate) async fn write_back_all<C>(
-    shared: &Shared,
+    node_set: &NodeSet,
     key: &Arc<[u8]>,
     fence_key: &Arc<[u8]>,
     token: &Token,
@@ -51,8 +38,8 @@ where
     C: Future<Output = ()> + ?Sized,
 {
     let round = fan_out(
-        &shared.nodes,
-        shared.settings.quorum,
+        &node_set.nodes,
+        node_set.settings.quorum,
         Until::Decided,
         cancel,
         |node| {
@@ -67,13 +54,13 @@ where
     .await;
     let decided = Moment::now();
     if let Some(unanswered) = round.unanswered {
-        shared.background.finish_unanswered(unanswered);
+        node_set.background.finish_unanswered(unanswered);
     }
     match round.verdict {
         Some(Verdict::Won) => Ok((decided, round.outcomes)),
         Some(_) => Err(Error::FenceUnconfirmed {
             fence,
-            quorum: shared.settings.quorum,
+            quorum: node_set.settings.quorum,
             outcomes: round.outcomes,
         }),
         None => Err(Error::Cancelled {
@@ -94,51 +81,17 @@ pub(crate) fn highest_fence(fences: &[AtomicU64], outcomes: &[NodeOutcome]) -> u
         .unwrap_or(0)
 }
 
-/// The fence's write-back on one node: raises the counter to at least `fence` if the key still
-/// holds `token`. Answers whether it did (the key was still ours).
-async fn write_back(
-    node: &Node,
-    key: &[u8],
-    fence_key: &[u8],
-    token: &str,
-    fence: u64,
-) -> Result<bool, NodeError> {
-    node.run_counted(|mut connection, _generation| async move {
-        WRITE_BACK
-            .key(key)
-            .key(fence_key)
-            .arg(token)
-            .arg(fence)
-            .invoke_async(&mut connection)
-            .await
-    })
-    .await
-    .and_then(flag)
-}
-
-/// Deletes a fence counter. Answers whether there was one.
-async fn delete_counter(node: &Node, fence_key: &[u8]) -> Result<bool, NodeError> {
-    node.run(|mut connection, _generation| async move {
-        redis::cmd("DEL")
-            .arg(fence_key)
-            .query_async(&mut connection)
-            .await
-    })
-    .await
-    .and_then(flag)
-}
-
 /// `DEL` of the fence counter of `resource` on every node at once; see
-/// [`Lock::delete_fence_counter`].
+/// [`Lock::delete_fence_counter`](crate::Lock::delete_fence_counter).
 pub(crate) async fn delete_counters(
-    shared: &Shared,
+    node_set: &NodeSet,
     resource: &[u8],
 ) -> Result<Vec<NodeOutcome>, Error> {
     if resource.is_empty() {
         return Err(ConfigError::EmptyResource.into());
     }
-    let fence_key = lock_key(&shared.settings.fence_prefix, resource);
-    let outcomes = futures::future::join_all(shared.nodes.iter().map(|node| {
+    let fence_key = lock_key(&node_set.settings.fence_prefix, resource);
+    let outcomes = futures::future::join_all(node_set.nodes.iter().map(|node| {
         let fence_key = &fence_key;
         async move {
             NodeOutcome {
@@ -156,8 +109,11 @@ pub(crate) async fn delete_counters(
 mod tests {
     use super::*;
     use crate::LockOptions;
-    use crate::commands::{AcquireCommand, AcquireRequest, Taken, acquire};
-    use crate::ledger::Ledger;
+    use crate::node::Node;
+    use crate::node::acquire::{AcquireCommand, AcquireRequest, Taken};
+    use crate::outcome::NodeError;
+    use crate::round::acquire::acquire;
+    use crate::round::ledger::Ledger;
     use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
     use redis::AsyncCommands;
     use std::time::Duration;

@@ -6,7 +6,7 @@
 //! take it, not just the first quorum. A lost round drops them (a request dropped before its
 //! connection's driver took it from the queue is never written; one already taken still runs),
 //! and the release that follows goes to every node a request went out to, each after that
-//! node's request has finished (see `ledger.rs`).
+//! node's request has finished (the ordering rule, `rules/ordering.rs`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,9 +16,9 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 
-use crate::error::{NodeOutcome, NodeReply};
 use crate::node::Node;
-use crate::quorum::{Tally, Verdict, Vote};
+use crate::outcome::{NodeOutcome, NodeReply};
+use crate::rules::quorum::{Tally, Verdict, Vote};
 
 /// When a round stops listening.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,7 +149,7 @@ fn vote(reply: &NodeReply, until: Until) -> Vote {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::NodeError;
+    use crate::outcome::NodeError;
 
     #[test]
     fn a_release_counts_a_node_free_only_when_it_answered_and_nothing_of_ours_can_land_there() {

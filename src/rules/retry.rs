@@ -6,8 +6,6 @@
 
 use std::time::Duration;
 
-use crate::error::ConfigError;
-
 /// How [`Lock::acquire`](crate::Lock::acquire) retries when an attempt fails.
 ///
 /// Attempt `k + 1` starts `delay + jitter × r` after attempt `k` ended (`r` uniform in `[0, 1)`),
@@ -86,11 +84,10 @@ impl RetryPolicy {
         self
     }
 
-    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        if self.attempts == 0 {
-            return Err(ConfigError::ZeroAttempts);
-        }
-        Ok(())
+    /// The most attempts this policy makes (0 is refused when a lock is built or an acquisition
+    /// starts: `options.rs`).
+    pub(crate) fn max_attempts(&self) -> u32 {
+        self.attempts
     }
 
     /// The pause before the next attempt, or `None` to give up. `attempts_made` attempts have
@@ -137,14 +134,6 @@ mod tests {
     #[test]
     fn once_never_retries() {
         assert_eq!(RetryPolicy::once().next_delay(1, Duration::ZERO, 0.5), None);
-    }
-
-    #[test]
-    fn zero_attempts_is_a_configuration_error() {
-        assert_eq!(
-            RetryPolicy::new().attempts(0).validate(),
-            Err(ConfigError::ZeroAttempts)
-        );
     }
 
     #[test]

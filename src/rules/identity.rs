@@ -15,7 +15,7 @@
 //!
 //! The claim table decides which node votes; what makes a double vote impossible even while a
 //! claim changes hands mid-acquisition is the acquisition's ledger, which hands at most one
-//! request per `run_id` to the nodes in one attempt (see `ledger.rs`).
+//! request per `run_id` to the nodes in one attempt (`round/ledger.rs`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 

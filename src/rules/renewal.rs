@@ -1,14 +1,12 @@
 //! The keep-alive's schedule, as pure arithmetic: when the next extension is due, which TTL it
 //! asks for under `max_hold`, how long to pause after a failed one, until when the lease is
 //! trusted, and when failed extensions prove the lock lost. No I/O; the task that follows the
-//! schedule is in `keep_alive.rs`.
+//! schedule, and the checks of the user's [`KeepAlive`](crate::KeepAlive), are in `keep_alive.rs`.
 //!
 //! Times are offsets from the moment the acquisition was decided, so that the rules can be
 //! checked for any input.
 
 use std::time::Duration;
-
-use crate::error::ConfigError;
 
 /// The shortest pause between two extension attempts, so that a node failing at once cannot
 /// make the keep-alive spin.
@@ -27,7 +25,13 @@ pub(crate) fn margin(ttl: Duration) -> Duration {
     (ttl / 50).clamp(MIN_MARGIN, MAX_MARGIN)
 }
 
-/// A validated keep-alive schedule.
+/// The interval between extensions unless the user sets one: a third of the TTL, so two
+/// extensions can fail before the validity runs out.
+pub(crate) fn default_interval(ttl: Duration) -> Duration {
+    ttl / 3
+}
+
+/// A keep-alive schedule (its interval checked against the TTL by `keep_alive.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Schedule {
     /// The lock's TTL, which every extension asks for (less near `max_hold`).
@@ -42,28 +46,6 @@ pub(crate) struct Schedule {
 }
 
 impl Schedule {
-    /// Checks `every` (default: a third of the TTL) and `max_hold` against the TTL.
-    pub(crate) fn new(
-        ttl: Duration,
-        every: Option<Duration>,
-        max_hold: Option<Duration>,
-        margin: Duration,
-    ) -> Result<Schedule, ConfigError> {
-        let every = every.unwrap_or(ttl / 3);
-        if every.is_zero() || every >= ttl {
-            return Err(ConfigError::InvalidKeepAlive { every, ttl });
-        }
-        if max_hold.is_some_and(|max_hold| max_hold.is_zero()) {
-            return Err(ConfigError::ZeroTimeout { name: "max_hold" });
-        }
-        Ok(Schedule {
-            ttl,
-            every,
-            max_hold,
-            margin,
-        })
-    }
-
     /// When the next extension is due after one that succeeded (or the grant) at `last`.
     pub(crate) fn next_after_success(&self, last: Duration) -> Duration {
         last.saturating_add(self.every)
@@ -117,13 +99,12 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     fn schedule(ttl_ms: u64, max_hold_ms: Option<u64>) -> Schedule {
-        Schedule::new(
-            ms(ttl_ms),
-            None,
-            max_hold_ms.map(ms),
-            Duration::from_millis(5),
-        )
-        .unwrap()
+        Schedule {
+            ttl: ms(ttl_ms),
+            every: default_interval(ms(ttl_ms)),
+            max_hold: max_hold_ms.map(ms),
+            margin: Duration::from_millis(5),
+        }
     }
 
     #[test]
@@ -136,18 +117,6 @@ mod tests {
     #[test]
     fn the_default_interval_is_a_third_of_the_ttl() {
         assert_eq!(schedule(30_000, None).every, Duration::from_secs(10));
-    }
-
-    #[test]
-    fn an_interval_of_zero_or_not_below_the_ttl_is_rejected() {
-        let ttl = Duration::from_secs(3);
-        for every in [Duration::ZERO, ttl, ttl * 2] {
-            assert_eq!(
-                Schedule::new(ttl, Some(every), None, MS),
-                Err(ConfigError::InvalidKeepAlive { every, ttl })
-            );
-        }
-        assert!(Schedule::new(ttl, None, Some(Duration::ZERO), MS).is_err());
     }
 
     #[test]

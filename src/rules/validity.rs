@@ -41,12 +41,12 @@ pub(crate) fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Opt
 /// the TTL too much, or without the drift; other defects leave it alone.
 #[cfg(feature = "chaos-defects")]
 pub(crate) fn validity_with_defect(
-    defect: crate::defect::Defect,
+    defect: crate::rules::defect::Defect,
     ttl: Duration,
     elapsed: Duration,
     drift: Duration,
 ) -> Option<Duration> {
-    use crate::defect::Defect;
+    use crate::rules::defect::Defect;
     match defect {
         Defect::ValidityPlus5Pct => {
             validity(ttl, elapsed, drift).map(|left| left.saturating_add(ttl / 20))

@@ -1,0 +1,316 @@
+//! One acquisition, from its first attempt to a [`Guard`] or an error: the attempts with their
+//! pauses, each attempt's fan-out and verdict, the won path (with fencing the write-back, then
+//! the validity) and the lost path, and the release on every path that does not hand out a
+//! guard, also when the future is dropped or unwinds. Step by step in `docs/ARCHITECTURE.md`
+//! ("One acquisition").
+
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use crate::error::Error;
+use crate::guard::{Grant, Guard};
+use crate::node::acquire::{AcquireCommand, AcquireRequest, Taken};
+use crate::outcome::{NodeOutcome, NodeReply};
+use crate::round::NodeSet;
+use crate::round::acquire::acquire;
+use crate::round::fan_out::{Round, Until, fan_out};
+use crate::round::fencing::{highest_fence, write_back_all};
+use crate::round::ledger::Ledger;
+use crate::round::release::{release_all, release_in_background};
+use crate::rules::clock::Moment;
+use crate::rules::quorum::Verdict;
+use crate::rules::retry::RetryPolicy;
+use crate::rules::token::{Token, lock_key};
+use crate::rules::validity::ttl_millis;
+
+/// With fencing, each node's new counter value, 0 until it has answered with one.
+type Fences = Arc<[AtomicU64]>;
+
+/// What every attempt of one acquisition shares: the lock's nodes, the names, the token, and the
+/// ledger.
+pub(crate) struct Acquisition<'a> {
+    node_set: &'a Arc<NodeSet>,
+    resource: &'a [u8],
+    key: Arc<[u8]>,
+    /// The fence counter's key, with fencing on.
+    fence_key: Option<Arc<[u8]>>,
+    token: Token,
+    ledger: Arc<Ledger>,
+}
+
+impl<'a> Acquisition<'a> {
+    /// An acquisition of `resource` (not empty) with a fresh token, nothing sent yet.
+    pub(crate) fn new(node_set: &'a Arc<NodeSet>, resource: &'a [u8]) -> Self {
+        let settings = &node_set.settings;
+        Acquisition {
+            node_set,
+            resource,
+            key: lock_key(&settings.key_prefix, resource),
+            fence_key: settings
+                .fencing
+                .is_some()
+                .then(|| lock_key(&settings.fence_prefix, resource)),
+            token: Token::generate(),
+            ledger: Arc::new(Ledger::new(node_set.nodes.len())),
+        }
+    }
+
+    /// Attempts until one wins, `policy` gives up, or `cancel` fires. Between attempts, the
+    /// failed attempt's releases still in flight on slower nodes finish (within their timeouts)
+    /// before the next attempt sends anything, so none of them can delete its key: every attempt
+    /// uses the same token.
+    pub(crate) async fn run(
+        self,
+        policy: &RetryPolicy,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<Guard, Error> {
+        let mut cancel = pin!(cancel);
+        let first_started = Instant::now();
+        let mut attempts_made = 0u32;
+        loop {
+            let result = self.attempt(attempts_made > 0, cancel.as_mut()).await;
+            attempts_made = attempts_made.saturating_add(1);
+            let error = match result {
+                Ok((grant, outcomes)) => return Ok(self.into_guard(grant, outcomes)),
+                Err(error @ Error::Cancelled { .. }) => return Err(error),
+                Err(error) => error,
+            };
+            let Some(pause) =
+                policy.next_delay(attempts_made, first_started.elapsed(), rand::random())
+            else {
+                return Err(error);
+            };
+            tracing::debug!(attempt = attempts_made, ?pause, %error, "acquire attempt failed; retrying");
+            let pause_then_quiet = async {
+                tokio::time::sleep(pause).await;
+                self.ledger
+                    .wait_quiet(None, self.node_set.request_bound())
+                    .await;
+            };
+            tokio::select! {
+                biased;
+                () = cancel.as_mut() => {
+                    return Err(Error::Cancelled { outcomes: error.outcomes().to_vec() });
+                }
+                () = pause_then_quiet => {}
+            }
+        }
+    }
+
+    /// One attempt: the fan-out, then the won or the lost path; whatever does not end in a grant
+    /// releases on every node before it returns its error.
+    async fn attempt<C>(
+        &self,
+        renew_leftover: bool,
+        mut cancel: Pin<&mut C>,
+    ) -> Result<(Grant, Vec<NodeOutcome>), Error>
+    where
+        C: Future<Output = ()> + ?Sized,
+    {
+        let mut cleanup = ReleaseOnDrop {
+            acquisition: self,
+            armed: true,
+        };
+        let fences: Option<Fences> = self.fence_key.as_ref().map(|_| {
+            self.node_set
+                .nodes
+                .iter()
+                .map(|_| AtomicU64::new(0))
+                .collect()
+        });
+        let started = Moment::now();
+        let round = self
+            .fan_out(renew_leftover, fences.clone(), cancel.as_mut())
+            .await;
+        let decided = Moment::now();
+        let result = match round.verdict {
+            Some(Verdict::Won) => self.won(round, fences, started, decided, cancel).await,
+            verdict => Err(self.lost(verdict, round)),
+        };
+        let Err(error) = result else {
+            cleanup.armed = false;
+            return result;
+        };
+        #[cfg(feature = "chaos-defects")]
+        if self.node_set.settings.defect == Some(crate::rules::defect::Defect::NoReleaseOnFailure) {
+            cleanup.armed = false;
+            return Err(error);
+        }
+        release_all(self.node_set, &self.key, &self.token, &self.ledger).await;
+        cleanup.armed = false;
+        Err(error)
+    }
+
+    /// Sends this attempt's acquire request to every node and decides as soon as the quorum rule
+    /// allows. The ledger closes the attempt in the same step: the requests handed back
+    /// unfinished were last polled inside the fan-out, so none of them is handed to a connection
+    /// from now on unless it already was, and those that were stay in flight until they finish.
+    async fn fan_out<C>(
+        &self,
+        renew_leftover: bool,
+        fences: Option<Fences>,
+        cancel: Pin<&mut C>,
+    ) -> Round
+    where
+        C: Future<Output = ()> + ?Sized,
+    {
+        let settings = &self.node_set.settings;
+        let attempt = self.ledger.begin();
+        // Built once and shared: every node gets the same bytes.
+        let command = Arc::new(AcquireCommand::new(&AcquireRequest {
+            key: &self.key,
+            fence_key: self.fence_key.as_deref(),
+            token: self.token.as_str(),
+            ttl_ms: ttl_millis(settings.ttl),
+            renew_leftover,
+        }));
+        let round = fan_out(
+            &self.node_set.nodes,
+            settings.quorum,
+            Until::Decided,
+            cancel,
+            |node| {
+                let (command, ledger, fences) = (
+                    Arc::clone(&command),
+                    Arc::clone(&self.ledger),
+                    fences.clone(),
+                );
+                async move {
+                    match acquire(&node, &command, &ledger, attempt).await {
+                        Ok(Taken::Ours(fence)) => {
+                            if let (Some(fence), Some(slot)) = (
+                                fence,
+                                fences.as_ref().and_then(|fences| fences.get(node.index())),
+                            ) {
+                                slot.store(fence, Ordering::Relaxed);
+                            }
+                            NodeReply::Ours
+                        }
+                        Ok(Taken::NotOurs) => NodeReply::NotOurs,
+                        Err(error) => NodeReply::Failed(error),
+                    }
+                }
+            },
+        )
+        .await;
+        self.ledger.decide();
+        round
+    }
+
+    /// A quorum took the key: let the slower nodes' requests finish in the background, with
+    /// fencing write the fence back to a quorum, and hand out what is left of the TTL (ttl −
+    /// elapsed − drift, elapsed counted from before the first request to the last decision).
+    async fn won<C>(
+        &self,
+        round: Round,
+        fences: Option<Fences>,
+        started: Moment,
+        decided: Moment,
+        cancel: Pin<&mut C>,
+    ) -> Result<(Grant, Vec<NodeOutcome>), Error>
+    where
+        C: Future<Output = ()> + ?Sized,
+    {
+        let node_set = self.node_set;
+        let settings = &node_set.settings;
+        // More nodes then hold the key should one of the quorum crash; a release to such a node
+        // waits until its request has finished (the ledger), should this attempt still fail.
+        if let Some(unanswered) = round.unanswered {
+            node_set.background.finish_unanswered(unanswered);
+        }
+        let (decided, outcomes, fence) = match (&self.fence_key, fences) {
+            (Some(fence_key), Some(fences)) => {
+                let fence = highest_fence(&fences, &round.outcomes);
+                let (decided, outcomes) =
+                    write_back_all(node_set, &self.key, fence_key, &self.token, fence, cancel)
+                        .await?;
+                (decided, outcomes, Some(fence))
+            }
+            _ => (decided, round.outcomes, None),
+        };
+        let elapsed = decided.saturating_duration_since(started);
+        let Some(left) = settings.validity(settings.ttl, elapsed) else {
+            return Err(Error::ValidityExpired {
+                ttl: settings.ttl,
+                elapsed,
+                outcomes,
+            });
+        };
+        // A moment that far out does not exist: treat the lock as expiring now.
+        let valid_until = decided.checked_add(left).unwrap_or(decided);
+        let grant = Grant {
+            decided,
+            valid_until,
+            fence,
+        };
+        Ok((grant, outcomes))
+    }
+
+    /// The round was lost to other owners (`Held`), to failures (`Unavailable`), or cancelled.
+    /// Requests still in flight are dropped, which finishes them: the release that follows is
+    /// ordered after each on its node.
+    fn lost(&self, verdict: Option<Verdict>, round: Round) -> Error {
+        let Round {
+            outcomes,
+            unanswered,
+            ..
+        } = round;
+        drop(unanswered);
+        match verdict {
+            Some(Verdict::Held) => Error::Held {
+                resource: self.resource.to_vec(),
+                unreachable: outcomes
+                    .iter()
+                    .filter(|outcome| matches!(outcome.reply, NodeReply::Failed(_)))
+                    .count(),
+                outcomes,
+            },
+            Some(_) => Error::Unavailable {
+                quorum: self.node_set.settings.quorum,
+                outcomes,
+            },
+            None => Error::Cancelled { outcomes },
+        }
+    }
+
+    fn into_guard(self, grant: Grant, outcomes: Vec<NodeOutcome>) -> Guard {
+        Guard::new(
+            Arc::clone(self.node_set),
+            self.key,
+            self.resource.len(),
+            self.token,
+            self.ledger,
+            grant,
+            outcomes,
+        )
+    }
+}
+
+/// Releases an attempt's key in the background if dropped while armed: the attempt's future was
+/// dropped (cancelled) or unwound (panic) before it could clean up or hand over to a guard.
+struct ReleaseOnDrop<'a> {
+    acquisition: &'a Acquisition<'a>,
+    armed: bool,
+}
+
+impl Drop for ReleaseOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            tracing::debug!("acquisition dropped mid-flight; releasing in the background");
+            let acquisition = self.acquisition;
+            // Nothing of this attempt is handed to a connection from now on, whatever the order
+            // in which its requests' futures are dropped and the release task runs.
+            acquisition.ledger.decide();
+            release_in_background(
+                acquisition.node_set,
+                Arc::clone(&acquisition.key),
+                acquisition.token.clone(),
+                Arc::clone(&acquisition.ledger),
+                None,
+            );
+        }
+    }
+}

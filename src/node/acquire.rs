@@ -1,0 +1,153 @@
+//! The acquire command on one node: `SET key token NX PX ttl`, or a script that also renews a
+//! leftover of an earlier attempt of ours, and with fencing also takes the next fence (`INCR` of
+//! the resource's counter) in the same atomic step; and how to read its reply. How a request is
+//! handed over, in order with the acquisition's other requests, is `round/acquire.rs`.
+
+use redis::{Cmd, RedisResult, Value};
+
+use super::wire::sized;
+
+/// Sets the key to our token, or, when it already holds our token (a leftover of an earlier
+/// attempt of the same acquisition), renews its expiry: our own leftovers count for us.
+///
+/// Sent with `EVAL`, not `EVALSHA`: one command, never a NOSCRIPT round trip, so the request goes
+/// out in the same step that records it handed over (`round/acquire.rs`). Retries are rare enough
+/// that the script's bytes cost nothing.
+const ACQUIRE_OR_RENEW: &str = r"if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
+return 0";
+
+/// With fencing: [`ACQUIRE_OR_RENEW`] (the renewal only when `ARGV[3]` is `1`), then, once the key
+/// is ours, `INCR` of the fence counter `KEYS[2]`, answered; nil when the key is not ours. The
+/// counter moves only together with a grant on this node, in one atomic step. A counter that is
+/// not a positive integer (someone else wrote it) is an error reply; the key it set is then
+/// released like any other of a failed acquisition.
+const ACQUIRE_FENCED: &str = r"if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+if ARGV[3] ~= '1' or redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+local fence = redis.call('INCR', KEYS[2])
+if fence < 1 then return redis.error_reply('FENCE the fence counter is not positive') end
+return fence";
+
+/// One acquire request: what to set on the node.
+pub(crate) struct AcquireRequest<'a> {
+    /// The lock key.
+    pub(crate) key: &'a [u8],
+    /// The fence counter's key, with fencing on.
+    pub(crate) fence_key: Option<&'a [u8]>,
+    /// The acquisition's token.
+    pub(crate) token: &'a str,
+    /// The TTL, in milliseconds.
+    pub(crate) ttl_ms: u64,
+    /// Whether a key already holding our token (left by an earlier attempt) counts as ours.
+    pub(crate) renew_leftover: bool,
+}
+
+/// An acquire request as one command (`SET NX PX`, or one of the two scripts), built once per
+/// attempt and sent to every node: the nodes share its bytes.
+pub(crate) struct AcquireCommand {
+    pub(crate) command: Cmd,
+    reply: AcquireReply,
+}
+
+/// How to read the reply to an [`AcquireCommand`].
+#[derive(Debug, Clone, Copy)]
+enum AcquireReply {
+    /// `SET NX PX`: `OK`, or nil when the key exists.
+    Set,
+    /// [`ACQUIRE_OR_RENEW`]: 1 or 0.
+    Renew,
+    /// [`ACQUIRE_FENCED`]: the counter, or nil.
+    Fenced,
+}
+
+impl AcquireCommand {
+    /// Without fencing, the first attempt uses a plain `SET NX PX` (its token is new, so no key
+    /// of ours can exist yet); later attempts use the script that also accepts and renews a
+    /// leftover of an earlier attempt. With fencing, every attempt uses the script that also
+    /// takes the next fence from the counter.
+    pub(crate) fn new(request: &AcquireRequest<'_>) -> AcquireCommand {
+        let AcquireRequest {
+            key,
+            fence_key,
+            token,
+            ttl_ms,
+            renew_leftover,
+        } = *request;
+        let (mut command, reply) = match (fence_key, renew_leftover) {
+            (Some(fence_key), _) => {
+                let mut command = sized(
+                    7,
+                    &[ACQUIRE_FENCED.as_bytes(), key, fence_key, token.as_bytes()],
+                );
+                command
+                    .arg("EVAL")
+                    .arg(ACQUIRE_FENCED)
+                    .arg(2)
+                    .arg(key)
+                    .arg(fence_key)
+                    .arg(token);
+                (command, AcquireReply::Fenced)
+            }
+            (None, true) => {
+                let mut command = sized(6, &[ACQUIRE_OR_RENEW.as_bytes(), key, token.as_bytes()]);
+                command
+                    .arg("EVAL")
+                    .arg(ACQUIRE_OR_RENEW)
+                    .arg(1)
+                    .arg(key)
+                    .arg(token);
+                (command, AcquireReply::Renew)
+            }
+            (None, false) => {
+                let mut command = sized(6, &[key, token.as_bytes()]);
+                command.arg("SET").arg(key).arg(token).arg("NX").arg("PX");
+                (command, AcquireReply::Set)
+            }
+        };
+        command.arg(ttl_ms);
+        if let AcquireReply::Fenced = reply {
+            command.arg(if renew_leftover { "1" } else { "0" });
+        }
+        AcquireCommand { command, reply }
+    }
+
+    /// Reads a node's reply (already checked for an error reply).
+    pub(crate) fn taken(&self, reply: Value) -> RedisResult<Taken> {
+        let taken = match self.reply {
+            AcquireReply::Set => match reply {
+                Value::Okay => true,
+                Value::Nil => false,
+                // Not what `SET NX` answers; read as the string it should be.
+                other => redis::from_redis_value::<Option<String>>(other)?.is_some(),
+            },
+            AcquireReply::Renew => redis::from_redis_value::<i64>(reply)? == 1,
+            AcquireReply::Fenced => {
+                // The script never answers a counter below 1, so the conversion cannot fail;
+                // were it to, the node would count as not ours, never as a grant with a
+                // made-up fence.
+                return Ok(
+                    match redis::from_redis_value::<Option<i64>>(reply)?.map(u64::try_from) {
+                        Some(Ok(fence)) => Taken::Ours(Some(fence)),
+                        None | Some(Err(_)) => Taken::NotOurs,
+                    },
+                );
+            }
+        };
+        Ok(if taken {
+            Taken::Ours(None)
+        } else {
+            Taken::NotOurs
+        })
+    }
+}
+
+/// What a node answered to an acquire request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// The key is someone else's.
+    NotOurs,
+    /// The key is ours; with fencing, the counter's value after its `INCR`.
+    Ours(Option<u64>),
+}

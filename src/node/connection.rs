@@ -1,0 +1,258 @@
+//! [`Node`]: one Redis master as the lock sees it: its address, its lazily made multiplexed
+//! connection, the generation of that connection, and the timeouts that bound every command.
+//!
+//! The connection is made on first use, in a background task shared by every caller that needs
+//! it meanwhile, so a dead or hung node costs each caller at most its own timeout and never
+//! queues callers one behind another. A command that finds the connection broken drops it, and
+//! the next command connects again: a node that comes back is used without restarting anything.
+//! Each connection gets a new generation number, which commands are told, so that a release can
+//! tell whether an earlier request went out over the same connection (`rules/ordering.rs`). Every
+//! new connection first asks its server who it is (`identify.rs`).
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, ConnectionAddr, RedisResult};
+
+use super::client;
+use super::identify::{Identity, identify, log_identity};
+use crate::error::ConfigError;
+use crate::outcome::NodeError;
+use crate::rules::identity::{Claims, Endpoint};
+use crate::settings::Settings;
+
+/// A connection attempt in flight, awaited by every caller that needs the node meanwhile.
+type Connecting = Shared<BoxFuture<'static, Result<Connected, NodeError>>>;
+
+/// The state of a node's connection. Each new connection attempt gets a new generation, so a
+/// caller that saw a connection break only discards that connection, never a newer one.
+enum Slot {
+    Idle,
+    Connecting(u64, Connecting),
+    Ready(u64, Connected),
+}
+
+/// A connection and what its server said about itself when it was made.
+#[derive(Clone)]
+pub(super) struct Connected {
+    pub(super) connection: MultiplexedConnection,
+    /// The server's identity and from when on it may vote, or why that could not be read (an
+    /// error reply to `INFO`, or an `INFO` without `run_id` or uptime): then it never votes.
+    pub(super) identity: Result<Arc<Identity>, NodeError>,
+}
+
+/// One Redis master as the lock sees it.
+pub(crate) struct Node {
+    pub(super) index: usize,
+    pub(super) addr: Arc<str>,
+    client: redis::Client,
+    connect_timeout: Duration,
+    command_timeout: Duration,
+    slot: Mutex<(u64, Slot)>,
+    /// With the restart guard on, how long a server that may have lost writes stays out of
+    /// acquisitions after it started.
+    pub(super) restart_guard: Option<Duration>,
+    /// Fencing on and only durable nodes allowed: a node that may lose writes does not vote.
+    pub(super) durable_only: bool,
+    /// Which node of the lock votes for which server; shared by the lock's nodes.
+    pub(super) claims: Arc<Claims>,
+}
+
+impl Node {
+    /// Parses a node URL. Nothing is sent until the first command.
+    pub(crate) fn new(index: usize, url: &str, settings: &Settings) -> Result<Node, ConfigError> {
+        let client = client::open(index, url, settings)?;
+        Ok(Node {
+            index,
+            addr: client.get_connection_info().addr().to_string().into(),
+            client,
+            connect_timeout: settings.connect_timeout,
+            command_timeout: settings.node_timeout,
+            slot: Mutex::new((0, Slot::Idle)),
+            restart_guard: settings.restart_guard,
+            durable_only: settings
+                .fencing
+                .is_some_and(|fencing| !fencing.volatile_nodes),
+            claims: Arc::default(),
+        })
+    }
+
+    /// This node, deciding with the other nodes of its lock which of them votes for a server
+    /// that several of them reach.
+    pub(crate) fn with_claims(mut self, claims: &Arc<Claims>) -> Node {
+        self.claims = Arc::clone(claims);
+        self
+    }
+
+    /// Where the URL points, for telling duplicate URLs apart: host (lower case) and port, or
+    /// the Unix socket.
+    pub(crate) fn endpoint(&self) -> Endpoint {
+        match self.client.get_connection_info().addr() {
+            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                Endpoint::tcp(host, *port)
+            }
+            other => Endpoint::other(other.to_string()),
+        }
+    }
+
+    /// Position in the configured node list.
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    /// `host:port`, without credentials.
+    pub(crate) fn addr(&self) -> &Arc<str> {
+        &self.addr
+    }
+
+    /// Runs one command (which may be several round trips, as a script's NOSCRIPT fallback is)
+    /// on this node's connection, within the connect timeout and the command timeout.
+    ///
+    /// `command` gets the connection and its generation, and is polled for the first time in the
+    /// same step that gets the connection. Requests given to one generation run on the node in
+    /// the order they enter its queue; a newer generation is a new connection, with no order
+    /// relative to requests still inside an older one.
+    pub(crate) async fn run<T, F, Fut>(&self, command: F) -> Result<T, NodeError>
+    where
+        F: FnOnce(MultiplexedConnection, u64) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let (generation, connected) = self.connection().await?;
+        self.bounded(generation, command(connected.connection, generation))
+            .await
+    }
+
+    /// Runs a command already given its connection of `generation`, within the command
+    /// timeout, and drops that connection if the failure broke it.
+    ///
+    /// A combinator, not an `async fn`: an `async fn` keeps its future argument twice in its
+    /// state (as the argument and as the awaited timeout), and every command's future is moved
+    /// into the fan-out's set, so its size is copied on every request.
+    pub(super) fn bounded<T>(
+        &self,
+        generation: u64,
+        command: impl Future<Output = RedisResult<T>>,
+    ) -> impl Future<Output = Result<T, NodeError>> {
+        tokio::time::timeout(self.command_timeout, command).map(move |result| {
+            let error = match result {
+                Ok(Ok(reply)) => return Ok(reply),
+                Ok(Err(err)) if err.is_timeout() => NodeError::Timeout(self.command_timeout),
+                Ok(Err(err)) => NodeError::from(err),
+                Err(_elapsed) => NodeError::Timeout(self.command_timeout),
+            };
+            if error.breaks_connection() {
+                tracing::debug!(node = self.index, addr = %self.addr, %error, "dropping connection");
+                self.reset(generation);
+            }
+            Err(error)
+        })
+    }
+
+    /// The current connection, or a new one: joins an attempt already in flight, else starts one.
+    ///
+    /// A ready connection is handed out without a future of its own; the wait for a connection
+    /// attempt is boxed, so that every command's future stays small (each is moved into the
+    /// fan-out's set) for the one case that needs it.
+    pub(super) async fn connection(&self) -> Result<(u64, Connected), NodeError> {
+        let (generation, connecting) = {
+            let mut guard = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+            let (next_generation, slot) = &mut *guard;
+            match slot {
+                Slot::Ready(generation, connected) => {
+                    return Ok((*generation, connected.clone()));
+                }
+                Slot::Connecting(generation, connecting) => (*generation, connecting.clone()),
+                Slot::Idle => {
+                    *next_generation += 1;
+                    let connecting = self.connect();
+                    *slot = Slot::Connecting(*next_generation, connecting.clone());
+                    (*next_generation, connecting)
+                }
+            }
+        };
+        Box::pin(self.await_connection(generation, connecting)).await
+    }
+
+    /// Waits (within the connect timeout) for the connection attempt of `generation`, and makes
+    /// its connection the node's current one, or the slot idle again if it failed.
+    async fn await_connection(
+        &self,
+        generation: u64,
+        connecting: Connecting,
+    ) -> Result<(u64, Connected), NodeError> {
+        let result = match tokio::time::timeout(self.connect_timeout, connecting).await {
+            Ok(result) => result,
+            // The attempt goes on in the background; the next caller picks up its result.
+            Err(_elapsed) => return Err(NodeError::Timeout(self.connect_timeout)),
+        };
+        let mut guard = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if matches!(guard.1, Slot::Connecting(current, _) if current == generation) {
+            guard.1 = match &result {
+                Ok(connected) => Slot::Ready(generation, connected.clone()),
+                Err(_) => Slot::Idle,
+            };
+        }
+        result.map(|connected| (generation, connected))
+    }
+
+    /// Starts a connection attempt as its own task, so it completes even when every caller
+    /// waiting for it has given up. The attempt includes asking the server who it is.
+    fn connect(&self) -> Connecting {
+        let client = self.client.clone();
+        // No response timeout of redis-rs's own: every command already runs within the command
+        // timeout (`bounded`), and a second timer per request would only cost time.
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(None);
+        let (index, addr, restart_guard, command_timeout) = (
+            self.index,
+            self.addr.clone(),
+            self.restart_guard,
+            self.command_timeout,
+        );
+        let task = tokio::spawn(async move {
+            let result = async {
+                let connection = client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await?;
+                let identity =
+                    tokio::time::timeout(command_timeout, identify(&connection, restart_guard))
+                        .await
+                        .map_err(|_elapsed| {
+                            redis::RedisError::from(std::io::Error::from(
+                                std::io::ErrorKind::TimedOut,
+                            ))
+                        })??;
+                Ok::<_, redis::RedisError>(Connected {
+                    connection,
+                    identity,
+                })
+            }
+            .await
+            .map_err(NodeError::from);
+            match &result {
+                Ok(connected) => log_identity(index, &addr, restart_guard, &connected.identity),
+                Err(error) => tracing::debug!(node = index, %addr, %error, "connect failed"),
+            }
+            result
+        });
+        async move {
+            task.await
+                .unwrap_or_else(|err| Err(NodeError::Connection(format!("connect task: {err}"))))
+        }
+        .boxed()
+        .shared()
+    }
+
+    /// Drops the connection of `generation` if it is still the current one.
+    pub(super) fn reset(&self, generation: u64) {
+        let mut guard = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if matches!(guard.1, Slot::Ready(current, _) if current == generation) {
+            guard.1 = Slot::Idle;
+        }
+    }
+}

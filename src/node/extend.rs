@@ -1,0 +1,38 @@
+//! The extend command on one node: a new expiry only while the key holds our token
+//! (compare-and-`PEXPIRE`, one Lua script), counted only for the node that holds the claim on
+//! its server (`vote.rs`).
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+use super::connection::Node;
+use super::wire::one_or_zero;
+use crate::outcome::NodeError;
+
+/// Sets a new expiry only while the key holds our token.
+static EXTEND: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0",
+    )
+});
+
+/// Sets the key's expiry to `ttl_ms` if it still holds `token`.
+pub(crate) async fn extend(
+    node: &Node,
+    key: &[u8],
+    token: &str,
+    ttl_ms: u64,
+) -> Result<bool, NodeError> {
+    node.run_counted(|mut connection, _generation| async move {
+        EXTEND
+            .key(key)
+            .arg(token)
+            .arg(ttl_ms)
+            .invoke_async(&mut connection)
+            .await
+    })
+    .await
+    .and_then(one_or_zero)
+}

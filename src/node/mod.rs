@@ -1,0 +1,28 @@
+//! One member of the lock: a Redis master, its connection, and the lock's commands on it, one
+//! command per file. Nothing here knows about other nodes or about rounds (`round/` does).
+//!
+//! - `connection`: [`Node`]: the lazy shared connection, its generations, connect and command timeouts.
+//! - `client`: a node URL as a `redis::Client`: `TCP_NODELAY`, TLS roots, credentials redacted.
+//! - `identify`: what a new connection's server says about itself (`INFO`, `CONFIG GET appendfsync`).
+//! - `vote`: the gates: may this node vote in an acquisition now, may it be counted after one.
+//! - `redis_error`: redis-rs errors as typed [`NodeError`](crate::NodeError)s.
+//! - `wire`: building, sending and reading commands the same way for each.
+//! - `acquire`: `SET NX PX`, acquire-or-renew, and with fencing the `INCR` of the counter.
+//! - `release`: compare-and-delete.
+//! - `extend`: compare-and-`PEXPIRE`.
+//! - `write_back`: the fence's write-back (counter = max(counter, fence) while the key is ours).
+//! - `delete_counter`: `DEL` of a retired resource's fence counter.
+
+pub(crate) mod acquire;
+mod client;
+mod connection;
+pub(crate) mod delete_counter;
+pub(crate) mod extend;
+mod identify;
+mod redis_error;
+pub(crate) mod release;
+mod vote;
+pub(crate) mod wire;
+pub(crate) mod write_back;
+
+pub(crate) use connection::Node;

@@ -1,0 +1,20 @@
+//! All members at once: one request to every node, decided as soon as the quorum rule allows, in
+//! the order the ledger keeps, with the work that outlives a call counted in the background.
+//!
+//! - `node_set`: [`NodeSet`]: a lock's nodes, settings and background work, shared with its guards.
+//! - `fan_out`: one command to every node inside the caller's future; the early decision.
+//! - `ledger`: one acquisition's per-node records under a lock; requests handed over by the ordering rule.
+//! - `acquire`: one node's acquire request, handed over through the ledger.
+//! - `release`: one node's compare-and-delete after our requests there; the release round.
+//! - `fencing`: the fence of a won round, its write-back to a quorum, counters deleted.
+//! - `background`: counted tasks (releases from `Drop`, requests left after a decision); `settle`.
+
+pub(crate) mod acquire;
+pub(crate) mod background;
+pub(crate) mod fan_out;
+pub(crate) mod fencing;
+pub(crate) mod ledger;
+pub(crate) mod node_set;
+pub(crate) mod release;
+
+pub(crate) use node_set::NodeSet;

@@ -1,0 +1,28 @@
+//! [`NodeSet`]: what a [`Lock`](crate::Lock) and its guards share: the nodes, the validated
+//! settings, and the background work that outlives a call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::background::Background;
+use crate::node::Node;
+use crate::settings::Settings;
+
+/// The nodes of one lock with its settings and background work, shared by the lock's clones and
+/// its guards.
+pub(crate) struct NodeSet {
+    pub(crate) nodes: Vec<Arc<Node>>,
+    pub(crate) settings: Settings,
+    pub(crate) background: Arc<Background>,
+}
+
+impl NodeSet {
+    /// The longest one request to one node can take: connecting, then the command. A release
+    /// waits at most this long for a request of ours still in flight to a node before it sends
+    /// there, and a retry for the previous attempt's releases before it starts.
+    pub(crate) fn request_bound(&self) -> Duration {
+        self.settings
+            .connect_timeout
+            .saturating_add(self.settings.node_timeout)
+    }
+}

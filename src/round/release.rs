@@ -1,0 +1,197 @@
+//! Releases: the compare-and-delete on one node, sent only after every request of the
+//! acquisition that could set the key there has finished (the ordering rule,
+//! `rules/ordering.rs`), and the release round over every node, which returns once a quorum is
+//! free of our key. Both an acquisition cleaning up after itself and a guard use it.
+
+use std::future::pending;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Cmd;
+use tokio::runtime::Handle;
+
+use super::fan_out::{Round, Until, fan_out};
+use super::ledger::Ledger;
+use super::node_set::NodeSet;
+use crate::node::Node;
+use crate::node::release::release_command;
+use crate::node::wire::{answered, one_or_zero, send};
+use crate::outcome::NodeReply;
+use crate::rules::ordering::Plan;
+use crate::rules::token::Token;
+
+/// Compare-and-delete on every node a request of ours went out to, never retrying, each after
+/// the request of ours still in flight there has finished (see [`release`]). Returns
+/// as soon as a quorum of nodes is known to be free of our key (from then on the lock is free
+/// for others); the requests to the other nodes finish as counted background work. Without such
+/// a quorum, waits for every node (each within its timeouts).
+pub(crate) async fn release_all(
+    node_set: &NodeSet,
+    key: &Arc<[u8]>,
+    token: &Token,
+    ledger: &Arc<Ledger>,
+) -> Round {
+    let never = pin!(pending::<()>());
+    let wait = node_set.request_bound();
+    // Built once and shared: every node gets the same bytes.
+    let command = Arc::new(release_command(key, token.as_str()));
+    let mut round = fan_out(
+        &node_set.nodes,
+        node_set.settings.quorum,
+        Until::Freed,
+        never,
+        |node| {
+            let (command, ledger) = (Arc::clone(&command), Arc::clone(ledger));
+            async move { release(&node, &command, &ledger, wait).await }
+        },
+    )
+    .await;
+    if let Some(unanswered) = round.unanswered.take() {
+        node_set.background.finish_unanswered(unanswered);
+    }
+    round
+}
+
+/// Starts [`release_all`] as a counted background task. Used from `Drop`, which cannot wait.
+pub(crate) fn release_in_background(
+    node_set: &Arc<NodeSet>,
+    key: Arc<[u8]>,
+    token: Token,
+    ledger: Arc<Ledger>,
+    fallback: Option<&Handle>,
+) {
+    let task_node_set = Arc::clone(node_set);
+    let spawned = node_set.background.spawn(fallback, async move {
+        let round = release_all(&task_node_set, &key, &token, &ledger).await;
+        tracing::debug!(released = round.ours(), "background release finished");
+    });
+    if !spawned {
+        tracing::warn!("no tokio runtime to release a lock on; it will expire after its TTL");
+    }
+}
+
+/// Deletes the key if it still holds the token (`command`, from [`release_command`]), by the
+/// ledger's plan for the node: nothing is sent where no request that could set the key went
+/// out ([`NodeReply::NotSent`]); a request still in flight is waited for first, at most `wait`;
+/// the answer counts as free ([`NodeReply::Ours`], [`NodeReply::NotOurs`]) only if it clears
+/// the node, else [`NodeReply::InDoubt`].
+pub(crate) async fn release(
+    node: &Node,
+    command: &Cmd,
+    ledger: &Ledger,
+    wait: Duration,
+) -> NodeReply {
+    let index = node.index();
+    if ledger.plan(index) == Plan::Wait {
+        ledger.wait_quiet(Some(index), wait).await;
+    }
+    if ledger.plan(index) == Plan::Skip {
+        return NodeReply::NotSent;
+    }
+    let mut sent_on = None;
+    let result = node
+        .run(|mut connection, generation| {
+            sent_on = Some(generation);
+            async move {
+                let (in_flight, after_all) = ledger.hand_release(index, generation);
+                let reply = send(&mut connection, command).await;
+                in_flight.finish(answered(&reply));
+                Ok((redis::from_redis_value::<i64>(reply?)?, after_all))
+            }
+        })
+        .await
+        .and_then(|(reply, after_all)| Ok((one_or_zero(reply)?, after_all)));
+    match (result, sent_on) {
+        (Err(error), _) => NodeReply::Failed(error),
+        (Ok((held, true)), Some(generation)) if ledger.cleared_by(index, generation) => {
+            if held {
+                NodeReply::Ours
+            } else {
+                NodeReply::NotOurs
+            }
+        }
+        (Ok(_), _) => NodeReply::InDoubt,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::NodeError;
+    use crate::round::acquire::tests::{node, one_node, take};
+    use redis::AsyncCommands;
+
+    /// A release sends nothing to a node no request of ours went out to: not even a connection
+    /// attempt (nothing listens on port 1, so dialing would fail).
+    #[tokio::test]
+    async fn a_release_skips_a_node_never_sent_to() {
+        let node = node("redis://127.0.0.1:1");
+        let ledger = Ledger::new(1);
+        let attempt = ledger.begin();
+        let error = take(&node, b"k", "t", 1_000, false, &ledger, attempt)
+            .await
+            .unwrap_err();
+        assert_eq!(error, NodeError::ConnectionRefused);
+        ledger.decide();
+        let reply = release(
+            &node,
+            &release_command(b"k", "t"),
+            &ledger,
+            Duration::from_secs(1),
+        )
+        .await;
+        assert_eq!(reply, NodeReply::NotSent);
+    }
+
+    /// A release over a newer connection than the one an unanswered request of ours went out on
+    /// cannot say the node is free; over the same connection it can.
+    #[tokio::test]
+    async fn a_release_after_an_unanswered_request_on_an_older_connection_is_in_doubt() {
+        let cluster = one_node().await;
+        let node = node(&cluster.urls()[0]);
+        let ledger = Ledger::new(1);
+        let attempt = ledger.begin();
+        assert!(
+            take(&node, b"k", "t", 60_000, false, &ledger, attempt)
+                .await
+                .unwrap()
+        );
+        // As if a request had gone out on an earlier connection (generation 0 is never used)
+        // and timed out there.
+        drop(
+            ledger
+                .hand_acquire(attempt, 0, 0, &"another".into())
+                .unwrap(),
+        );
+        ledger.decide();
+        let reply = release(
+            &node,
+            &release_command(b"k", "t"),
+            &ledger,
+            Duration::from_secs(1),
+        )
+        .await;
+        assert_eq!(reply, NodeReply::InDoubt);
+        let mut direct = cluster.connection(0).await.unwrap();
+        let exists: bool = direct.exists("k").await.unwrap();
+        assert!(!exists, "the compare-and-delete still ran");
+
+        let ledger = Ledger::new(1);
+        let attempt = ledger.begin();
+        assert!(
+            take(&node, b"k", "t", 60_000, false, &ledger, attempt)
+                .await
+                .unwrap()
+        );
+        ledger.decide();
+        let reply = release(
+            &node,
+            &release_command(b"k", "t"),
+            &ledger,
+            Duration::from_secs(1),
+        )
+        .await;
+        assert_eq!(reply, NodeReply::Ours);
+    }
+}

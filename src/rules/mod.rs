@@ -1,0 +1,26 @@
+//! The pure rules: what to decide, never how to talk to Redis. Nothing here imports `redis`,
+//! `tokio`, `futures`, or anything of the crate outside this folder (CI checks it), so every rule
+//! is specified by unit and property tests that need no server.
+//!
+//! - `quorum`: the vote tally; when a round is won, lost to other owners, or lost to failures.
+//! - `validity`: lease arithmetic: drift = ttl × factor + 2 ms, validity = ttl − elapsed − drift.
+//! - `retry`: [`RetryPolicy`](crate::RetryPolicy): attempts, delay + jitter, overall deadline.
+//! - `renewal`: the keep-alive's schedule: next extension, retry pause, `max_hold`, trusted deadline.
+//! - `ordering`: per node, which of an acquisition's requests may still land, and what a release does there.
+//! - `recovery`: the restart guard: what `INFO` says, and from when a node may vote.
+//! - `identity`: one server, one vote: duplicate addresses, and which node votes for which `run_id`.
+//! - `clock`: the lease clock (CLOCK_BOOTTIME where there is one: counts suspended time).
+//! - `token`: [`Token`](crate::Token)s and the key of a resource.
+//! - `defect`: test-only (`chaos-defects`): the deliberate defects the chaos tooling scores.
+
+pub(crate) mod clock;
+#[cfg(feature = "chaos-defects")]
+pub(crate) mod defect;
+pub(crate) mod identity;
+pub(crate) mod ordering;
+pub(crate) mod quorum;
+pub(crate) mod recovery;
+pub(crate) mod renewal;
+pub(crate) mod retry;
+pub(crate) mod token;
+pub(crate) mod validity;

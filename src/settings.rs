@@ -1,0 +1,84 @@
+//! [`Settings`]: the lock's options once validated, every default resolved, and the checks the
+//! lock repeats per call (a TTL Redis can store, a retry policy that tries, an extension the
+//! restart guard covers).
+
+use std::time::Duration;
+
+use crate::error::ConfigError;
+use crate::rules::retry::RetryPolicy;
+use crate::rules::validity::{MAX_TTL, drift, validity};
+
+/// Rejects a retry policy that would never try.
+pub(crate) fn check_retry(policy: &RetryPolicy) -> Result<(), ConfigError> {
+    if policy.max_attempts() == 0 {
+        return Err(ConfigError::ZeroAttempts);
+    }
+    Ok(())
+}
+
+/// Rejects a TTL Redis cannot represent: under 1 ms, or beyond [`MAX_TTL`].
+pub(crate) fn validate_ttl(ttl: Duration) -> Result<(), ConfigError> {
+    if ttl < Duration::from_millis(1) || ttl > MAX_TTL {
+        return Err(ConfigError::InvalidTtl(ttl));
+    }
+    Ok(())
+}
+
+/// Validated options with every default resolved.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) ttl: Duration,
+    pub(crate) drift_factor: f64,
+    pub(crate) quorum: usize,
+    pub(crate) node_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) key_prefix: Vec<u8>,
+    pub(crate) tcp_nodelay: bool,
+    /// Certificate authorities for `rediss://` nodes (PEM), instead of the public roots.
+    #[cfg(feature = "tls")]
+    pub(crate) tls_root_certificates: Option<Vec<u8>>,
+    /// The largest TTL in use, extensions included.
+    pub(crate) max_ttl: Duration,
+    /// With the restart guard on, how long a node that may have lost writes stays out of
+    /// acquisitions after it started: `max_ttl` plus its drift.
+    pub(crate) restart_guard: Option<Duration>,
+    /// Prefix of the fence counters' keys (used by `delete_fence_counter` even with fencing off).
+    pub(crate) fence_prefix: Vec<u8>,
+    /// Fencing, when on.
+    pub(crate) fencing: Option<Fencing>,
+    /// The deliberate defect this lock was built with (test-only, see `defect.rs`).
+    #[cfg(feature = "chaos-defects")]
+    pub(crate) defect: Option<crate::rules::defect::Defect>,
+}
+
+/// Fencing settings, when fencing is on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fencing {
+    /// Whether nodes that may lose recent writes vote anyway.
+    pub(crate) volatile_nodes: bool,
+}
+
+impl Settings {
+    /// How long a lease of `ttl` granted after `elapsed` may be trusted: `ttl − elapsed −
+    /// drift`; `None` when nothing is left.
+    pub(crate) fn validity(&self, ttl: Duration, elapsed: Duration) -> Option<Duration> {
+        let drift = drift(ttl, self.drift_factor);
+        #[cfg(feature = "chaos-defects")]
+        if let Some(defect) = self.defect {
+            return crate::rules::validity::validity_with_defect(defect, ttl, elapsed, drift);
+        }
+        validity(ttl, elapsed, drift)
+    }
+
+    /// Rejects an extension the restart guard would not cover (a TTL above `max_ttl`).
+    pub(crate) fn check_extension(&self, ttl: Duration) -> Result<(), ConfigError> {
+        if self.restart_guard.is_some() && ttl > self.max_ttl {
+            return Err(ConfigError::TtlAboveMaxTtl {
+                ttl,
+                max_ttl: self.max_ttl,
+            });
+        }
+        Ok(())
+    }
+}
