@@ -18,6 +18,8 @@
 //!
 //! After the groups it prints allocations per acquire+release cycle, counted by a counting
 //! global allocator ([`CountingAllocator`]). Nothing here asserts on time.
+// Test and demo code: an unwrap that fails is a failed run, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};

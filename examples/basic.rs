@@ -2,6 +2,8 @@
 //! starts itself, and show the typed error a second client gets.
 //!
 //! Run with `cargo run --example basic` (needs `redis-server` on PATH).
+// Test and demo code: an unwrap that fails is a failed run, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
 

@@ -1,6 +1,8 @@
 //! The fenced SQLite example (`examples/fenced_sqlite.rs`) as a test, against real Redis: a
 //! holder that paused past its validity writes late and the store refuses it, while the later
 //! holder's write stands.
+// Test and demo code: an unwrap that fails is a failed run, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 // The example itself, so that CI runs the code it shows; its `main` is the example's only.
 #[allow(dead_code)]

@@ -2,6 +2,8 @@
 //!
 //! Each test starts its own cluster (stopped on drop, also when the test fails) and runs inside a
 //! generous hang guard, so a bug shows up as a failure, never as a stalled CI run.
+// Test and demo code: an unwrap that fails is a failed run, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
