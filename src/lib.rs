@@ -94,6 +94,7 @@ pub use outcome::{NodeError, NodeOutcome, NodeReply};
 #[cfg(feature = "chaos-defects")]
 #[doc(hidden)]
 pub use rules::defect::{Defect, UnknownDefect};
+pub use rules::replacement::Replacement;
 pub use rules::retry::RetryPolicy;
 pub use rules::token::Token;
 pub use rules::validity::MAX_TTL;

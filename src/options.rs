@@ -311,6 +311,8 @@ impl LockOptions {
                 ttl: self.ttl,
             });
         }
+        // Every key a lost server may have held has expired everywhere this long after.
+        let sit_out = max_ttl.saturating_add(drift(max_ttl, self.drift_factor));
         let fencing = if self.fencing {
             if self.key_prefix.starts_with(&self.fence_prefix)
                 || self.fence_prefix.starts_with(&self.key_prefix)
@@ -343,9 +345,8 @@ impl LockOptions {
             #[cfg(feature = "tls")]
             tls_root_certificates: self.tls_root_certificates.clone(),
             max_ttl,
-            restart_guard: self
-                .restart_guard
-                .then(|| max_ttl.saturating_add(drift(max_ttl, self.drift_factor))),
+            restart_guard: self.restart_guard.then_some(sit_out),
+            replaced_sit_out: sit_out,
             fence_prefix: self.fence_prefix.clone(),
             fencing,
             #[cfg(feature = "chaos-defects")]

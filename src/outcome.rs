@@ -6,6 +6,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::rules::replacement::Replacement;
+
 /// What one node did during one operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -150,6 +152,27 @@ pub enum NodeError {
         /// counts from when its uptime was read, on connect).
         left: Duration,
     },
+    /// Acquire and the fence's write-back only: another server than the one the lock knew
+    /// answers at this node's address (a failover behind the same name: see [`Replacement`]),
+    /// and it may lack keys the old one held, so it sits out until every such key has expired:
+    /// `max_ttl` plus the drift allowance from when the lock noticed, whatever its persistence.
+    /// Nothing is sent to it. Extend and release are not held back.
+    #[error(
+        "another server answers at this address ({reason}): it sits out acquisitions for {left:?}, \
+         until every key the old one held has expired"
+    )]
+    Replaced {
+        /// How long from the moment of this error until the node may vote again.
+        left: Duration,
+        /// How the lock told the server apart from the one it knew.
+        reason: Replacement,
+    },
+    /// Acquire and the fence's write-back only: the server at this address is a replica
+    /// (`role:slave`), whose data can lag its master's; it never votes. Nothing is sent. The
+    /// next acquisition reconnects, so a promotion is noticed (and then sits out, see
+    /// [`NodeError::Replaced`]).
+    #[error("the server is a replica (role:slave): it never votes")]
+    Replica,
     /// Acquire with fencing only: the node does not persist every write (AOF with `appendfsync
     /// always`), or the user may not read its fsync policy (`CONFIG GET`, refused by an ACL), so
     /// a crash could take its fence counter back to an older value and a later holder could get

@@ -43,6 +43,9 @@ pub(crate) struct Settings {
     /// With the restart guard on, how long a node that may have lost writes stays out of
     /// acquisitions after it started: `max_ttl` plus its drift.
     pub(crate) restart_guard: Option<Duration>,
+    /// How long a server that replaced the one the lock knew at a node's address sits out:
+    /// `max_ttl` plus its drift, with the restart guard on or off.
+    pub(crate) replaced_sit_out: Duration,
     /// Prefix of the fence counters' keys (used by `delete_fence_counter` even with fencing off).
     pub(crate) fence_prefix: Vec<u8>,
     /// Fencing, when on.

@@ -19,6 +19,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, RedisResult};
 
 use super::client;
+use super::history::History;
 use super::identify::{Identity, identify, log_identity};
 use crate::error::ConfigError;
 use crate::outcome::NodeError;
@@ -60,6 +61,8 @@ pub(crate) struct Node {
     pub(super) durable_only: bool,
     /// Which node of the lock votes for which server; shared by the lock's nodes.
     pub(super) claims: Arc<Claims>,
+    /// Which server the node knew at its address, and when it last heard from it.
+    history: Arc<History>,
 }
 
 impl Node {
@@ -78,6 +81,7 @@ impl Node {
                 .fencing
                 .is_some_and(|fencing| !fencing.volatile_nodes),
             claims: Arc::default(),
+            history: Arc::new(History::new(settings.replaced_sit_out)),
         })
     }
 
@@ -139,7 +143,10 @@ impl Node {
     ) -> impl Future<Output = Result<T, NodeError>> {
         tokio::time::timeout(self.command_timeout, command).map(move |result| {
             let error = match result {
-                Ok(Ok(reply)) => return Ok(reply),
+                Ok(Ok(reply)) => {
+                    self.history.heard();
+                    return Ok(reply);
+                }
                 Ok(Err(err)) if err.is_timeout() => NodeError::Timeout(self.command_timeout),
                 Ok(Err(err)) => NodeError::from(err),
                 Err(_elapsed) => NodeError::Timeout(self.command_timeout),
@@ -214,19 +221,18 @@ impl Node {
             self.restart_guard,
             self.command_timeout,
         );
+        let history = Arc::clone(&self.history);
         let task = tokio::spawn(async move {
             let result = async {
                 let connection = client
                     .get_multiplexed_async_connection_with_config(&config)
                     .await?;
-                let identity =
-                    tokio::time::timeout(command_timeout, identify(&connection, restart_guard))
-                        .await
-                        .map_err(|_elapsed| {
-                            redis::RedisError::from(std::io::Error::from(
-                                std::io::ErrorKind::TimedOut,
-                            ))
-                        })??;
+                let identify = identify(&connection, restart_guard, &history);
+                let identity = tokio::time::timeout(command_timeout, identify)
+                    .await
+                    .map_err(|_elapsed| {
+                        redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut))
+                    })??;
                 Ok::<_, redis::RedisError>(Connected {
                     connection,
                     identity,

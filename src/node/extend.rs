@@ -7,6 +7,7 @@ use std::sync::LazyLock;
 use redis::Script;
 
 use super::connection::Node;
+use super::vote::Counted;
 use super::wire::one_or_zero;
 use crate::outcome::NodeError;
 
@@ -25,7 +26,7 @@ pub(crate) async fn extend(
     token: &str,
     ttl_ms: u64,
 ) -> Result<bool, NodeError> {
-    node.run_counted(|mut connection, _generation| async move {
+    node.run_counted(Counted::Extend, |mut connection, _generation| async move {
         EXTEND
             .key(key)
             .arg(token)

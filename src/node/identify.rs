@@ -1,8 +1,10 @@
 //! What a new connection's server says about itself, asked once per connection (not per
-//! command): `INFO server` (`run_id`, `uptime_in_seconds`), `INFO persistence` (`aof_enabled`) and
-//! `CONFIG GET appendfsync`, all three at once (one round trip). What that means for the node's
-//! vote is pure logic, in `rules/recovery.rs` (the restart guard) and `rules/identity.rs` (one
-//! server, one vote); `vote.rs` applies it.
+//! command): `INFO server` (`run_id`, `uptime_in_seconds`), `INFO persistence` (`aof_enabled`),
+//! `INFO replication` (`role`, `master_replid`, `master_replid2`) and `CONFIG GET appendfsync`,
+//! all at once (one round trip). What that means for the node's vote is pure logic, in
+//! `rules/recovery.rs` (the restart guard), `rules/replacement.rs` (another server at the
+//! address, judged with the node's `history.rs`) and `rules/identity.rs` (one server, one vote);
+//! `vote.rs` applies it.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -11,6 +13,7 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use redis::{RedisResult, Value};
 
+use super::history::{History, Standing};
 use crate::outcome::NodeError;
 use crate::rules::recovery::{ServerFacts, fsync_always};
 
@@ -23,18 +26,23 @@ pub(super) struct Identity {
     pub(super) votes_from: Option<Instant>,
     /// AOF on with `appendfsync always`: a crash loses nothing it answered.
     pub(super) persists_every_write: bool,
+    /// Whether it may vote at all, by what the node remembers of the server at its address: a
+    /// replica never does, a server that replaced the known one sits out for a while.
+    pub(super) standing: Standing,
     /// Whether a refused claim on `run_id` was logged for this connection already.
     pub(super) warned: AtomicBool,
 }
 
-/// Asks a new connection's server who it is: `INFO server`, `INFO persistence` and `CONFIG GET
-/// appendfsync`, sent at once (one round trip). An error reply to `INFO`, or an `INFO` without a
+/// Asks a new connection's server who it is: `INFO server`, `INFO persistence`, `INFO
+/// replication` and `CONFIG GET appendfsync`, sent at once (one round trip), and judges it
+/// against the node's `history`. An error reply to `INFO`, or an `INFO` without a
 /// `run_id` or uptime, is the identity's error (the connection itself works); one to `CONFIG GET`
 /// (a user without `+config|get`) means the fsync policy is unknown: not `always`. Any other
 /// failure (I/O, timeout) fails the connection.
 pub(super) async fn identify(
     connection: &MultiplexedConnection,
     restart_guard: Option<Duration>,
+    history: &History,
 ) -> RedisResult<Result<Arc<Identity>, NodeError>> {
     let info = |section: &'static str| {
         let mut connection = connection.clone();
@@ -53,28 +61,39 @@ pub(super) async fn identify(
             .query_async::<Value>(&mut config_connection)
             .await
     };
-    let (server, persistence, config) = futures::join!(info("server"), info("persistence"), config);
+    let (server, persistence, replication, config) = futures::join!(
+        info("server"),
+        info("persistence"),
+        info("replication"),
+        config
+    );
     let read_at = Instant::now();
     let fsync = match config {
         Ok(reply) => fsync_always(&flatten(reply)),
         Err(error) if error.code().is_some() => None,
         Err(error) => return Err(error),
     };
-    let text = match (server, persistence) {
-        (Ok(server), Ok(persistence)) => server + "\r\n" + &persistence,
-        (Err(error), _) | (_, Err(error)) if error.code().is_some() => {
-            return Ok(Err(NodeError::from(error)));
+    let mut text = String::new();
+    for section in [server, persistence, replication] {
+        match section {
+            Ok(section) => {
+                text.push_str(&section);
+                text.push_str("\r\n");
+            }
+            Err(error) if error.code().is_some() => return Ok(Err(NodeError::from(error))),
+            Err(error) => return Err(error),
         }
-        (Err(error), _) | (_, Err(error)) => return Err(error),
-    };
+    }
     let Some(facts) = ServerFacts::from_info(&text, fsync) else {
         return Ok(Err(NodeError::Protocol(
             "INFO server gave no run_id or uptime_in_seconds".to_owned(),
         )));
     };
     let wait = restart_guard.map_or(Duration::ZERO, |guard| facts.votes_after(guard));
+    let standing = history.judge(&facts, read_at);
     Ok(Ok(Arc::new(Identity {
         persists_every_write: facts.persists_every_write(),
+        standing,
         run_id: facts.run_id.into(),
         votes_from: read_at.checked_add(wait),
         warned: AtomicBool::new(false),
@@ -95,16 +114,30 @@ fn flatten(reply: Value) -> Vec<String> {
     }
 }
 
-/// Logs what a new connection's server said: a server the restart guard holds back at info
-/// level, one whose identity could not be read as a warning (it never votes).
+/// Logs what a new connection's server said: a server that replaced the known one, or whose
+/// identity could not be read, as a warning; a replica, or a server the restart guard holds
+/// back, at info level.
 pub(super) fn log_identity(
     index: usize,
     addr: &str,
     restart_guard: Option<Duration>,
     identity: &Result<Arc<Identity>, NodeError>,
 ) {
-    match identity {
-        Ok(identity) => {
+    match identity
+        .as_ref()
+        .map(|identity| (identity, &identity.standing))
+    {
+        Ok((identity, Standing::Replica)) => tracing::info!(
+            node = index, %addr, run_id = %identity.run_id,
+            "connected to a replica; it never votes in acquisitions"
+        ),
+        Ok((identity, Standing::SitsOut(until, replacement))) => tracing::warn!(
+            node = index, %addr, run_id = %identity.run_id, %replacement,
+            left = ?until.saturating_duration_since(Instant::now()),
+            "another server answers at this node's address and may lack keys the old one \
+             held; it sits out acquisitions until every such key has expired"
+        ),
+        Ok((identity, Standing::Votes)) => {
             let left = identity
                 .votes_from
                 .map(|from| from.saturating_duration_since(Instant::now()));

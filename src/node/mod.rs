@@ -4,6 +4,7 @@
 //! - `connection`: [`Node`]: the lazy shared connection, its generations, connect and command timeouts.
 //! - `client`: a node URL as a `redis::Client`: `TCP_NODELAY`, TLS roots, credentials redacted.
 //! - `identify`: what a new connection's server says about itself (`INFO`, `CONFIG GET appendfsync`).
+//! - `history`: which server the node knew at its address, when it last heard from it, who sits out.
 //! - `vote`: the gates: may this node vote in an acquisition now, may it be counted after one.
 //! - `redis_error`: redis-rs errors as typed [`NodeError`](crate::NodeError)s.
 //! - `wire`: building, sending and reading commands the same way for each.
@@ -18,6 +19,7 @@ mod client;
 mod connection;
 pub(crate) mod delete_counter;
 pub(crate) mod extend;
+mod history;
 mod identify;
 mod redis_error;
 pub(crate) mod release;

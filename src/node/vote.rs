@@ -1,7 +1,9 @@
 //! The gates in front of a node's requests: whether it may vote in an acquisition now (its
-//! server's identity known, the claim on that server held, the restart guard passed, with
-//! fencing a server that persists every write), and whether it may be counted towards a quorum
-//! after one (the claim held). Nothing is sent through a closed gate.
+//! server's identity known, the claim on that server held, no replica and no server sitting out
+//! after it replaced the known one, the restart guard passed, with fencing a server that
+//! persists every write), and whether it may be counted towards a quorum after one (the claim
+//! held; for the fence's write-back also no replica or replacement sitting out). Nothing is
+//! sent through a closed gate.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,8 +14,19 @@ use redis::RedisResult;
 use redis::aio::MultiplexedConnection;
 
 use super::connection::Node;
+use super::history::Standing;
 use super::identify::Identity;
 use crate::outcome::NodeError;
+
+/// What a request counted after an acquisition confirms, for which gate it passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Counted {
+    /// An extension: only renews a key of ours the server already holds.
+    Extend,
+    /// The fence's write-back: raises the server's counter, which a server that replaced the
+    /// known one may hold an old value of, so it passes the same standing as a vote.
+    WriteBack,
+}
 
 impl Node {
     /// As [`run`](Node::run), for a request that votes in an acquisition: `command` is called
@@ -25,6 +38,9 @@ impl Node {
     ///   dropped, so that the next command reads it again, e.g. once an ACL allows `INFO`);
     /// - another node of the lock holds the claim on the same server:
     ///   [`NodeError::SameServer`];
+    /// - the server is a replica ([`NodeError::Replica`]; the connection is dropped too, so that
+    ///   a promotion is read on the next one), or replaced the known one and sits out
+    ///   ([`NodeError::Replaced`]);
     /// - the restart guard holds the node back: [`NodeError::Recovering`].
     pub(crate) async fn run_vote<T, F, Fut>(&self, command: F) -> Result<T, NodeError>
     where
@@ -35,7 +51,7 @@ impl Node {
         let run_id = match self.may_vote(&connected.identity) {
             Ok(run_id) => run_id,
             Err(error) => {
-                if connected.identity.is_err() {
+                if connected.identity.is_err() || error == NodeError::Replica {
                     self.reset(generation);
                 }
                 return Err(error);
@@ -50,9 +66,14 @@ impl Node {
 
     /// As [`run`](Node::run), for a request that is counted towards a quorum after the
     /// acquisition (extend, and the fence's write-back): `command` is called only if this node
-    /// holds the claim on its server, so one server never counts twice. The restart guard does
-    /// not apply: such a request only confirms a key of ours that the node already holds.
-    pub(crate) async fn run_counted<T, F, Fut>(&self, command: F) -> Result<T, NodeError>
+    /// holds the claim on its server, so one server never counts twice, and for the write-back
+    /// only if the server is no replica and not sitting out. The restart guard does not apply:
+    /// such a request only confirms a key of ours that the node already holds.
+    pub(crate) async fn run_counted<T, F, Fut>(
+        &self,
+        counted: Counted,
+        command: F,
+    ) -> Result<T, NodeError>
     where
         F: FnOnce(MultiplexedConnection, u64) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
@@ -62,9 +83,15 @@ impl Node {
             .identity
             .as_ref()
             .map_err(Clone::clone)
-            .and_then(|identity| self.claim(identity))
+            .and_then(|identity| {
+                self.claim(identity)?;
+                match counted {
+                    Counted::Extend => Ok(()),
+                    Counted::WriteBack => standing(identity),
+                }
+            })
         {
-            if connected.identity.is_err() {
+            if connected.identity.is_err() || error == NodeError::Replica {
                 self.reset(generation);
             }
             return Err(error);
@@ -77,6 +104,7 @@ impl Node {
     fn may_vote(&self, identity: &Result<Arc<Identity>, NodeError>) -> Result<Arc<str>, NodeError> {
         let identity = identity.as_ref().map_err(Clone::clone)?;
         self.claim(identity)?;
+        standing(identity)?;
         if self.durable_only && !identity.persists_every_write {
             return Err(NodeError::NotDurable);
         }
@@ -119,5 +147,106 @@ impl Node {
             node: owner,
             run_id: identity.run_id.to_string(),
         })
+    }
+}
+
+/// Whether the server may vote at all by what the node remembers of its address: never as a
+/// replica, and not while it sits out after replacing the server the node knew.
+fn standing(identity: &Identity) -> Result<(), NodeError> {
+    match &identity.standing {
+        Standing::Votes => Ok(()),
+        Standing::Replica => Err(NodeError::Replica),
+        Standing::SitsOut(until, reason) => {
+            let now = Instant::now();
+            if *until <= now {
+                return Ok(());
+            }
+            Err(NodeError::Replaced {
+                left: until.saturating_duration_since(now),
+                reason: reason.clone(),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, SocketAddr};
+
+    use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
+
+    use super::*;
+    use crate::LockOptions;
+    use crate::node::extend::extend;
+    use crate::node::write_back::write_back;
+
+    /// Against real servers behind a proxy: once the proxy's upstream is switched to another
+    /// server that was running all along, the fence's write-back is refused there (the counter
+    /// it would raise may be an old one), while extend still runs (it only renews a key of ours
+    /// that the server holds, and there is none here).
+    #[tokio::test]
+    async fn a_replacement_sits_out_of_the_write_back_but_not_of_extend() {
+        let servers = TestCluster::start(
+            ClusterOptions::default()
+                .nodes(2)
+                .proxies(true)
+                .persistence(Persistence::AofAlways),
+        )
+        .await
+        .unwrap();
+        let settings = LockOptions::new()
+            .node_timeout(Duration::from_secs(5))
+            .connect_timeout(Duration::from_secs(5))
+            .validate(1)
+            .unwrap();
+        // Wait until the other server's uptime says it was running before the node's
+        // last reply from server 0 (reported 2 s: surely up for 1 s).
+        let mut other = servers.connection(1).await.unwrap();
+        for _ in 0..200 {
+            let info: String = redis::cmd("INFO")
+                .arg("server")
+                .query_async(&mut other)
+                .await
+                .unwrap();
+            let uptime: u64 = info
+                .lines()
+                .find_map(|line| line.strip_prefix("uptime_in_seconds:"))
+                .and_then(|value| value.trim().parse().ok())
+                .unwrap_or(0);
+            if uptime >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let node = Node::new(0, &servers.urls()[0], &settings).unwrap();
+        assert_eq!(write_back(&node, b"k", b"f", "t", 1).await, Ok(false));
+        let proxy = servers.proxy(0).unwrap();
+        proxy.switch_upstream(SocketAddr::from((
+            Ipv4Addr::LOCALHOST,
+            servers.port(1).unwrap(),
+        )));
+        proxy.cut().await;
+
+        let mut refused = None;
+        for _ in 0..2 {
+            match write_back(&node, b"k", b"f", "t", 1).await {
+                Err(error @ NodeError::Replaced { .. }) => {
+                    refused = Some(error);
+                    break;
+                }
+                // The cut connection fails once; the next call reconnects.
+                Err(error) if error.breaks_connection() => {}
+                other => panic!("write-back to a replacement: {other:?}"),
+            }
+        }
+        assert!(
+            matches!(
+                refused,
+                Some(NodeError::Replaced { left, reason: crate::Replacement::OtherServer { .. } })
+                    if left <= settings.replaced_sit_out
+            ),
+            "{refused:?}"
+        );
+        assert_eq!(extend(&node, b"k", "t", 1_000).await, Ok(false));
     }
 }

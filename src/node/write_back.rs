@@ -7,6 +7,7 @@ use std::sync::LazyLock;
 use redis::Script;
 
 use super::connection::Node;
+use super::vote::Counted;
 use super::wire::one_or_zero;
 use crate::outcome::NodeError;
 
@@ -31,15 +32,18 @@ pub(crate) async fn write_back(
     token: &str,
     fence: u64,
 ) -> Result<bool, NodeError> {
-    node.run_counted(|mut connection, _generation| async move {
-        WRITE_BACK
-            .key(key)
-            .key(fence_key)
-            .arg(token)
-            .arg(fence)
-            .invoke_async(&mut connection)
-            .await
-    })
+    node.run_counted(
+        Counted::WriteBack,
+        |mut connection, _generation| async move {
+            WRITE_BACK
+                .key(key)
+                .key(fence_key)
+                .arg(token)
+                .arg(fence)
+                .invoke_async(&mut connection)
+                .await
+        },
+    )
     .await
     .and_then(one_or_zero)
 }

@@ -8,6 +8,7 @@
 //! - `renewal`: the keep-alive's schedule: next extension, retry pause, `max_hold`, trusted deadline.
 //! - `ordering`: per node, which of an acquisition's requests may still land, and what a release does there.
 //! - `recovery`: the restart guard: what `INFO` says, and from when a node may vote.
+//! - `replacement`: whether the server at a node's address is still the one the lock knew (failover).
 //! - `identity`: one server, one vote: duplicate addresses, and which node votes for which `run_id`.
 //! - `clock`: the lease clock (CLOCK_BOOTTIME where there is one: counts suspended time).
 //! - `token`: [`Token`](crate::Token)s and the key of a resource.
@@ -21,6 +22,7 @@ pub(crate) mod ordering;
 pub(crate) mod quorum;
 pub(crate) mod recovery;
 pub(crate) mod renewal;
+pub(crate) mod replacement;
 pub(crate) mod retry;
 pub(crate) mod token;
 pub(crate) mod validity;

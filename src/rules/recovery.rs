@@ -27,8 +27,8 @@ use std::time::Duration;
 /// whole seconds.
 const UPTIME_OVERSTATEMENT: Duration = Duration::from_secs(1);
 
-/// What a node told about itself on connect (`INFO server`, `INFO persistence`, and
-/// `CONFIG GET appendfsync` when allowed).
+/// What a node told about itself on connect (`INFO server`, `INFO persistence`, `INFO
+/// replication`, and `CONFIG GET appendfsync` when allowed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ServerFacts {
     /// `run_id`: new every time the server starts.
@@ -40,11 +40,18 @@ pub(crate) struct ServerFacts {
     pub(crate) aof_enabled: bool,
     /// `appendfsync always`, if the policy could be read.
     pub(crate) fsync_always: Option<bool>,
+    /// `role:slave`: a replica.
+    pub(crate) replica: bool,
+    /// `master_replid`, if given: the ID of its data's replication history.
+    pub(crate) replid: Option<String>,
+    /// `master_replid2` set (not all zeros): the server was promoted from a replica.
+    pub(crate) promoted: bool,
 }
 
 impl ServerFacts {
-    /// Reads the facts out of the text of `INFO server` and `INFO persistence` (in any order,
-    /// sections concatenated). `None` when `run_id` or `uptime_in_seconds` is missing or
+    /// Reads the facts out of the text of `INFO server`, `INFO persistence` and `INFO
+    /// replication` (in any order, sections concatenated; a missing replication section reads
+    /// as a master that was never a replica). `None` when `run_id` or `uptime_in_seconds` is missing or
     /// malformed: then nothing is known about the node and it must not vote.
     pub(crate) fn from_info(info: &str, fsync_always: Option<bool>) -> Option<ServerFacts> {
         let field = |name: &str| {
@@ -56,11 +63,15 @@ impl ServerFacts {
         let run_id = field("run_id").filter(|id| !id.is_empty())?.to_owned();
         let uptime = Duration::from_secs(field("uptime_in_seconds")?.parse().ok()?);
         let aof_enabled = field("aof_enabled") == Some("1");
+        let set = |value: &&str| !value.is_empty() && value.bytes().any(|byte| byte != b'0');
         Some(ServerFacts {
             run_id,
             uptime,
             aof_enabled,
             fsync_always,
+            replica: field("role") == Some("slave"),
+            replid: field("master_replid").filter(set).map(str::to_owned),
+            promoted: field("master_replid2").is_some_and(|id| set(&id)),
         })
     }
 
@@ -112,6 +123,25 @@ mod tests {
         assert_eq!(facts.uptime, Duration::from_secs(42));
         assert!(facts.aof_enabled);
         assert_eq!(facts.fsync_always, Some(true));
+    }
+
+    #[test]
+    fn info_replication_tells_a_replica_and_a_promoted_server() {
+        assert!(
+            !ServerFacts::from_info(INFO, None).unwrap().promoted,
+            "no section: a master"
+        );
+        let zeros = "0000000000000000000000000000000000000000";
+        let master = format!(
+            "{INFO}# Replication\r\nrole:master\r\nmaster_replid:9a1b\r\nmaster_replid2:{zeros}\r\n"
+        );
+        let facts = ServerFacts::from_info(&master, None).unwrap();
+        assert!(!facts.replica && !facts.promoted);
+        assert_eq!(facts.replid.as_deref(), Some("9a1b"));
+        let promoted = master.replace(&format!("master_replid2:{zeros}"), "master_replid2:77c0");
+        assert!(ServerFacts::from_info(&promoted, None).unwrap().promoted);
+        let replica = master.replace("role:master", "role:slave");
+        assert!(ServerFacts::from_info(&replica, None).unwrap().replica);
     }
 
     #[test]
@@ -177,6 +207,9 @@ mod tests {
                 uptime: Duration::from_secs(uptime),
                 aof_enabled: aof,
                 fsync_always: fsync,
+                replica: false,
+                replid: None,
+                promoted: false,
             };
             let guard = Duration::from_millis(guard_ms);
             let wait = facts.votes_after(guard);
@@ -201,6 +234,9 @@ mod tests {
                 uptime: Duration::from_secs(reported),
                 aof_enabled: false,
                 fsync_always: None,
+                replica: false,
+                replid: None,
+                promoted: false,
             };
             let guard = Duration::from_millis(guard_ms);
             let wait = facts.votes_after(guard);

@@ -14,6 +14,7 @@ mod configuration;
 mod defects;
 mod exclusion;
 mod extend_release;
+mod failover;
 mod fencing;
 mod keep_alive;
 mod node_faults;

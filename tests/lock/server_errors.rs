@@ -17,7 +17,16 @@ async fn server_errors_are_typed_per_node() {
             async move { cluster.connection(i).await.unwrap() }
         };
 
-        // READONLY: node 0 becomes a replica of node 1.
+        let single = |url: &str| Lock::single(url, once()).unwrap();
+        // READONLY: node 0 becomes a replica of node 1 after the lock connected to it as a
+        // master (a new connection would see the replica and send nothing: `failover.rs`).
+        let on_replica = single(&urls[0]);
+        on_replica
+            .try_acquire("warm-up")
+            .await
+            .unwrap()
+            .release()
+            .await;
         let mut replica = node(0).await;
         let port = cluster.port(1).unwrap();
         let _: () = redis::cmd("REPLICAOF")
@@ -36,8 +45,7 @@ async fn server_errors_are_typed_per_node() {
             .await
             .unwrap();
 
-        let single = |url: &str| Lock::single(url, once()).unwrap();
-        let error = single(&urls[0]).try_acquire("typed").await.unwrap_err();
+        let error = on_replica.try_acquire("typed").await.unwrap_err();
         assert!(
             matches!(
                 &error.outcomes()[0].reply,

@@ -306,6 +306,37 @@ impl TestCluster {
             .await?)
     }
 
+    /// Waits until node `index`'s server reports an `uptime_in_seconds` of at least `uptime`
+    /// (whole seconds, as Redis counts them), polling `INFO server` every 100 ms for at most
+    /// `uptime` plus 5 s; for a server that must have been running well before some event, as
+    /// a standby replica has. Returns the uptime last reported: the caller checks it.
+    pub async fn wait_for_uptime(
+        &self,
+        index: usize,
+        uptime: Duration,
+    ) -> Result<Duration, HarnessError> {
+        let mut connection = self.connection(index).await?;
+        let polls = uptime.as_millis().saturating_add(5_000) / 100;
+        let mut reported = Duration::ZERO;
+        for _ in 0..polls {
+            let info: String = redis::cmd("INFO")
+                .arg("server")
+                .query_async(&mut connection)
+                .await?;
+            reported = Duration::from_secs(
+                info.lines()
+                    .find_map(|line| line.strip_prefix("uptime_in_seconds:"))
+                    .and_then(|value| value.trim().parse().ok())
+                    .unwrap_or(0),
+            );
+            if reported >= uptime {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(reported)
+    }
+
     /// Drops `what` of node `index`'s packets from now on (replacing what was dropped for it
     /// before) until [`heal_packets`](Self::heal_packets): a real partition, where segments
     /// vanish and TCP retransmits, unlike the proxy's faults. The rules match the server's own

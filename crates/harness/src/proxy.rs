@@ -58,6 +58,8 @@ struct Mode {
 ///   nothing is ever answered);
 /// * [`refuse`](Self::refuse): new connections are refused;
 /// * [`cut`](Self::cut): open connections are closed;
+/// * [`switch_upstream`](Self::switch_upstream): new connections go to another server (a
+///   failover behind one address);
 /// * [`heal`](Self::heal): back to plain forwarding.
 ///
 /// If the upstream server is down, a connection to the proxy is accepted and
@@ -66,7 +68,8 @@ struct Mode {
 #[derive(Debug)]
 pub struct FaultProxy {
     addr: SocketAddr,
-    upstream: SocketAddr,
+    /// Where new connections are forwarded to.
+    upstream: watch::Sender<SocketAddr>,
     mode: watch::Sender<Mode>,
     connections: Arc<Connections>,
     /// The accept loop, which owns the listening socket; `None` while refusing.
@@ -90,13 +93,14 @@ impl FaultProxy {
         let addr = listener.local_addr()?;
         let (mode, _) = watch::channel(Mode::default());
         let connections = Arc::new(Connections::default());
+        let (upstream, _) = watch::channel(upstream);
         let listener_task = tokio::spawn(accept_loop(
             listener,
-            upstream,
+            upstream.subscribe(),
             mode.subscribe(),
             Arc::clone(&connections),
         ));
-        debug!(%addr, %upstream, "fault proxy started");
+        debug!(%addr, upstream = %*upstream.borrow(), "fault proxy started");
         Ok(FaultProxy {
             addr,
             upstream,
@@ -112,10 +116,18 @@ impl FaultProxy {
         self.addr
     }
 
-    /// The upstream address traffic is forwarded to.
+    /// The upstream address new connections are forwarded to.
     #[must_use]
     pub fn upstream(&self) -> SocketAddr {
-        self.upstream
+        *self.upstream.borrow()
+    }
+
+    /// Forwards new connections to `upstream` from now on, as a failover behind one address
+    /// does (a promoted replica behind the same DNS name or proxy). Open connections keep their
+    /// server until they are [`cut`](Self::cut), as they would behind a real proxy.
+    pub fn switch_upstream(&self, upstream: SocketAddr) {
+        debug!(proxy = %self.addr, %upstream, "switch upstream");
+        self.upstream.send_replace(upstream);
     }
 
     /// A Redis URL for the proxy, `redis://127.0.0.1:PORT`.
@@ -212,7 +224,7 @@ impl FaultProxy {
             let listener = bind_again(self.addr).await?;
             *slot = Some(tokio::spawn(accept_loop(
                 listener,
-                self.upstream,
+                self.upstream.subscribe(),
                 self.mode.subscribe(),
                 Arc::clone(&self.connections),
             )));
@@ -298,12 +310,14 @@ async fn bind_again(addr: SocketAddr) -> Result<TcpListener, HarnessError> {
 /// Accepts connections until the task is aborted (by `refuse` or drop).
 async fn accept_loop(
     listener: TcpListener,
-    upstream: SocketAddr,
+    upstream: watch::Receiver<SocketAddr>,
     mode: watch::Receiver<Mode>,
     connections: Arc<Connections>,
 ) {
     loop {
-        match listener.accept().await {
+        let accepted = listener.accept().await;
+        let upstream = *upstream.borrow();
+        match accepted {
             Ok((client, peer)) => {
                 debug!(%peer, %upstream, "accepted");
                 connections.spawn(serve_connection(client, upstream, mode.clone()));

@@ -280,6 +280,30 @@ async fn cut_breaks_open_connections_but_accepts_new_ones() {
 }
 
 #[tokio::test]
+async fn a_switched_upstream_serves_new_connections_while_open_ones_keep_theirs() {
+    bounded(async {
+        let cluster = TestCluster::start(ClusterOptions::default().nodes(2).proxies(true))
+            .await
+            .unwrap();
+        let proxy = cluster.proxy(0).unwrap();
+        let mut before = connect(&proxy.url(), LONG).await.unwrap();
+        set(&mut before, "where", "node 0").await;
+        let other = cluster.proxy(1).unwrap().upstream();
+        proxy.switch_upstream(other);
+        assert_eq!(proxy.upstream(), other);
+
+        let mut after = connect(&proxy.url(), LONG).await.unwrap();
+        assert_eq!(get(&mut after, "where").await, None, "node 1 answers");
+        assert_eq!(
+            get(&mut before, "where").await.as_deref(),
+            Some("node 0"),
+            "an open connection keeps its server until it is cut"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn latency_delays_but_delivers_pipelined_and_large_replies_intact() {
     bounded(async {
         let cluster = TestCluster::start(ClusterOptions::default().nodes(1).proxies(true))

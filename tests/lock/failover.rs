@@ -1,0 +1,198 @@
+//! A different server behind a known node address sits out: a failover behind one name (a
+//! replica promoted behind the same DNS name or proxy, as Sentinel and managed Redis do) puts a
+//! server there that may lack the keys the old one held, however well it persists its writes.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use quorumlock::{Error, Lock, NodeError, NodeReply, Replacement};
+use quorumlock_harness::TestCluster;
+
+use crate::common::{bounded, cluster, once, proxied_cluster, stored};
+
+/// Waits until every node of `cluster` reports at least `seconds` of uptime (a server that was
+/// running well before the switch, as a standby replica is), polling at most 20 s.
+async fn up_for(cluster: &TestCluster, seconds: u64) {
+    for node in 0..cluster.len() {
+        let mut connection = cluster.connection(node).await.unwrap();
+        let mut uptime = 0;
+        for _ in 0..200 {
+            let info: String = redis::cmd("INFO")
+                .arg("server")
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            uptime = info
+                .lines()
+                .find_map(|line| line.strip_prefix("uptime_in_seconds:"))
+                .and_then(|value| value.trim().parse().ok())
+                .unwrap_or(0);
+            if uptime >= seconds {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(uptime >= seconds, "node {node} up for {uptime} s only");
+    }
+}
+
+fn direct(cluster: &TestCluster, node: usize) -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, cluster.port(node).unwrap()))
+}
+
+/// The failover of issue 18: A holds the lock on all three nodes; the addresses of nodes 0 and
+/// 1 are switched to two other servers that persist every write and have been up for a while
+/// but never had A's key, and the old connections are cut. B, which knew the servers there,
+/// must not get the lock while A's guard is valid: those two sit out.
+#[tokio::test]
+async fn a_server_switched_in_behind_a_known_address_does_not_grant_a_held_lock() {
+    bounded(async {
+        let standbys = cluster(2).await;
+        let main = proxied_cluster(3).await;
+        // Standbys that were running well before the lock last heard from the old servers.
+        up_for(&standbys, 2).await;
+        let options = once().ttl(Duration::from_secs(5));
+        let a = Lock::quorum(main.urls(), options.clone()).unwrap();
+        let b = Lock::quorum(main.urls(), options).unwrap();
+        // Connected first, so that the acquisition reaches all three nodes.
+        a.try_acquire("warm-up").await.unwrap().release().await;
+        let guard = a.try_acquire("job").await.unwrap();
+        a.settle().await;
+        for node in 0..3 {
+            assert!(
+                stored(&main, node, guard.key()).await.is_some(),
+                "node {node}"
+            );
+        }
+        // B has met the three servers: the lock is held there.
+        assert!(matches!(
+            b.try_acquire("job").await,
+            Err(Error::Held { .. })
+        ));
+
+        up_for(&standbys, 2).await;
+        for node in [0, 1] {
+            let proxy = main.proxy(node).unwrap();
+            proxy.switch_upstream(direct(&standbys, node));
+            proxy.cut().await;
+        }
+
+        // The first attempt may find the cut connections broken; the next ones reconnect and
+        // meet the new servers. None may grant.
+        let mut replaced = Vec::new();
+        for _ in 0..3 {
+            let error = match b.try_acquire("job").await {
+                Ok(stolen) => panic!(
+                    "granted twice while A's guard is valid for {:?}: {:?}",
+                    guard.remaining(),
+                    stolen.outcomes()
+                ),
+                Err(error) => error,
+            };
+            replaced = error
+                .outcomes()
+                .iter()
+                .filter_map(|outcome| match &outcome.reply {
+                    NodeReply::Failed(NodeError::Replaced { left, reason }) => {
+                        Some((outcome.node, *left, reason.clone()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            if replaced.len() == 2 {
+                break;
+            }
+        }
+        assert_eq!(
+            replaced.iter().map(|(node, ..)| *node).collect::<Vec<_>>(),
+            [0, 1],
+            "nodes 0 and 1 sit out: {replaced:?}"
+        );
+        let period = b.restart_guard_period().unwrap();
+        for (node, left, reason) in &replaced {
+            assert!(*left <= period, "node {node}: {left:?} of {period:?}");
+            assert!(
+                matches!(reason, Replacement::OtherServer { .. }),
+                "node {node}: {reason}"
+            );
+        }
+        assert!(guard.is_valid(), "the test ran within A's validity");
+        guard.release().await;
+    })
+    .await;
+}
+
+/// The contrast: a server that really restarted (its process, with its AOF) at the address
+/// votes again at once: it was started after the lock last heard from the old one.
+#[tokio::test]
+async fn a_restart_with_every_write_persisted_still_votes_at_once() {
+    bounded(async {
+        let mut main = cluster(3).await;
+        // Every node must vote, so node 0's vote is read, not outrun by the others.
+        let lock = Lock::quorum(main.urls(), once().quorum_size(3)).unwrap();
+        lock.try_acquire("warm-up").await.unwrap().release().await;
+        main.restart(0).await.unwrap();
+        // The first attempt may meet the broken connection; the next one reconnects.
+        let mut result = lock.try_acquire("after-restart").await;
+        if let Err(error) = &result {
+            assert!(
+                matches!(
+                    &error.outcomes()[0].reply,
+                    NodeReply::Failed(NodeError::Connection(_) | NodeError::ConnectionRefused)
+                ),
+                "{error}"
+            );
+            result = lock.try_acquire("after-restart").await;
+        }
+        let guard = result.unwrap();
+        assert_eq!(guard.outcomes()[0].reply, NodeReply::Ours);
+        guard.release().await;
+    })
+    .await;
+}
+
+/// A replica never votes, and once promoted it sits out, for a lock that saw it as a replica
+/// and for one that never met it before: it may have missed its old master's latest writes.
+#[tokio::test]
+async fn a_replica_never_votes_and_a_promoted_one_sits_out() {
+    bounded(async {
+        let servers = cluster(2).await;
+        let mut replica = servers.connection(1).await.unwrap();
+        let () = redis::cmd("REPLICAOF")
+            .arg("127.0.0.1")
+            .arg(servers.port(0).unwrap())
+            .query_async(&mut replica)
+            .await
+            .unwrap();
+        let url = servers.direct_url(1).unwrap();
+        let seen_as_replica = Lock::single(url.clone(), once()).unwrap();
+        let error = seen_as_replica.try_acquire("r").await.unwrap_err();
+        assert_eq!(
+            error.outcomes()[0].reply,
+            NodeReply::Failed(NodeError::Replica)
+        );
+
+        let () = redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query_async(&mut replica)
+            .await
+            .unwrap();
+        let never_met = Lock::single(url, once()).unwrap();
+        for (name, lock) in [
+            ("saw it as a replica", &seen_as_replica),
+            ("never met", &never_met),
+        ] {
+            let error = lock.try_acquire("r").await.unwrap_err();
+            assert!(
+                matches!(
+                    &error.outcomes()[0].reply,
+                    NodeReply::Failed(NodeError::Replaced { left, .. })
+                        if *left <= lock.restart_guard_period().unwrap()
+                ),
+                "{name}: {error}"
+            );
+        }
+    })
+    .await;
+}
