@@ -102,18 +102,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn facts(run_id: &str, uptime_s: u64) -> ServerFacts {
-        ServerFacts {
-            run_id: run_id.to_owned(),
-            uptime: Duration::from_secs(uptime_s),
-            aof_enabled: true,
-            fsync_always: Some(true),
-            replica: false,
-            replid: Some(format!("replid-of-{run_id}")),
-            promoted: false,
-        }
-    }
+    use crate::rules::replacement::tests::facts;
 
     const MINUTE: Duration = Duration::from_secs(60);
 

@@ -199,25 +199,13 @@ mod tests {
             .connect_timeout(Duration::from_secs(5))
             .validate(1)
             .unwrap();
-        // Wait until the other server's uptime says it was running before the node's
-        // last reply from server 0 (reported 2 s: surely up for 1 s).
-        let mut other = servers.connection(1).await.unwrap();
-        for _ in 0..200 {
-            let info: String = redis::cmd("INFO")
-                .arg("server")
-                .query_async(&mut other)
-                .await
-                .unwrap();
-            let uptime: u64 = info
-                .lines()
-                .find_map(|line| line.strip_prefix("uptime_in_seconds:"))
-                .and_then(|value| value.trim().parse().ok())
-                .unwrap_or(0);
-            if uptime >= 2 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        // The other server was running before the node's last reply from server 0: reported
+        // 2 s, surely up for 1 s.
+        let up = servers
+            .wait_for_uptime(1, Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert!(up >= Duration::from_secs(2), "{up:?}");
         let node = Node::new(0, &servers.urls()[0], &settings).unwrap();
         assert_eq!(write_back(&node, b"k", b"f", "t", 1).await, Ok(false));
         let proxy = servers.proxy(0).unwrap();

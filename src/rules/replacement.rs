@@ -125,11 +125,12 @@ pub(crate) fn succession(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn facts(run_id: &str, uptime_s: u64) -> ServerFacts {
+    /// A master that persists every write, up for `uptime_s` as it reports it.
+    pub(crate) fn facts(run_id: &str, uptime_s: u64) -> ServerFacts {
         ServerFacts {
             run_id: run_id.to_owned(),
             uptime: Duration::from_secs(uptime_s),
