@@ -139,7 +139,7 @@ impl<'a> Acquisition<'a> {
             cleanup.armed = false;
             return Err(error);
         }
-        release_all(self.node_set, &self.key, &self.token, &self.ledger).await;
+        release_all(self.node_set, &self.key, &self.token, &self.ledger, false).await;
         cleanup.armed = false;
         Err(error)
     }
@@ -310,6 +310,7 @@ impl Drop for ReleaseOnDrop<'_> {
                 acquisition.token.clone(),
                 Arc::clone(&acquisition.ledger),
                 None,
+                false,
             );
         }
     }

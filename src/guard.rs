@@ -269,8 +269,9 @@ impl Guard {
     /// ([`Lock::settle`](crate::Lock::settle) waits for them). Without such a quorum it waits for
     /// every node, at most its timeouts; an unreachable node's key expires by its TTL.
     pub async fn release(mut self) -> ReleaseReport {
-        let round = release_all(&self.node_set, &self.key, &self.token, &self.ledger).await;
+        let round = release_all(&self.node_set, &self.key, &self.token, &self.ledger, true).await;
         self.released = true;
+        self.node_set.wait_list.wake(&self.key);
         ReleaseReport {
             held: round.ours(),
             outcomes: round.outcomes,
@@ -287,6 +288,7 @@ impl Drop for Guard {
                 self.token.clone(),
                 Arc::clone(&self.ledger),
                 self.runtime.as_ref(),
+                true,
             );
         }
     }

@@ -58,7 +58,8 @@
 //!   of its votes, and the lock's commands on it, one per file.
 //! - `round/`: all members at once: the fan-out and its early decision, the ledger that orders a
 //!   release after our requests, the release round, fencing's write-back, background work.
-//! - The API at the top: [`Lock`] (`lock`, with one acquisition's flow in `acquisition`),
+//! - The API at the top: [`Lock`] (`lock`, with one acquisition's flow in `acquisition`, and
+//!   waiting for a held lock in `waiting`),
 //!   [`Guard`], [`KeptGuard`] and [`Lease`] (`keep_alive`, `lease`), [`LockOptions`] and
 //!   [`Topology`] (`options`, validated into `settings`), [`Error`] (`error`) and what each node
 //!   did (`outcome`).
@@ -83,6 +84,7 @@ mod outcome;
 mod round;
 mod rules;
 mod settings;
+mod waiting;
 
 pub use error::{ConfigError, Error, Lost};
 pub use guard::{Guard, ReleaseReport};

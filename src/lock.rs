@@ -85,6 +85,7 @@ impl Lock {
                 nodes,
                 settings,
                 background: Arc::default(),
+                wait_list: Arc::default(),
             }),
         })
     }
@@ -104,6 +105,11 @@ impl Lock {
             Topology::Quorum(urls.into_iter().map(Into::into).collect()),
             options,
         )
+    }
+
+    /// What this lock's clones and guards share.
+    pub(crate) fn node_set(&self) -> &Arc<NodeSet> {
+        &self.node_set
     }
 
     /// The nodes' addresses (`host:port`), in configured order.

@@ -21,6 +21,7 @@ use redis::{AsyncConnectionConfig, ConnectionAddr, RedisResult};
 use super::client;
 use super::history::History;
 use super::identify::{Identity, identify, log_identity};
+use super::subscription::{OnMessage, Subscription};
 use crate::error::ConfigError;
 use crate::outcome::NodeError;
 use crate::rules::identity::{Claims, Endpoint};
@@ -101,6 +102,16 @@ impl Node {
             }
             other => Endpoint::other(other.to_string()),
         }
+    }
+
+    /// A subscription connection to this node's server, for waiters' wake-ups; nothing
+    /// connects until its first subscription.
+    pub(crate) fn subscription(
+        &self,
+        connect_timeout: Duration,
+        on_message: OnMessage,
+    ) -> Subscription {
+        Subscription::new(self.client.clone(), connect_timeout, on_message)
     }
 
     /// Position in the configured node list.

@@ -9,7 +9,9 @@
 //! - `redis_error`: redis-rs errors as typed [`NodeError`](crate::NodeError)s.
 //! - `wire`: building, sending and reading commands the same way for each.
 //! - `acquire`: `SET NX PX`, acquire-or-renew, and with fencing the `INCR` of the counter.
-//! - `release`: compare-and-delete.
+//! - `release`: compare-and-delete, and the wake-up it publishes.
+//! - `pttl`: how long a lock key has left, for a waiter's bound.
+//! - `subscription`: one connection per node that hears released keys for the lock's waiters.
 //! - `extend`: compare-and-`PEXPIRE`.
 //! - `write_back`: the fence's write-back (counter = max(counter, fence) while the key is ours).
 //! - `delete_counter`: `DEL` of a retired resource's fence counter.
@@ -21,8 +23,10 @@ pub(crate) mod delete_counter;
 pub(crate) mod extend;
 mod history;
 mod identify;
+pub(crate) mod pttl;
 mod redis_error;
 pub(crate) mod release;
+pub(crate) mod subscription;
 mod vote;
 pub(crate) mod wire;
 pub(crate) mod write_back;

@@ -7,6 +7,7 @@
 //! - `acquire`: one node's acquire request, handed over through the ledger.
 //! - `release`: one node's compare-and-delete after our requests there; the release round.
 //! - `fencing`: the fence of a won round, its write-back to a quorum, counters deleted.
+//! - `wait_list`: per resource, the waiters in arrival order, their wake-ups and the expiry bound.
 //! - `background`: counted tasks (releases from `Drop`, requests left after a decision); `settle`.
 
 pub(crate) mod acquire;
@@ -16,5 +17,6 @@ pub(crate) mod fencing;
 pub(crate) mod ledger;
 pub(crate) mod node_set;
 pub(crate) mod release;
+pub(crate) mod wait_list;
 
 pub(crate) use node_set::NodeSet;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::background::Background;
+use super::wait_list::WaitList;
 use crate::node::Node;
 use crate::settings::Settings;
 
@@ -14,6 +15,8 @@ pub(crate) struct NodeSet {
     pub(crate) nodes: Vec<Arc<Node>>,
     pub(crate) settings: Settings,
     pub(crate) background: Arc<Background>,
+    /// The callers waiting for a resource, and their wake-ups.
+    pub(crate) wait_list: Arc<WaitList>,
 }
 
 impl NodeSet {

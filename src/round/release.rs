@@ -25,17 +25,19 @@ use crate::rules::token::Token;
 /// the request of ours still in flight there has finished (see [`release`]). Returns
 /// as soon as a quorum of nodes is known to be free of our key (from then on the lock is free
 /// for others); the requests to the other nodes finish as counted background work. Without such
-/// a quorum, waits for every node (each within its timeouts).
+/// a quorum, waits for every node (each within its timeouts). `held`: the lock was held (a
+/// guard's release, not a failed acquisition's cleanup), so its waiters everywhere are woken.
 pub(crate) async fn release_all(
     node_set: &NodeSet,
     key: &Arc<[u8]>,
     token: &Token,
     ledger: &Arc<Ledger>,
+    held: bool,
 ) -> Round {
     let never = pin!(pending::<()>());
     let wait = node_set.request_bound();
     // Built once and shared: every node gets the same bytes.
-    let command = Arc::new(release_command(key, token.as_str()));
+    let command = Arc::new(release_command(key, token.as_str(), held));
     let mut round = fan_out(
         &node_set.nodes,
         node_set.settings.quorum,
@@ -54,16 +56,22 @@ pub(crate) async fn release_all(
 }
 
 /// Starts [`release_all`] as a counted background task. Used from `Drop`, which cannot wait.
+/// A guard's release (`held`) then wakes the lock's waiters for the key; an acquisition's
+/// cleanup does not, since nobody else held the lock.
 pub(crate) fn release_in_background(
     node_set: &Arc<NodeSet>,
     key: Arc<[u8]>,
     token: Token,
     ledger: Arc<Ledger>,
     fallback: Option<&Handle>,
+    held: bool,
 ) {
     let task_node_set = Arc::clone(node_set);
     let spawned = node_set.background.spawn(fallback, async move {
-        let round = release_all(&task_node_set, &key, &token, &ledger).await;
+        let round = release_all(&task_node_set, &key, &token, &ledger, held).await;
+        if held {
+            task_node_set.wait_list.wake(&key);
+        }
         tracing::debug!(released = round.ours(), "background release finished");
     });
     if !spawned {
@@ -136,7 +144,7 @@ mod tests {
         ledger.decide();
         let reply = release(
             &node,
-            &release_command(b"k", "t"),
+            &release_command(b"k", "t", true),
             &ledger,
             Duration::from_secs(1),
         )
@@ -167,7 +175,7 @@ mod tests {
         ledger.decide();
         let reply = release(
             &node,
-            &release_command(b"k", "t"),
+            &release_command(b"k", "t", true),
             &ledger,
             Duration::from_secs(1),
         )
@@ -187,7 +195,7 @@ mod tests {
         ledger.decide();
         let reply = release(
             &node,
-            &release_command(b"k", "t"),
+            &release_command(b"k", "t", true),
             &ledger,
             Duration::from_secs(1),
         )

@@ -12,6 +12,7 @@
 //! - `identity`: one server, one vote: duplicate addresses, and which node votes for which `run_id`.
 //! - `clock`: the lease clock (CLOCK_BOOTTIME where there is one: counts suspended time).
 //! - `token`: [`Token`](crate::Token)s and the key of a resource.
+//! - `wait`: when a waiter tries again without a wake-up: the key's expiry on a quorum.
 //! - `defect`: test-only (`chaos-defects`): the deliberate defects the chaos tooling scores.
 
 pub(crate) mod clock;
@@ -26,3 +27,4 @@ pub(crate) mod replacement;
 pub(crate) mod retry;
 pub(crate) mod token;
 pub(crate) mod validity;
+pub(crate) mod wait;

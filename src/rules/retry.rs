@@ -90,6 +90,19 @@ impl RetryPolicy {
         self.attempts
     }
 
+    /// One pause between attempts: `delay + jitter × random` (`random` clamped to `[0, 1]`).
+    pub(crate) fn pause(&self, random: f64) -> Duration {
+        let random = if random.is_finite() {
+            random.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        // Float rounding can overshoot by a few nanoseconds; the jitter is a bound.
+        let jitter = Duration::try_from_secs_f64(self.jitter.as_secs_f64() * random)
+            .map_or(self.jitter, |scaled| scaled.min(self.jitter));
+        self.delay.saturating_add(jitter)
+    }
+
     /// The pause before the next attempt, or `None` to give up. `attempts_made` attempts have
     /// finished, `elapsed` has passed since the first started, and `random` (clamped to
     /// `[0, 1]`) scales the jitter.
@@ -102,15 +115,7 @@ impl RetryPolicy {
         if attempts_made >= self.attempts {
             return None;
         }
-        let random = if random.is_finite() {
-            random.clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
-        // Float rounding can overshoot by a few nanoseconds; the jitter is a bound.
-        let jitter = Duration::try_from_secs_f64(self.jitter.as_secs_f64() * random)
-            .map_or(self.jitter, |scaled| scaled.min(self.jitter));
-        let pause = self.delay.saturating_add(jitter);
+        let pause = self.pause(random);
         match self.max_wait {
             Some(max_wait) if elapsed.saturating_add(pause) > max_wait => None,
             _ => Some(pause),

@@ -22,3 +22,4 @@ mod node_identity;
 mod restart_guard;
 mod server_errors;
 mod tls;
+mod waiting;

@@ -11,7 +11,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use quorumlock::{KeepAlive, Lock, LockOptions, RetryPolicy};
+use quorumlock::{KeepAlive, Lock, LockOptions};
 
 use crate::flags::{self, NODES_ENV};
 use child::{RunningCommand, Signals};
@@ -119,11 +119,11 @@ async fn run_locked(args: RunArgs) -> u8 {
         }
     };
 
-    let retry = retry_within(wait);
+    // Woken when the holder releases or its keys expire, not by polling; `--wait 0` tries once.
     let acquired = tokio::select! {
         biased;
         signal = signals.next() => Err(signal),
-        result = lock.acquire_with(&resource, &retry, std::future::pending()) => Ok(result),
+        result = lock.acquire_within(&resource, wait) => Ok(result),
     };
     let guard = match acquired {
         Ok(Ok(guard)) => guard,
@@ -167,16 +167,4 @@ async fn run_locked(args: RunArgs) -> u8 {
     kept.release().await;
     lock.settle().await;
     code
-}
-
-/// Attempts until `wait` has passed since the first (one attempt for zero), 50–150 ms apart.
-fn retry_within(wait: Duration) -> RetryPolicy {
-    if wait.is_zero() {
-        return RetryPolicy::once();
-    }
-    RetryPolicy::new()
-        .attempts(u32::MAX)
-        .delay(Duration::from_millis(50))
-        .jitter(Duration::from_millis(100))
-        .max_wait(wait)
 }

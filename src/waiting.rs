@@ -1,0 +1,142 @@
+//! Waiting for a held lock: [`Lock::acquire_within`] waits up to a deadline the caller states,
+//! woken when the lock is released (by this process, or by any client through the nodes'
+//! published release) or when its keys expire on a quorum, never by a poll timer; callers of
+//! one [`Lock`] waiting for one resource are served in arrival order (`round/wait_list.rs`).
+//!
+//! A wake-up is only a hint: the head of the queue still wins only by the quorum rule. A missed
+//! or late message costs it at most the time until the holder's keys expire on a quorum, which
+//! it reads (`PTTL`) after every attempt that found the lock held.
+
+use std::pin::pin;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::acquisition::Acquisition;
+use crate::error::{ConfigError, Error};
+use crate::guard::Guard;
+use crate::lock::Lock;
+use crate::round::wait_list::free_by_expiry_after;
+use crate::rules::retry::RetryPolicy;
+use crate::rules::token::lock_key;
+
+/// A deadline further out than this is treated as this far out (about 30 years): a deadline
+/// that cannot be represented must still be a deadline.
+const LONGEST_WAIT: Duration = Duration::from_secs(1 << 30);
+
+impl Lock {
+    /// Acquires `resource`, waiting for it for up to `wait` if someone else holds it.
+    ///
+    /// The caller sleeps until the lock is released (by this process, or by any client: the
+    /// release publishes on the key's channel, which this lock subscribes to on every node while
+    /// someone waits) or until the holder's keys expire on a quorum of nodes, then tries again;
+    /// never on a poll timer. Callers of this `Lock` waiting for the same resource are served in
+    /// the order they arrived: only the first contends on the nodes, and one that gets the lock,
+    /// releases it and asks again queues behind the others. Callers in other processes are not
+    /// ordered with these; they all wake on the same release and the quorum rule decides.
+    ///
+    /// Each attempt is one acquisition as [`try_acquire`](Lock::try_acquire) makes it, with a
+    /// fresh token, released on every node when it fails; a `wait` of zero makes one attempt. No
+    /// attempt starts after the deadline, and one under way when it passes is finished (it is
+    /// bounded by `connect_timeout + node_timeout`), so the call returns within `wait` plus one
+    /// attempt. Nodes that are unavailable (not held) are tried again after the configured
+    /// retry pause.
+    ///
+    /// # Errors
+    ///
+    /// When `wait` runs out: the last attempt's error, usually [`Error::Held`] (with empty
+    /// outcomes if the caller never reached the head of the queue: it waited behind other
+    /// callers of this lock and never asked the nodes); [`Error::Unavailable`] if too many nodes
+    /// failed. [`Error::Config`] for an empty resource name, before anything is sent.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(lock: quorumlock::Lock) -> Result<(), quorumlock::Error> {
+    /// use std::time::Duration;
+    ///
+    /// // Wait up to 5 s for the nightly job's lock, however long its holder keeps it.
+    /// let guard = lock.acquire_within("nightly-report", Duration::from_secs(5)).await?;
+    /// // … work while guard.is_valid() …
+    /// guard.release().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_within(
+        &self,
+        resource: impl AsRef<[u8]>,
+        wait: Duration,
+    ) -> Result<Guard, Error> {
+        let resource = resource.as_ref();
+        if resource.is_empty() {
+            return Err(ConfigError::EmptyResource.into());
+        }
+        let started = Instant::now();
+        let deadline = started
+            .checked_add(wait.min(LONGEST_WAIT))
+            .unwrap_or(started);
+        let node_set = self.node_set();
+        let settings = &node_set.settings;
+        let key = lock_key(&settings.key_prefix, resource);
+        let (place, subscribed) =
+            node_set
+                .wait_list
+                .join(&node_set.nodes, settings.connect_timeout, &key);
+        // Heard from now on, once each node confirmed (or failed: then its expiry bound).
+        let _ = tokio::time::timeout_at(
+            deadline.min(started + node_set.request_bound()),
+            futures::future::join_all(subscribed),
+        )
+        .await;
+        let mut last_error = None;
+        loop {
+            // Armed before the attempt, so a release during it is not missed.
+            let mut woken = pin!(place.wake().notified());
+            woken.as_mut().enable();
+            let pause = if place.is_head() {
+                // Not cut short by the deadline: an attempt is bounded by the node timeouts, and
+                // one cut short would only have to be released again.
+                let attempt = Acquisition::new(node_set, resource)
+                    .run(&RetryPolicy::once(), std::future::pending())
+                    .await;
+                match attempt {
+                    Ok(guard) => return Ok(guard),
+                    Err(error @ Error::Held { .. }) => {
+                        last_error = Some(error);
+                        // No wake-up heard: try again once a quorum is free by expiry alone.
+                        free_by_expiry_after(&node_set.nodes, settings.quorum, &key)
+                            .await
+                            .unwrap_or(settings.ttl)
+                    }
+                    Err(error @ Error::Config(_)) => return Err(error),
+                    Err(error) => {
+                        last_error = Some(error);
+                        settings.retry.pause(rand::random())
+                    }
+                }
+            } else {
+                LONGEST_WAIT
+            };
+            tokio::select! {
+                biased;
+                () = tokio::time::sleep_until(deadline) => {
+                    return Err(last_error.unwrap_or_else(|| Error::Held {
+                        resource: resource.to_vec(),
+                        unreachable: 0,
+                        outcomes: Vec::new(),
+                    }));
+                }
+                () = woken => {}
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    /// How many callers of this lock are waiting for `resource` now
+    /// ([`acquire_within`](Lock::acquire_within)).
+    pub fn waiters(&self, resource: impl AsRef<[u8]>) -> usize {
+        let settings = &self.node_set().settings;
+        self.node_set()
+            .wait_list
+            .waiters(&lock_key(&settings.key_prefix, resource.as_ref()))
+    }
+}

@@ -1,0 +1,211 @@
+//! Waiting for a held lock (`Lock::acquire_within`): woken by a release anywhere or by the
+//! holder's keys expiring, never by a poll timer; served in arrival order within one `Lock`;
+//! never hung past the caller's own deadline.
+//!
+//! Each waiter's lock has a TTL far longer than its wait, and no holder's key expires within
+//! the wait unless the test says so: a waiter that was not woken by the event under test would
+//! sleep past its deadline and fail, whatever the machine's speed.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use quorumlock::{Error, Lock};
+use quorumlock_harness::TestCluster;
+
+use crate::common::{bounded, cluster, once};
+
+/// A TTL longer than any wait here: a waiter that falls back on its own TTL misses its deadline.
+const LONG_TTL: Duration = Duration::from_secs(60);
+
+/// Subscribers to `channel` on node `node`, read directly.
+async fn subscribers(cluster: &TestCluster, node: usize, channel: &[u8]) -> i64 {
+    let mut connection = cluster.connection(node).await.unwrap();
+    let reply: Vec<redis::Value> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    match reply.get(1) {
+        Some(redis::Value::Int(count)) => *count,
+        other => panic!("PUBSUB NUMSUB: {other:?}"),
+    }
+}
+
+/// Waits until every node has `count` subscribers to `channel` (at most 10 s).
+async fn subscribed_everywhere(cluster: &TestCluster, channel: &[u8], count: i64) {
+    for _ in 0..200 {
+        let mut all = true;
+        for node in 0..cluster.len() {
+            all &= subscribers(cluster, node, channel).await == count;
+        }
+        if all {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("not {count} subscribers to {channel:?} on every node");
+}
+
+/// Another client's key on every node, as a holder that crashed and never releases leaves it.
+async fn held_elsewhere(cluster: &TestCluster, key: &[u8], ttl: Duration) {
+    for node in 0..cluster.len() {
+        let mut connection = cluster.connection(node).await.unwrap();
+        let () = redis::cmd("SET")
+            .arg(key)
+            .arg("another-client")
+            .arg("PX")
+            .arg(u64::try_from(ttl.as_millis()).unwrap())
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+    }
+}
+
+/// The key for `resource` under the default prefix.
+fn key(resource: &str) -> Vec<u8> {
+    format!("quorumlock:{resource}").into_bytes()
+}
+
+#[tokio::test]
+async fn a_waiter_is_woken_by_another_clients_release() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        let holder = Lock::quorum(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let waiter = Lock::quorum(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let held = holder.try_acquire("job").await.unwrap();
+        let waiting = tokio::spawn(async move {
+            let result = waiter.acquire_within("job", Duration::from_secs(20)).await;
+            (waiter, result)
+        });
+        subscribed_everywhere(&cluster, &key("job"), 1).await;
+        held.release().await;
+        let (waiter, result) = waiting.await.unwrap();
+        let guard = result.expect("woken by the release, 59 s before the key would expire");
+        guard.release().await;
+        // Nobody waits any more: nothing stays subscribed.
+        subscribed_everywhere(&cluster, &key("job"), 0).await;
+        assert_eq!(waiter.waiters("job"), 0);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_waiter_is_woken_when_the_holders_keys_expire() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        held_elsewhere(&cluster, &key("job"), Duration::from_millis(1_500)).await;
+        let waiter = Lock::quorum(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let guard = waiter
+            .acquire_within("job", Duration::from_secs(20))
+            .await
+            .expect("no release is ever published: woken by the keys' expiry");
+        guard.release().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_killed_subscription_is_made_again_and_its_waiter_still_gets_the_lock() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        let holder = Lock::quorum(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let waiter = Lock::quorum(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let held = holder.try_acquire("job").await.unwrap();
+        let waiting =
+            tokio::spawn(
+                async move { waiter.acquire_within("job", Duration::from_secs(20)).await },
+            );
+        subscribed_everywhere(&cluster, &key("job"), 1).await;
+        for node in 0..cluster.len() {
+            let mut connection = cluster.connection(node).await.unwrap();
+            let killed: i64 = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("pubsub")
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            assert_eq!(
+                killed, 1,
+                "node {node}: the waiter's one subscription connection"
+            );
+        }
+        // Made again, with the same channel.
+        subscribed_everywhere(&cluster, &key("job"), 1).await;
+        held.release().await;
+        let guard = waiting
+            .await
+            .unwrap()
+            .expect("woken after the subscription came back");
+        guard.release().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn waiters_of_one_lock_are_served_in_arrival_order() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        held_elsewhere(&cluster, &key("job"), LONG_TTL).await;
+        let lock = Lock::quorum(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let served = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for arrival in 0..6 {
+            let (waiter, served) = (lock.clone(), Arc::clone(&served));
+            tasks.push(tokio::spawn(async move {
+                let guard = waiter
+                    .acquire_within("job", Duration::from_secs(60))
+                    .await
+                    .unwrap();
+                served.lock().unwrap().push(arrival);
+                guard.release().await;
+            }));
+            // The next one arrives only once this one is queued.
+            while lock.waiters("job") <= arrival {
+                tokio::task::yield_now().await;
+            }
+        }
+        // The other client's holder releases (its key is deleted, and a release published).
+        for node in 0..cluster.len() {
+            let mut connection = cluster.connection(node).await.unwrap();
+            let () = redis::cmd("DEL")
+                .arg(key("job"))
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            let _: i64 = redis::cmd("PUBLISH")
+                .arg(key("job"))
+                .arg("")
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(*served.lock().unwrap(), [0, 1, 2, 3, 4, 5]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_waiter_gives_up_by_its_own_deadline_and_leaves_nothing_subscribed() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        let holder = Lock::quorum(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let waiter = Lock::quorum(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let held = holder.try_acquire("job").await.unwrap();
+        let started = Instant::now();
+        let error = waiter
+            .acquire_within("job", Duration::from_millis(300))
+            .await
+            .unwrap_err();
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert!(matches!(error, Error::Held { .. }), "{error}");
+        assert_eq!(waiter.waiters("job"), 0);
+        subscribed_everywhere(&cluster, &key("job"), 0).await;
+        held.release().await;
+    })
+    .await;
+}
