@@ -20,4 +20,5 @@ mod node_faults;
 mod node_identity;
 mod restart_guard;
 mod server_errors;
+mod timing;
 mod tls;

@@ -1,0 +1,119 @@
+//! The lock's timing rules, against real Redis, with the time a round takes imposed by the test
+//! itself: every reply of a quorum delayed by the fault proxies, so the round trip is a known
+//! lower bound on the elapsed time, whatever the machine's speed.
+//!
+//! - an acquisition grants at most `ttl − elapsed − drift` (drift = 1 % of the TTL + 2 ms), and
+//!   the elapsed time includes connecting to the nodes when the acquisition had to connect.
+//!
+//! Every bound follows from a delay the test imposes, so it only gets safer on a slower
+//! machine.
+
+use std::time::{Duration, Instant};
+
+use quorumlock::{Guard, Lock, LockOptions};
+use quorumlock_harness::TestCluster;
+
+use crate::common::{assert_no_keys, bounded, once, proxied_cluster};
+
+/// What each proxy adds to every chunk, each way.
+const ONE_WAY: Duration = Duration::from_millis(100);
+
+/// What one request and its reply take at least through the proxies.
+const ROUND_TRIP: Duration = Duration::from_millis(200);
+
+/// The drift the lock allows for a lease of `ttl` with the default drift factor (1 %): 1 % of
+/// the TTL plus 2 ms for Redis' millisecond expiry resolution (`src/rules/validity.rs`).
+fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+fn set_latency(cluster: &TestCluster, latency: Duration) {
+    for node in 0..cluster.len() {
+        cluster.proxy(node).unwrap().set_latency(latency);
+    }
+}
+
+/// The earliest of a few readings of an instant on the lease clock mapped to `Instant`. Each
+/// reading maps it anew (two clock reads), and a reader preempted between the two sees it late;
+/// the earliest reading is the mapping without that delay, so a bound checked on it is not
+/// loosened by the machine's scheduling.
+fn earliest(read: impl Fn() -> Instant) -> Instant {
+    (0..5).map(|_| read()).min().unwrap()
+}
+
+/// How long `guard` may be relied on from `from`.
+fn validity_from(guard: &Guard, from: Instant) -> Duration {
+    earliest(|| guard.valid_until()).saturating_duration_since(from)
+}
+
+/// A quorum of three behind proxies, and a lock over it.
+async fn slow_quorum(options: LockOptions) -> (TestCluster, Lock) {
+    let cluster = proxied_cluster(3).await;
+    let lock = Lock::quorum(cluster.urls(), options).unwrap();
+    (cluster, lock)
+}
+
+/// Connects the lock to every node (identifying each), with no latency, so that the next
+/// round costs exactly one round trip.
+async fn warm_up(lock: &Lock) {
+    lock.try_acquire("warm-up").await.unwrap().release().await;
+    lock.settle().await;
+}
+
+/// Every reply of the quorum comes at least a round trip after its request: the grant's
+/// validity, counted from the moment the round was decided, is at most the TTL less that round
+/// trip and the drift. (Computed as if the round took no time, it would be 200 ms longer.)
+#[tokio::test]
+async fn an_acquisition_grants_at_most_the_ttl_less_its_round_trip_and_the_drift() {
+    bounded(async {
+        let ttl = Duration::from_secs(1);
+        let (cluster, lock) = slow_quorum(once().ttl(ttl)).await;
+        warm_up(&lock).await;
+        set_latency(&cluster, ONE_WAY);
+
+        let before = Instant::now();
+        let guard = lock.try_acquire("slow").await.unwrap();
+        // The premise: the round took at least the round trip the proxies impose.
+        assert!(
+            guard.decided_at() >= before + ROUND_TRIP,
+            "decided {:?} after the call",
+            guard.decided_at() - before
+        );
+        let granted = validity_from(&guard, guard.decided_at());
+        assert!(
+            granted <= ttl - ROUND_TRIP - drift(ttl),
+            "granted {granted:?} of a {ttl:?} lease whose round took at least {ROUND_TRIP:?}"
+        );
+
+        set_latency(&cluster, Duration::ZERO);
+        guard.release().await;
+        lock.settle().await;
+        assert_no_keys(&cluster, 0..3).await;
+    })
+    .await;
+}
+
+/// The lease clock starts before the lock connects: a first acquisition also connects to each
+/// node and identifies it (one round trip for `INFO` and `CONFIG GET` before anything may be
+/// sent), so it grants at most the TTL less two round trips and the drift.
+#[tokio::test]
+async fn a_first_acquisition_also_pays_for_connecting_and_identifying_the_nodes() {
+    bounded(async {
+        let ttl = Duration::from_secs(1);
+        let (cluster, lock) = slow_quorum(once().ttl(ttl)).await;
+        set_latency(&cluster, ONE_WAY);
+
+        let guard = lock.try_acquire("cold").await.unwrap();
+        let granted = validity_from(&guard, guard.decided_at());
+        assert!(
+            granted <= ttl - 2 * ROUND_TRIP - drift(ttl),
+            "granted {granted:?} of a {ttl:?} lease won over new connections"
+        );
+
+        set_latency(&cluster, Duration::ZERO);
+        guard.release().await;
+        lock.settle().await;
+        assert_no_keys(&cluster, 0..3).await;
+    })
+    .await;
+}
