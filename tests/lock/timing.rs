@@ -3,7 +3,8 @@
 //! lower bound on the elapsed time, whatever the machine's speed.
 //!
 //! - an acquisition grants at most `ttl − elapsed − drift` (drift = 1 % of the TTL + 2 ms), and
-//!   the elapsed time includes connecting to the nodes when the acquisition had to connect.
+//!   the elapsed time includes connecting to the nodes when the acquisition had to connect;
+//! - an extension grants at most its TTL less its own round and the drift.
 //!
 //! Every bound follows from a delay the test imposes, so it only gets safer on a slower
 //! machine.
@@ -109,6 +110,45 @@ async fn a_first_acquisition_also_pays_for_connecting_and_identifying_the_nodes(
             granted <= ttl - 2 * ROUND_TRIP - drift(ttl),
             "granted {granted:?} of a {ttl:?} lease won over new connections"
         );
+
+        set_latency(&cluster, Duration::ZERO);
+        guard.release().await;
+        lock.settle().await;
+        assert_no_keys(&cluster, 0..3).await;
+    })
+    .await;
+}
+
+/// An extension is a round of its own: slowed by the proxies after the acquisition, it grants at
+/// most the extension's TTL (here half the lock's) less its round trip and the drift of that
+/// TTL. (The first extension over a connection may take more round trips, to load its script:
+/// that only shortens the validity.) The guard does not say when the extension was decided;
+/// counted from when `extend` returned, a little later, the validity can only be shorter, so the
+/// bound must hold there too.
+#[tokio::test]
+async fn an_extension_grants_at_most_its_ttl_less_its_round_trip_and_the_drift() {
+    bounded(async {
+        let (cluster, lock) = slow_quorum(once().ttl(Duration::from_secs(2))).await;
+        warm_up(&lock).await;
+        let mut guard = lock.try_acquire("extended").await.unwrap();
+        set_latency(&cluster, ONE_WAY);
+
+        let extension = Duration::from_secs(1);
+        let before = Instant::now();
+        guard.extend(extension).await.unwrap();
+        let returned = Instant::now();
+        assert!(
+            returned >= before + ROUND_TRIP,
+            "the extension took {:?}",
+            returned - before
+        );
+        let granted = validity_from(&guard, returned);
+        assert!(
+            granted <= extension - ROUND_TRIP - drift(extension),
+            "granted {granted:?} by a {extension:?} extension whose round took at least \
+             {ROUND_TRIP:?}"
+        );
+        assert!(guard.is_valid(), "{guard:?}");
 
         set_latency(&cluster, Duration::ZERO);
         guard.release().await;
