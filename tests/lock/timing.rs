@@ -4,14 +4,15 @@
 //!
 //! - an acquisition grants at most `ttl − elapsed − drift` (drift = 1 % of the TTL + 2 ms), and
 //!   the elapsed time includes connecting to the nodes when the acquisition had to connect;
-//! - an extension grants at most its TTL less its own round and the drift.
+//! - an extension grants at most its TTL less its own round and the drift;
+//! - a kept lock whose extensions fail is reported lost before its validity ends.
 //!
 //! Every bound follows from a delay the test imposes, so it only gets safer on a slower
 //! machine.
 
 use std::time::{Duration, Instant};
 
-use quorumlock::{Guard, Lock, LockOptions};
+use quorumlock::{Guard, KeepAlive, Lock, LockOptions, Lost};
 use quorumlock_harness::TestCluster;
 
 use crate::common::{assert_no_keys, bounded, once, proxied_cluster};
@@ -154,6 +155,48 @@ async fn an_extension_grants_at_most_its_ttl_less_its_round_trip_and_the_drift()
         guard.release().await;
         lock.settle().await;
         assert_no_keys(&cluster, 0..3).await;
+    })
+    .await;
+}
+
+/// A majority black-holed before the keep-alive starts: no extension can succeed, so the
+/// acquisition's validity is the last the lease has. The lost signal comes at the trusted
+/// deadline (the validity less the margin, 50 ms for this TTL), so strictly before that
+/// validity ends: a holder that stops at the signal never outlives its lease.
+#[tokio::test]
+async fn a_kept_lock_whose_extensions_fail_is_reported_lost_before_its_validity_ends() {
+    bounded(async {
+        // 2 % of 2.5 s: the largest margin (50 ms), so that the tokio timer firing a little late
+        // on a loaded machine still fires before the validity ends.
+        let ttl = Duration::from_millis(2_500);
+        let options = once().ttl(ttl).node_timeout(Duration::from_millis(200));
+        let (cluster, lock) = slow_quorum(options).await;
+        warm_up(&lock).await;
+        let guard = lock.try_acquire("kept").await.unwrap();
+        let validity_ends = earliest(|| guard.valid_until());
+        cluster.proxy(0).unwrap().blackhole();
+        cluster.proxy(1).unwrap().blackhole();
+
+        let kept = guard.keep_alive(KeepAlive::new()).unwrap();
+        let lost = kept.lost().await;
+        let lost_at = Instant::now();
+
+        assert!(matches!(lost, Lost::Expired { .. }), "{lost}");
+        assert_eq!(kept.extensions(), 0, "no extension reached a quorum");
+        assert!(
+            lost_at < validity_ends,
+            "lost {:?} after the validity ended",
+            lost_at - validity_ends
+        );
+        // Not early either: at the trusted deadline the lease itself reports, or after it.
+        let trusted_until = earliest(|| kept.valid_until());
+        assert!(
+            trusted_until <= lost_at,
+            "lost {:?} before the trusted deadline",
+            trusted_until - lost_at
+        );
+        assert!(!kept.is_valid());
+        kept.release().await;
     })
     .await;
 }
