@@ -5,17 +5,22 @@
 //! - an acquisition grants at most `ttl − elapsed − drift` (drift = 1 % of the TTL + 2 ms), and
 //!   the elapsed time includes connecting to the nodes when the acquisition had to connect;
 //! - an extension grants at most its TTL less its own round and the drift;
-//! - a kept lock whose extensions fail is reported lost before its validity ends.
+//! - a kept lock whose extensions fail is reported lost before its validity ends;
+//! - a restarted node that does not persist every write is refused for what is left of the
+//!   restart guard's period after the uptime it surely had, and the `left` the lock reports
+//!   stays within the bounds that rule gives.
 //!
-//! Every bound follows from a delay the test imposes, so it only gets safer on a slower
-//! machine.
+//! Every bound follows from a delay the test imposes (or a restart it makes), so it only gets
+//! safer on a slower machine.
 
 use std::time::{Duration, Instant};
 
-use quorumlock::{Guard, KeepAlive, Lock, LockOptions, Lost};
-use quorumlock_harness::TestCluster;
+use quorumlock::{Error, Guard, KeepAlive, Lock, LockOptions, Lost, NodeReply};
+use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 
-use crate::common::{assert_no_keys, bounded, once, proxied_cluster};
+use crate::common::{
+    acquire_once_voting, assert_no_keys, bounded, once, proxied_cluster, recovering,
+};
 
 /// What each proxy adds to every chunk, each way.
 const ONE_WAY: Duration = Duration::from_millis(100);
@@ -197,6 +202,108 @@ async fn a_kept_lock_whose_extensions_fail_is_reported_lost_before_its_validity_
         );
         assert!(!kept.is_valid());
         kept.release().await;
+    })
+    .await;
+}
+
+/// Nodes that run AOF but fsync only every second (`appendfsync everysec`) may lose the last
+/// writes in a crash, so the restart guard treats them as nodes without persistence.
+async fn everysec_cluster(nodes: usize) -> TestCluster {
+    let aof_everysec = ["--appendonly", "yes", "--appendfsync", "everysec"];
+    TestCluster::start(
+        ClusterOptions::default()
+            .nodes(nodes)
+            .persistence(Persistence::None)
+            .extra_args(aof_everysec.map(String::from).to_vec()),
+    )
+    .await
+    .expect("start redis-server processes")
+}
+
+/// The commands a node has run since it started (`INFO commandstats`), read directly.
+async fn commands_run(cluster: &TestCluster, node: usize) -> String {
+    let mut connection = cluster.connection(node).await.unwrap();
+    redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut connection)
+        .await
+        .unwrap()
+}
+
+/// How long the restarted node is left up before the lock reconnects to it.
+const UP_BEFORE_RECONNECT: Duration = Duration::from_millis(2_500);
+
+/// A node with AOF `everysec`, restarted, is refused (`Recovering`, no `SET` sent) with the
+/// `left` the rule gives from what the node itself reports on reconnect: what is left of the
+/// guard period (`max_ttl` + drift) after the uptime it surely had (its whole-second
+/// `uptime_in_seconds`, less the second by which that can exceed the real uptime).
+///
+/// So, with S the node's start (after `start_node` was called, before it returned), R the
+/// reconnect and C the check (before the acquisition returned):
+/// - at least the period less the time since S, since the surely-had uptime is at most the real
+///   one: `left ≥ period − (returned − start_called)`;
+/// - at most the period less one second: it was up for more than 2.5 s at R, so it reports at
+///   least 2 s (whole seconds, less than one off the real uptime), and surely had 1 s.
+#[tokio::test]
+async fn a_restarted_node_without_every_write_fsynced_is_refused_for_what_is_left_of_the_guard() {
+    bounded(async {
+        let ttl = Duration::from_secs(4);
+        let mut cluster = everysec_cluster(3).await;
+        // All three needed: each acquisition waits for node 0's own answer, so the one that
+        // reconnects to it reports what the restarted node said (with a majority of two, the
+        // other nodes could decide it while node 0 is still being identified).
+        let lock = Lock::quorum(cluster.urls(), once().ttl(ttl).quorum_size(3)).unwrap();
+        let period = lock.restart_guard_period().unwrap();
+        assert_eq!(period, ttl + drift(ttl), "max_ttl (the TTL) + 1 % + 2 ms");
+        // The fresh nodes are held back too: once they vote, the lock's connections are past
+        // their guard, and what node 0 reports next comes from its restart.
+        acquire_once_voting(&lock, "warm-up").await.release().await;
+        lock.settle().await;
+
+        cluster.kill(0).await.unwrap();
+        let start_called = Instant::now();
+        cluster.start_node(0).await.unwrap();
+        tokio::time::sleep(UP_BEFORE_RECONNECT).await;
+
+        // The first request to node 0 may fail on the connection the restart broke; the next
+        // one reconnects, and is refused without anything sent: the lock is unavailable.
+        let mut replies = Vec::new();
+        let mut seen = None;
+        for round in 0..3 {
+            let error = lock
+                .try_acquire(format!("refused-{round}"))
+                .await
+                .unwrap_err();
+            let returned = Instant::now();
+            let reply = error.outcomes()[0].reply.clone();
+            assert_ne!(reply, NodeReply::Ours, "round {round}: {error}");
+            if let Some(left) = recovering(&error.outcomes()[0]) {
+                assert!(matches!(error, Error::Unavailable { .. }), "{error}");
+                seen = Some((returned, left));
+                break;
+            }
+            replies.push(reply);
+        }
+        let (returned, left) =
+            seen.unwrap_or_else(|| panic!("node 0 never recovering: {replies:?}"));
+        let since_start = returned - start_called;
+        assert!(
+            left >= period.saturating_sub(since_start),
+            "left {left:?}, {since_start:?} after the restart began, of {period:?}"
+        );
+        assert!(
+            left <= period - Duration::from_secs(1),
+            "left {left:?} of {period:?}: the uptime the node surely had does not count"
+        );
+        lock.settle().await;
+        // One attempt per acquisition: the acquire request is `SET NX PX`. (The release after
+        // an attempt that failed on the broken connection does reach the node, over the new
+        // connection: a compare-and-delete, which cannot set a key.)
+        let commands = commands_run(&cluster, 0).await;
+        assert!(
+            !commands.contains("cmdstat_set:"),
+            "an acquire request reached the restarted node 0:\n{commands}"
+        );
     })
     .await;
 }
