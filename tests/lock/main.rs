@@ -21,5 +21,6 @@ mod node_faults;
 mod node_identity;
 mod restart_guard;
 mod server_errors;
+mod timing;
 mod tls;
 mod waiting;
