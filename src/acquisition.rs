@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::guard::{Grant, Guard};
@@ -34,6 +34,8 @@ type Fences = Arc<[AtomicU64]>;
 pub(crate) struct Acquisition<'a> {
     node_set: &'a Arc<NodeSet>,
     resource: &'a [u8],
+    /// The TTL every attempt asks for.
+    ttl: Duration,
     key: Arc<[u8]>,
     /// The fence counter's key, with fencing on.
     fence_key: Option<Arc<[u8]>>,
@@ -42,12 +44,14 @@ pub(crate) struct Acquisition<'a> {
 }
 
 impl<'a> Acquisition<'a> {
-    /// An acquisition of `resource` (not empty) with a fresh token, nothing sent yet.
-    pub(crate) fn new(node_set: &'a Arc<NodeSet>, resource: &'a [u8]) -> Self {
+    /// An acquisition of `resource` (not empty) for `ttl` (valid for the lock's settings), with
+    /// a fresh token, nothing sent yet.
+    pub(crate) fn new(node_set: &'a Arc<NodeSet>, resource: &'a [u8], ttl: Duration) -> Self {
         let settings = &node_set.settings;
         Acquisition {
             node_set,
             resource,
+            ttl,
             key: lock_key(&settings.key_prefix, resource),
             fence_key: settings
                 .fencing
@@ -164,7 +168,7 @@ impl<'a> Acquisition<'a> {
             key: &self.key,
             fence_key: self.fence_key.as_deref(),
             token: self.token.as_str(),
-            ttl_ms: ttl_millis(settings.ttl),
+            ttl_ms: ttl_millis(self.ttl),
             renew_leftover,
         }));
         let round = fan_out(
@@ -232,9 +236,9 @@ impl<'a> Acquisition<'a> {
             _ => (decided, round.outcomes, None),
         };
         let elapsed = decided.saturating_duration_since(started);
-        let Some(left) = settings.validity(settings.ttl, elapsed) else {
+        let Some(left) = settings.validity(self.ttl, elapsed) else {
             return Err(Error::ValidityExpired {
-                ttl: settings.ttl,
+                ttl: self.ttl,
                 elapsed,
                 outcomes,
             });
@@ -245,6 +249,7 @@ impl<'a> Acquisition<'a> {
             decided,
             valid_until,
             fence,
+            ttl: self.ttl,
         };
         Ok((grant, outcomes))
     }

@@ -217,10 +217,11 @@ pub enum ConfigError {
         /// The lock's TTL.
         ttl: Duration,
     },
-    /// An extension asked for a TTL above `max_ttl`, which the restart guard would not cover:
-    /// a node restarted without its data could vote again before such a key would have expired.
+    /// An extension or one acquisition asked for a TTL above `max_ttl`, which the restart guard
+    /// would not cover: a node restarted without its data could vote again before such a key
+    /// would have expired.
     #[error(
-        "extending by {ttl:?} exceeds max_ttl {max_ttl:?}, the longest TTL the restart guard covers"
+        "a ttl of {ttl:?} exceeds max_ttl {max_ttl:?}, the longest TTL the restart guard covers"
     )]
     TtlAboveMaxTtl {
         /// The TTL asked for.

@@ -43,6 +43,8 @@ pub struct Guard {
     valid_until: Moment,
     /// With fencing on, the fence of this acquisition.
     fence: Option<u64>,
+    /// The TTL the acquisition asked for, which a keep-alive's extensions ask for again.
+    ttl: Duration,
     outcomes: Vec<NodeOutcome>,
     runtime: Option<Handle>,
     released: bool,
@@ -55,6 +57,8 @@ pub(crate) struct Grant {
     pub(crate) valid_until: Moment,
     /// With fencing on, the fence confirmed by a quorum.
     pub(crate) fence: Option<u64>,
+    /// The TTL the acquisition asked for.
+    pub(crate) ttl: Duration,
 }
 
 /// What a release found on the nodes that had answered when it returned.
@@ -90,6 +94,7 @@ impl Guard {
             decided: grant.decided,
             valid_until: grant.valid_until,
             fence: grant.fence,
+            ttl: grant.ttl,
             outcomes,
             runtime: Handle::try_current().ok(),
             released: false,
@@ -138,6 +143,13 @@ impl Guard {
     /// ```
     pub fn fence(&self) -> Option<u64> {
         self.fence
+    }
+
+    /// The TTL the acquisition asked for: the lock's, or the one given in
+    /// [`AcquireOptions::ttl`](crate::AcquireOptions::ttl). A keep-alive's extensions ask for
+    /// it again.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
     }
 
     /// The instant the acquisition was decided: when the deciding node's reply arrived, just
@@ -192,7 +204,7 @@ impl Guard {
     ///   would not cover. Nothing is sent.
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
         validate_ttl(ttl)?;
-        self.node_set.settings.check_extension(ttl)?;
+        self.node_set.settings.check_guarded_ttl(ttl)?;
         let node_set = &self.node_set;
         let (key, token, ttl_ms) = (&self.key, &self.token, ttl_millis(ttl));
         let quorum = node_set.settings.quorum;

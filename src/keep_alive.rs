@@ -40,7 +40,7 @@ use crate::rules::renewal::{Schedule, default_interval, margin, taken};
 /// use std::time::Duration;
 /// use quorumlock::KeepAlive;
 ///
-/// // Extend every 10 s (the default is a third of the lock's TTL); never hold for more than an hour.
+/// // Extend every 10 s (the default is a third of the guard's TTL); never hold for more than an hour.
 /// let keep_alive = KeepAlive::new()
 ///     .every(Duration::from_secs(10))
 ///     .max_hold(Duration::from_secs(3600));
@@ -59,7 +59,7 @@ impl KeepAlive {
     }
 
     /// How long after the acquisition or the last successful extension the next one is made
-    /// (default: a third of the lock's TTL). Greater than zero and less than the TTL; the
+    /// (default: a third of the guard's TTL). Greater than zero and less than the TTL; the
     /// smaller, the more failed attempts fit before the validity runs out.
     pub fn every(mut self, every: Duration) -> Self {
         self.every = Some(every);
@@ -166,7 +166,8 @@ impl Guard {
     /// is released, dropped, or lost. The returned [`KeptGuard`]'s lease says whether the lock
     /// is still held; its [`lost`](Lease::lost) future completes when it is not.
     ///
-    /// Each extension asks for the lock's TTL (never more than is left of `max_hold`) and costs
+    /// Each extension asks for the guard's TTL ([`Guard::ttl`]: the lock's, or the one the
+    /// acquisition gave; never more than is left of `max_hold`) and costs
     /// one round trip to every node; nothing of it runs on the caller's task.
     ///
     /// # Errors
@@ -190,7 +191,7 @@ impl Guard {
     /// # Ok(()) }
     /// ```
     pub fn keep_alive(self, options: KeepAlive) -> Result<KeptGuard, Error> {
-        let schedule = options.schedule(self.node_set().settings.ttl)?;
+        let schedule = options.schedule(self.ttl())?;
         let start = self.decided_moment();
         let trusted_until = trusted(&schedule, start, self.valid_until_moment());
         let state = Arc::new(State {

@@ -100,6 +100,7 @@ pub use rules::replacement::Replacement;
 pub use rules::retry::RetryPolicy;
 pub use rules::token::Token;
 pub use rules::validity::MAX_TTL;
+pub use waiting::AcquireOptions;
 
 /// Compiles the README's examples as doctests, so they cannot drift from the API.
 #[cfg(doctest)]

@@ -197,7 +197,7 @@ impl Lock {
             return Err(ConfigError::EmptyResource.into());
         }
         check_retry(policy)?;
-        Acquisition::new(&self.node_set, resource)
+        Acquisition::new(&self.node_set, resource, self.node_set.settings.ttl)
             .run(policy, cancel)
             .await
     }

@@ -453,9 +453,9 @@ mod tests {
             .validate(5)
             .unwrap();
         assert_eq!(s.restart_guard, Some(Duration::from_millis(30_302)));
-        assert_eq!(s.check_extension(Duration::from_secs(30)), Ok(()));
+        assert_eq!(s.check_guarded_ttl(Duration::from_secs(30)), Ok(()));
         assert_eq!(
-            s.check_extension(Duration::from_secs(31)),
+            s.check_guarded_ttl(Duration::from_secs(31)),
             Err(ConfigError::TtlAboveMaxTtl {
                 ttl: Duration::from_secs(31),
                 max_ttl: Duration::from_secs(30)
@@ -463,7 +463,7 @@ mod tests {
         );
         let off = LockOptions::new().restart_guard(false).validate(5).unwrap();
         assert_eq!(off.restart_guard, None);
-        assert_eq!(off.check_extension(Duration::from_secs(3600)), Ok(()));
+        assert_eq!(off.check_guarded_ttl(Duration::from_secs(3600)), Ok(()));
         for max_ttl in [Duration::from_secs(9), MAX_TTL + Duration::from_millis(1)] {
             assert_eq!(
                 LockOptions::new().max_ttl(max_ttl).validate(5).unwrap_err(),

@@ -74,8 +74,9 @@ impl Settings {
         validity(ttl, elapsed, drift)
     }
 
-    /// Rejects an extension the restart guard would not cover (a TTL above `max_ttl`).
-    pub(crate) fn check_extension(&self, ttl: Duration) -> Result<(), ConfigError> {
+    /// Rejects a TTL (of an extension, or given to one acquisition) that the restart guard would
+    /// not cover: above `max_ttl`.
+    pub(crate) fn check_guarded_ttl(&self, ttl: Duration) -> Result<(), ConfigError> {
         if self.restart_guard.is_some() && ttl > self.max_ttl {
             return Err(ConfigError::TtlAboveMaxTtl {
                 ttl,

@@ -1,4 +1,5 @@
-//! Waiting for a held lock: [`Lock::acquire_within`] waits up to a deadline the caller states,
+//! One acquisition's own settings ([`AcquireOptions`]: its TTL, and how long it waits), and
+//! waiting for a held lock: [`Lock::acquire_within`] waits up to a deadline the caller states,
 //! woken when the lock is released (by this process, or by any client through the nodes'
 //! published release) or when its keys expire on a quorum, never by a poll timer; callers of
 //! one [`Lock`] waiting for one resource are served in arrival order (`round/wait_list.rs`).
@@ -19,12 +20,92 @@ use crate::lock::Lock;
 use crate::round::wait_list::free_by_expiry_after;
 use crate::rules::retry::RetryPolicy;
 use crate::rules::token::lock_key;
+use crate::settings::validate_ttl;
 
 /// A deadline further out than this is treated as this far out (about 30 years): a deadline
 /// that cannot be represented must still be a deadline.
 const LONGEST_WAIT: Duration = Duration::from_secs(1 << 30);
 
+/// How one acquisition runs where it differs from its lock's settings: its TTL (Redisson's
+/// `leaseTime`), and whether and how long it waits for a held lock (`waitTime`).
+///
+/// ```no_run
+/// # async fn run(lock: quorumlock::Lock) -> Result<(), quorumlock::Error> {
+/// use std::time::Duration;
+/// use quorumlock::AcquireOptions;
+///
+/// // This job's lock lives 2 minutes; wait up to 10 s for whoever holds it now.
+/// let options = AcquireOptions::new()
+///     .ttl(Duration::from_secs(120))
+///     .wait(Duration::from_secs(10));
+/// let guard = lock.acquire_with_options("reindex", &options).await?;
+/// assert_eq!(guard.ttl(), Duration::from_secs(120));
+/// guard.release().await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AcquireOptions {
+    ttl: Option<Duration>,
+    wait: Option<Duration>,
+}
+
+impl AcquireOptions {
+    /// The lock's settings: its TTL, its retry policy.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The TTL of this acquisition (default: the lock's), which a keep-alive also extends by.
+    /// Between 1 ms and [`MAX_TTL`](crate::MAX_TTL), and with the restart guard on at most the
+    /// lock's [`max_ttl`](crate::LockOptions::max_ttl), which is what the guard covers.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Wait up to `wait` for a held lock, woken by its release or expiry (see
+    /// [`Lock::acquire_within`]), instead of the lock's retry policy. Zero makes one attempt.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+}
+
 impl Lock {
+    /// Acquires `resource` as `options` say: with their TTL, and waiting as
+    /// [`acquire_within`](Lock::acquire_within) does if they give a wait, else with the lock's
+    /// retry policy as [`acquire`](Lock::acquire) does.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`acquire_within`](Lock::acquire_within) or [`acquire`](Lock::acquire), and
+    /// [`Error::Config`] for a TTL Redis cannot store
+    /// ([`ConfigError::InvalidTtl`](crate::ConfigError::InvalidTtl)) or, with the restart guard
+    /// on, above `max_ttl` ([`ConfigError::TtlAboveMaxTtl`](crate::ConfigError::TtlAboveMaxTtl)),
+    /// before anything is sent.
+    pub async fn acquire_with_options(
+        &self,
+        resource: impl AsRef<[u8]>,
+        options: &AcquireOptions,
+    ) -> Result<Guard, Error> {
+        let resource = resource.as_ref();
+        if resource.is_empty() {
+            return Err(ConfigError::EmptyResource.into());
+        }
+        let settings = &self.node_set().settings;
+        let ttl = options.ttl.unwrap_or(settings.ttl);
+        validate_ttl(ttl)?;
+        settings.check_guarded_ttl(ttl)?;
+        match options.wait {
+            Some(wait) => self.wait_for(resource, ttl, wait).await,
+            None => {
+                Acquisition::new(self.node_set(), resource, ttl)
+                    .run(&settings.retry, std::future::pending())
+                    .await
+            }
+        }
+    }
+
     /// Acquires `resource`, waiting for it for up to `wait` if someone else holds it.
     ///
     /// The caller sleeps until the lock is released (by this process, or by any client: the
@@ -66,10 +147,17 @@ impl Lock {
         resource: impl AsRef<[u8]>,
         wait: Duration,
     ) -> Result<Guard, Error> {
-        let resource = resource.as_ref();
-        if resource.is_empty() {
-            return Err(ConfigError::EmptyResource.into());
-        }
+        self.acquire_with_options(resource, &AcquireOptions::new().wait(wait))
+            .await
+    }
+
+    /// Waits up to `wait` for `resource` (not empty), each attempt for `ttl` (checked).
+    async fn wait_for(
+        &self,
+        resource: &[u8],
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Guard, Error> {
         let started = Instant::now();
         let deadline = started
             .checked_add(wait.min(LONGEST_WAIT))
@@ -95,7 +183,7 @@ impl Lock {
             let pause = if place.is_head() {
                 // Not cut short by the deadline: an attempt is bounded by the node timeouts, and
                 // one cut short would only have to be released again.
-                let attempt = Acquisition::new(node_set, resource)
+                let attempt = Acquisition::new(node_set, resource, ttl)
                     .run(&RetryPolicy::once(), std::future::pending())
                     .await;
                 match attempt {
@@ -105,7 +193,7 @@ impl Lock {
                         // No wake-up heard: try again once a quorum is free by expiry alone.
                         free_by_expiry_after(&node_set.nodes, settings.quorum, &key)
                             .await
-                            .unwrap_or(settings.ttl)
+                            .unwrap_or(ttl)
                     }
                     Err(error @ Error::Config(_)) => return Err(error),
                     Err(error) => {

@@ -19,6 +19,7 @@ mod fencing;
 mod keep_alive;
 mod node_faults;
 mod node_identity;
+mod per_call;
 mod restart_guard;
 mod server_errors;
 mod timing;
