@@ -170,11 +170,10 @@ impl Lock {
                 .wait_list
                 .join(&node_set.nodes, settings.connect_timeout, &key);
         // Heard from now on, once each node confirmed (or failed: then its expiry bound).
-        let _ = tokio::time::timeout_at(
-            deadline.min(started + node_set.request_bound()),
-            futures::future::join_all(subscribed),
-        )
-        .await;
+        let confirmed_by = started
+            .checked_add(node_set.request_bound())
+            .map_or(deadline, |bound| bound.min(deadline));
+        let _ = tokio::time::timeout_at(confirmed_by, futures::future::join_all(subscribed)).await;
         let mut last_error = None;
         loop {
             // Armed before the attempt, so a release during it is not missed.
