@@ -209,3 +209,24 @@ async fn a_waiter_gives_up_by_its_own_deadline_and_leaves_nothing_subscribed() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn extreme_waits_and_timeouts_are_handled_not_panics() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        let lock = Lock::quorum(
+            cluster.urls(),
+            once().ttl(LONG_TTL).connect_timeout(Duration::MAX),
+        )
+        .unwrap();
+        for wait in [Duration::ZERO, Duration::MAX] {
+            let guard = lock.acquire_within("free", wait).await.unwrap();
+            guard.release().await;
+        }
+        assert!(matches!(
+            lock.acquire_within("", Duration::MAX).await,
+            Err(Error::Config(_))
+        ));
+    })
+    .await;
+}
