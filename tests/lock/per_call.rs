@@ -13,11 +13,14 @@ use crate::common::{bounded, cluster, once};
 async fn an_acquisition_lives_for_its_own_ttl_not_the_locks() {
     bounded(async {
         let cluster = cluster(3).await;
+        // Every node must grant, so every node's key can be read (with a majority, a node whose
+        // connection was still being made at the decision gets none).
         let lock = Lock::quorum(
             cluster.urls(),
             once()
                 .ttl(Duration::from_secs(2))
-                .max_ttl(Duration::from_secs(60)),
+                .max_ttl(Duration::from_secs(60))
+                .quorum_size(3),
         )
         .unwrap();
         let ttl = Duration::from_secs(40);
@@ -29,7 +32,7 @@ async fn an_acquisition_lives_for_its_own_ttl_not_the_locks() {
         lock.settle().await;
         for node in 0..3 {
             let mut connection = cluster.connection(node).await.unwrap();
-            let left: u64 = connection.pttl(guard.key()).await.unwrap();
+            let left: i64 = connection.pttl(guard.key()).await.unwrap();
             assert!(
                 left > 30_000 && left <= 40_000,
                 "node {node}: {left} ms left of a 40 s key"
