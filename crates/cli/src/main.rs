@@ -54,6 +54,10 @@ enum Command {
     /// --defect, the mutation score) when a defect that can break mutual exclusion survives
     /// every scenario.
     Chaos(chaos::ChaosArgs),
+    /// Waiters in a process of their own, for `bench`'s contended section (started by `bench`,
+    /// which reads their records on stdout).
+    #[command(hide = true)]
+    BenchWaiters(bench::WaitersArgs),
 }
 
 #[tokio::main]
@@ -71,6 +75,7 @@ async fn main() -> ExitCode {
         Command::Run(args) => return run::run(args).await,
         Command::Bench(args) => bench::run(args).await,
         Command::Chaos(args) => chaos::run_chaos(args).await,
+        Command::BenchWaiters(args) => bench::run_waiters(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

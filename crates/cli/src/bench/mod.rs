@@ -11,6 +11,7 @@
 //! the command starts and stops itself. Every loop is bounded both in count and in time.
 
 mod alloc;
+mod contended;
 mod contender;
 mod faults;
 mod fencing;
@@ -26,6 +27,8 @@ mod scenarios;
 mod stats;
 mod table;
 mod targets;
+
+pub use self::contended::child::{WaitersArgs, run_waiters};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -246,7 +249,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         + plan.tasks.len() as u64 * 2
         + references.len() as u64
         + 2
-        + if local { 8 } else { 0 };
+        + if local { 8 + contended::steps() } else { 0 };
     let progress = Progress::new(steps);
 
     // 1. Sequential acquire+release, 2. allocations per cycle.
@@ -296,6 +299,23 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         }
         None => None,
     };
+    // 7. Waiters wanting one key: waiting, polling, rslock; in one process and in four. Also on
+    // the local five nodes only.
+    let contended = match direct.as_ref() {
+        Some(_) => {
+            let five = urls.get(..TARGET_NODES).unwrap_or(&urls);
+            let prefix = format!("quorumlock-bench-contended:{run}:");
+            Some(contended::contended(five, ttl, &prefix, &plan, &progress).await?)
+        }
+        None => {
+            notes.push(
+                "--nodes given: the contended section runs on the local nodes only and was \
+                 skipped"
+                    .to_owned(),
+            );
+            None
+        }
+    };
     progress.finish();
     // Fence counters never expire: delete the ones this run made, also on nodes of your own.
     let resources = scenarios::subject_resources(&plan).chain([PREFLIGHT.to_owned()]);
@@ -309,6 +329,9 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     fill_ratios(&mut rows);
     let mut targets = evaluate_targets(&rows, main_n, local);
     targets.extend(network::targets(&rows));
+    if let Some(contended) = &contended {
+        targets.extend(contended::targets(contended));
+    }
     let node_timeout_ms = u64::try_from(quorum_main.node_timeout().as_millis()).unwrap_or(u64::MAX);
     let report = Report {
         mode: if local {
@@ -324,6 +347,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         rows,
         targets,
         kept,
+        contended,
         notes,
     };
     print!("{}", render(&report));
@@ -335,6 +359,9 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     if let Some(dir) = &args.plots {
         let mut written = write_plots(dir, &report)?;
         written.extend(network::write_plots(dir, &report.rows)?);
+        if let Some(contended) = &report.contended {
+            written.extend(contended::write_plots(dir, contended)?);
+        }
         println!("plots written to {}: {}", dir.display(), written.join(", "));
     }
     // Dropping the clusters kills and reaps every server and proxy started above.

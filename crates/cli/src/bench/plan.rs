@@ -50,6 +50,23 @@ pub(super) struct Plan {
     pub(super) kept_ttl_ms: u64,
     /// How long they are held.
     pub(super) kept_hold_ms: u64,
+    /// The contended section: each row's time per round, …
+    pub(super) contended_slice_ms: u64,
+    /// … its rounds (contenders alternate in each), …
+    pub(super) contended_rounds: u64,
+    /// … and a cap on its holds per round.
+    pub(super) contended_max_holds: u64,
+    /// Samples of the quorum's round trip per row, taken between its rounds.
+    pub(super) contended_rtt_samples: u64,
+    /// Waiters on one lock for the memory and connection count, …
+    pub(super) many_waiters: usize,
+    /// … over this many held resources, …
+    pub(super) many_resources: usize,
+    /// … bounded in all by this; …
+    pub(super) many_cap_ms: u64,
+    /// … and whether they are then served, one by one (else they are dropped, which takes them
+    /// out of the queues).
+    pub(super) many_serve: bool,
 }
 
 impl Plan {
@@ -76,6 +93,14 @@ impl Plan {
                 kept_guards: 1_000,
                 kept_ttl_ms: 3_000,
                 kept_hold_ms: 3_000,
+                contended_slice_ms: 500,
+                contended_rounds: 2,
+                contended_max_holds: 20_000,
+                contended_rtt_samples: 20,
+                many_waiters: 10_000,
+                many_resources: 100,
+                many_cap_ms: 20_000,
+                many_serve: false,
             }
         } else {
             Plan {
@@ -101,6 +126,14 @@ impl Plan {
                 // rounds of extensions.
                 kept_ttl_ms: 30_000,
                 kept_hold_ms: 25_000,
+                contended_slice_ms: 2_000,
+                contended_rounds: 3,
+                contended_max_holds: 100_000,
+                contended_rtt_samples: 60,
+                many_waiters: 10_000,
+                many_resources: 100,
+                many_cap_ms: 30_000,
+                many_serve: true,
             }
         }
     }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::contended::Contended;
 use super::kept::KeptCost;
 use super::plan::Plan;
 use super::stats::Row;
@@ -32,6 +33,8 @@ pub(super) struct Report {
     pub(super) targets: Vec<Target>,
     /// What keeping many guards alive at once cost (not with `--nodes`).
     pub(super) kept: Option<KeptCost>,
+    /// Waiters wanting one key, and many waiters on one lock (not with `--nodes`).
+    pub(super) contended: Option<Contended>,
     pub(super) notes: Vec<String>,
 }
 

@@ -30,6 +30,21 @@ impl Rslock {
         prefix: String,
         nodelay: bool,
     ) -> Result<Rslock, String> {
+        let mut rslock = Rslock::with_its_retry(name, urls, ttl, prefix, nodelay)?;
+        // One try, like `RetryPolicy::once()` for our locks; the delay is unused then.
+        rslock.manager.set_retry(1, Duration::from_millis(1));
+        Ok(rslock)
+    }
+
+    /// The same with rslock's own retry loop as it comes: 3 tries, each pause drawn from
+    /// 0–200 ms (what its `lock` does for a caller that does not set one).
+    pub(super) fn with_its_retry(
+        name: &str,
+        urls: &[String],
+        ttl: Duration,
+        prefix: String,
+        nodelay: bool,
+    ) -> Result<Rslock, String> {
         let clients = urls
             .iter()
             .map(|url| {
@@ -41,14 +56,23 @@ impl Rslock {
                 redis::Client::open(info).map_err(|e| format!("{name}: bad URL: {e}"))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let mut manager = LockManager::from_clients(clients);
-        // One try, like `RetryPolicy::once()` for our locks; the delay is unused then.
-        manager.set_retry(1, Duration::from_millis(1));
+        let manager = LockManager::from_clients(clients);
         Ok(Rslock {
             manager,
             ttl,
             prefix,
         })
+    }
+
+    /// One call of rslock's `lock` (its retry loop) on `key`: the lock, if granted.
+    pub(super) async fn lock(&self, key: &str) -> Option<::rslock::Lock> {
+        let key = format!("{}{key}", self.prefix);
+        self.manager.lock(key.as_bytes(), self.ttl).await.ok()
+    }
+
+    /// Releases what [`lock`](Rslock::lock) granted (best effort: rslock reports nothing).
+    pub(super) async fn unlock(&self, lock: &::rslock::Lock) {
+        self.manager.unlock(lock).await;
     }
 
     /// One acquire+release; true when the lock was granted. rslock's `unlock` reports nothing.

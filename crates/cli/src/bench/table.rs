@@ -75,9 +75,12 @@ pub(super) fn render(report: &Report) -> String {
          rslock-N-nodelay = the same with TCP_NODELAY; quorum-N-nagle = quorum-N without it.\n\
          quorum-N-fenced = quorum-N with fencing on.\n"
     );
+    if let Some(contended) = &report.contended {
+        out.push_str(&super::contended::render(contended));
+    }
     let _ = writeln!(
         out,
-        "targets (stated for 5 masters; ratios within this run):"
+        "\ntargets (stated for 5 masters; ratios within this run):"
     );
     for t in &report.targets {
         let verdict = match t.met {

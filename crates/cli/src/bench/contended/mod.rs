@@ -1,0 +1,530 @@
+//! The contended section (issue 19, point 6): waiters wanting one key over the five local
+//! nodes, side by side in one run: the waiting lock (`Lock::acquire_within`), polling
+//! (`acquire_with` every 1 ms, and with the default policy) and rslock's lock loop; 8 waiters
+//! in one process (tasks on one `Lock`) and 4 processes × 2 waiters (the `quorumlock` binary
+//! itself, `bench-waiters`); holding 0 and 1 ms. Beside them, the quorum's round trip measured
+//! in the same run (a `PING` to each node at once, timed to the quorum-th reply), and many
+//! waiters on one lock: memory per waiter and connections per node.
+//!
+//! Contenders alternate in rounds, each round on a fresh key, so that a drift in the machine's
+//! speed hits them alike. Every loop is bounded in count and time.
+
+pub(crate) mod child;
+mod figures;
+mod many;
+mod waiter;
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use quorumlock::{Lock, LockOptions, RetryPolicy};
+use quorumlock_harness::raw_connection;
+use redis::aio::MultiplexedConnection;
+use serde::Serialize;
+
+use self::child::{Step, acquirer, across_processes};
+use self::figures::{ContendedRow, RowTally};
+use self::many::{ManyWaiters, many_waiters};
+use self::waiter::{Acquirer, Budget, Kind, POLL_JITTER, now_ns, waiter};
+use super::plan::Plan;
+use super::plots::{Mark, plot_cdf_marked};
+use super::progress::Progress;
+use super::stats::{Row, Tally, record};
+use super::table::fmt_us;
+use super::targets::Target;
+use crate::text_table::aligned;
+
+/// Untimed calls per contender before its first round.
+const WARM_CALLS: u64 = 20;
+/// Waiters of the one-process shape; processes × waiters of the other.
+const ONE_PROCESS: u32 = 8;
+const PROCESSES: u32 = 4;
+const PER_PROCESS: u32 = 2;
+/// How long a holder keeps the key.
+const HOLDS_MS: [u64; 2] = [0, 1];
+/// Connect and response timeout of the `PING` connections.
+const PING_TIMEOUT: Duration = Duration::from_secs(1);
+/// How far past its slice a step's tasks may run before they count as lost.
+const STEP_GRACE: Duration = Duration::from_secs(15);
+
+/// The shapes: label, processes, waiters per process.
+const SHAPES: [(&str, u32, u32); 2] = [
+    ("1 process × 8", 1, ONE_PROCESS),
+    ("4 processes × 2", PROCESSES, PER_PROCESS),
+];
+
+/// Everything the section measured.
+#[derive(Debug, Serialize)]
+pub(super) struct Contended {
+    slice_ms: u64,
+    rounds: u64,
+    poll_jitter_us: u64,
+    /// The quorum's round trip: a `PING` to each of the five nodes at once, to the third reply.
+    rtt: Row,
+    rows: Vec<ContendedRow>,
+    many: Option<ManyWaiters>,
+}
+
+/// Progress steps the section reports.
+pub(super) fn steps() -> u64 {
+    (SHAPES.len() * HOLDS_MS.len()) as u64 + 1
+}
+
+/// Runs the section over `urls` (the five local nodes).
+pub(super) async fn contended(
+    urls: &[String],
+    ttl: Duration,
+    prefix: &str,
+    plan: &Plan,
+    progress: &Progress,
+) -> Result<Contended, String> {
+    let mut pings = Vec::new();
+    for url in urls {
+        let connection = raw_connection(url, Some(true), PING_TIMEOUT)
+            .await
+            .map_err(|e| format!("PING connection to {url}: {e}"))?;
+        pings.push(connection);
+    }
+    let quorum = urls.len() / 2 + 1;
+    let mut rtt = Tally::new();
+    for _ in 0..plan.contended_rtt_samples {
+        sample_rtt(&pings, quorum, &mut Tally::new()).await;
+    }
+    // One acquirer per contender for the one-process shape, warmed up once.
+    let mut acquirers = Vec::new();
+    for kind in Kind::ALL {
+        let acquirer = acquirer(kind, urls, ttl, prefix)?;
+        acquirer
+            .warm_up(&format!("contended-warm:{}", kind.name()))
+            .await;
+        acquirers.push(acquirer);
+    }
+    let slice = Duration::from_millis(plan.contended_slice_ms);
+    let max_holds = plan.contended_max_holds;
+    let mut tallies: Vec<(String, u32, u64, Kind, RowTally)> = Vec::new();
+    for &(shape, processes, per_process) in &SHAPES {
+        for hold_ms in HOLDS_MS {
+            progress.step(format!("contended: {shape}, hold {hold_ms} ms"));
+            let first = tallies.len();
+            for kind in Kind::ALL {
+                tallies.push((shape.to_owned(), processes, hold_ms, kind, RowTally::new()));
+            }
+            let hold = Duration::from_millis(hold_ms);
+            for round in 0..plan.contended_rounds {
+                for (i, acquirer) in acquirers.iter().enumerate() {
+                    let kind = acquirer.kind();
+                    for _ in 0..plan.contended_rtt_samples / plan.contended_rounds.max(1) {
+                        sample_rtt(&pings, quorum, &mut rtt).await;
+                    }
+                    let key = format!(
+                        "contended:{processes}x{per_process}:{hold_ms}:{}:{round}",
+                        kind.name()
+                    );
+                    let Some((_, _, _, _, tally)) = tallies.get_mut(first + i) else {
+                        continue;
+                    };
+                    if processes == 1 {
+                        let (records, wall, lost) =
+                            in_process(acquirer, &key, per_process, hold, slice, max_holds).await;
+                        tally.add_step(&records, wall, lost);
+                    } else {
+                        let step = Step {
+                            urls,
+                            kind,
+                            key: &key,
+                            prefix,
+                            ttl,
+                            processes,
+                            per_process,
+                            hold,
+                            slice,
+                            max_holds,
+                        };
+                        let (records, wall, lost) = across_processes(&step).await?;
+                        tally.add_step(&records, wall, lost);
+                    }
+                }
+            }
+            progress.done(1);
+        }
+    }
+    let rtt = Row::new(
+        "contended/rtt",
+        "contended",
+        &format!("quorum round trip (PING ×{}, reply {quorum})", urls.len()),
+        "round trip",
+        rtt,
+    );
+    let rows = tallies
+        .into_iter()
+        .map(|(shape, processes, hold_ms, kind, tally)| {
+            let id = format!("contended/{}/{hold_ms}ms/{}", slug(processes), kind.name());
+            tally.row(&id, &shape, hold_ms, kind.name(), rtt.p50_us)
+        })
+        .collect();
+
+    progress.step(format!(
+        "{} waiters on {} resources",
+        plan.many_waiters, plan.many_resources
+    ));
+    let options = LockOptions::new()
+        .ttl(ttl)
+        .retry(RetryPolicy::once())
+        .key_prefix(prefix.as_bytes().to_vec());
+    let lock = Lock::quorum(urls.iter().cloned(), options).map_err(|e| format!("many: {e}"))?;
+    let many = many_waiters(
+        &lock,
+        urls,
+        plan.many_waiters,
+        plan.many_resources,
+        Duration::from_millis(plan.many_cap_ms),
+        plan.many_serve,
+    )
+    .await?;
+    progress.done(1);
+    Ok(Contended {
+        slice_ms: plan.contended_slice_ms,
+        rounds: plan.contended_rounds,
+        poll_jitter_us: u64::try_from(POLL_JITTER.as_micros()).unwrap_or(u64::MAX),
+        rtt,
+        rows,
+        many: Some(many),
+    })
+}
+
+fn slug(processes: u32) -> &'static str {
+    if processes == 1 { "1x8" } else { "4x2" }
+}
+
+/// `waiters` tasks of this process wanting `key` for `slice`: their records, the wall time and
+/// how many tasks did not report.
+async fn in_process(
+    acquirer: &Acquirer,
+    key: &str,
+    waiters: u32,
+    hold: Duration,
+    slice: Duration,
+    max_holds: u64,
+) -> (Vec<waiter::WaiterRecord>, Duration, u64) {
+    let start = now_ns();
+    let end = start + u64::try_from(slice.as_nanos()).unwrap_or(0);
+    let budget = Arc::new(Budget::new(max_holds));
+    let tasks: Vec<_> = (0..waiters)
+        .map(|id| {
+            let (acquirer, budget, key) = (acquirer.clone(), Arc::clone(&budget), key.to_owned());
+            tokio::spawn(async move { waiter(&acquirer, &key, id, hold, end, &budget).await })
+        })
+        .collect();
+    let mut records = Vec::new();
+    let mut lost = 0;
+    for task in tasks {
+        let abort = task.abort_handle();
+        match tokio::time::timeout(waiter::until(end) + STEP_GRACE, task).await {
+            Ok(Ok(record)) => records.push(record),
+            _ => {
+                abort.abort();
+                lost += 1;
+            }
+        }
+    }
+    let wall = Duration::from_nanos(now_ns().saturating_sub(start)).min(slice);
+    (records, wall, lost)
+}
+
+/// One sample of the quorum's round trip: a `PING` to each node at once, timed to the
+/// `quorum`-th reply. Waits for every reply (each bounded by [`PING_TIMEOUT`]).
+async fn sample_rtt(pings: &[MultiplexedConnection], quorum: usize, tally: &mut Tally) {
+    let started = std::time::Instant::now();
+    let mut replies: FuturesUnordered<_> = pings
+        .iter()
+        .map(|connection| {
+            let mut connection = connection.clone();
+            async move {
+                redis::cmd("PING")
+                    .query_async::<String>(&mut connection)
+                    .await
+                    .is_ok_and(|r| r == "PONG")
+            }
+        })
+        .collect();
+    let mut answered = 0;
+    while let Some(ok) = replies.next().await {
+        if ok {
+            answered += 1;
+            if answered == quorum {
+                let elapsed = started.elapsed();
+                record(&mut tally.hist, elapsed);
+                tally.wall += elapsed;
+            }
+        }
+    }
+    if answered < quorum {
+        tally.errors += 1;
+    }
+}
+
+/// A target of the section, met when `measured <= limit`.
+fn at_most(name: String, measured: Option<f64>, limit: f64, shown: &str) -> Target {
+    let measured = measured.filter(|v| v.is_finite());
+    Target {
+        name,
+        limit: format!("<= {shown}"),
+        measured,
+        met: measured.map(|v| v <= limit),
+    }
+}
+
+/// Issue 19's targets, on the waiting lock's rows at each hold.
+pub(super) fn targets(c: &Contended) -> Vec<Target> {
+    let row = |processes: u32, hold_ms: u64| {
+        let id = format!("contended/{}/{hold_ms}ms/waiting", slug(processes));
+        c.rows.iter().find(|r| r.id == id)
+    };
+    let mut targets = Vec::new();
+    for hold_ms in HOLDS_MS {
+        let (one, many) = (row(1, hold_ms), row(PROCESSES, hold_ms));
+        let h = format!("hold {hold_ms} ms");
+        for (label, r) in [("1×8", one), ("4×2", many)] {
+            targets.push(at_most(
+                format!("waiting {label} {h}: hand-off p50 / quorum RTT p50"),
+                r.map(|r| r.handoff_p50_per_rtt),
+                2.5,
+                "2.5",
+            ));
+            targets.push(at_most(
+                format!("waiting {label} {h}: hand-off p99, ms"),
+                r.map(|r| r.handoff.p99_us / 1e3),
+                5.0,
+                "5",
+            ));
+        }
+        targets.push(at_most(
+            format!("waiting 1×8 {h}: hand-off p50 / RTT (next holder local)"),
+            one.map(|r| r.handoff_p50_per_rtt),
+            1.5,
+            "1.5",
+        ));
+        targets.push(at_most(
+            format!("waiting 1×8 {h}: share to the task that released"),
+            one.map(|r| r.self_share),
+            1.0 / 8.0 + 0.05,
+            "0.175",
+        ));
+        targets.push(at_most(
+            format!("waiting 1×8 {h}: worst waiter's wait p99, ms"),
+            one.map(|r| r.worst_wait_p99_us / 1e3),
+            10.0,
+            "10",
+        ));
+        targets.push(at_most(
+            format!("waiting 1×8 {h}: worst waiter's max / its mean"),
+            one.map(|r| r.worst_max_over_mean),
+            5.0,
+            "5",
+        ));
+        targets.push(at_most(
+            format!("waiting 4×2 {h}: max wait / mean wait"),
+            many.map(|r| r.max_over_mean_all),
+            10.0,
+            "10",
+        ));
+    }
+    if let Some(m) = &c.many {
+        targets.push(at_most(
+            format!("{} waiters: connections added per node", m.waiters),
+            Some(m.most_added as f64),
+            2.0,
+            "2",
+        ));
+    }
+    targets
+}
+
+fn ratio(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.2}")
+    } else {
+        "-".to_owned()
+    }
+}
+
+/// The section's table and its notes.
+pub(super) fn render(c: &Contended) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\ncontended: one key, 5 local nodes, {} rounds of {} ms per row; quorum round trip \
+         (PING to 5, 3rd reply) p50 {}, p99 {} ({} samples)\n",
+        c.rounds,
+        c.slice_ms,
+        fmt_us(c.rtt.p50_us),
+        fmt_us(c.rtt.p99_us),
+        c.rtt.samples
+    );
+    let header = [
+        "shape",
+        "hold",
+        "held",
+        "contender",
+        "acq",
+        "acq/s",
+        "hand-off p50",
+        "p99",
+        "p50÷rtt",
+        "self",
+        "wait p50",
+        "p99 (worst)",
+        "max (worst)",
+        "max÷mean",
+        "all max÷mean",
+        "cut",
+        "err",
+    ];
+    let mut table: Vec<Vec<String>> = vec![header.iter().map(|s| (*s).to_owned()).collect()];
+    for r in &c.rows {
+        table.push(vec![
+            r.shape.clone(),
+            format!("{} ms", r.hold_ms),
+            fmt_us(r.held_p50_us),
+            r.contender.clone(),
+            r.acquisitions.to_string(),
+            format!("{:.0}", r.acquisitions_per_s),
+            fmt_us(r.handoff.p50_us),
+            fmt_us(r.handoff.p99_us),
+            ratio(r.handoff_p50_per_rtt),
+            if r.self_share.is_finite() {
+                format!("{:.0}%", r.self_share * 100.0)
+            } else {
+                "-".to_owned()
+            },
+            fmt_us(r.wait.p50_us),
+            fmt_us(r.worst_wait_p99_us),
+            fmt_us(r.worst_wait_max_us),
+            ratio(r.worst_max_over_mean),
+            ratio(r.max_over_mean_all),
+            r.cut.to_string(),
+            (r.errors + r.overlaps + r.lost).to_string(),
+        ]);
+    }
+    out.push_str(&aligned(&table, 2));
+    let _ = writeln!(
+        out,
+        "\nheld = p50 of acquire returned → release started (the hold is a sleep on Tokio's 1 ms timer);\nhand-off = a holder's release starts → the next holder's acquire returns \
+         (CLOCK_MONOTONIC, shared by the\nprocesses); self = share of hand-offs to the waiter \
+         that had just released; wait = a waiter began to\nwant the key → its acquire returned \
+         (p99, max and max÷mean: the worst waiter's; all max÷mean: the\nlargest wait over the \
+         mean of all); cut = waits the step's end cut short (not counted); err = failed\n\
+         calls, overlapping holds and waiters that did not report. polling-1ms = acquire_with, \
+         unbounded\nattempts 1 ms + up to {} µs apart; polling-default = the default policy \
+         (3 attempts 100–200 ms\napart), called again; rslock = rslock 0.10's lock with its \
+         retry loop as it comes (3 tries 0–200 ms\napart, Nagle on), called again.",
+        c.poll_jitter_us
+    );
+    for r in c.rows.iter().filter(|r| r.contender == "waiting") {
+        let waits: Vec<String> = r
+            .waiters
+            .iter()
+            .map(|w| {
+                format!(
+                    "{}:{}/{}/{}",
+                    w.id,
+                    fmt_us(w.p50_us),
+                    fmt_us(w.p99_us),
+                    fmt_us(w.max_us)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  waiting, {}, hold {} ms, each waiter's wait p50/p99/max: {}",
+            r.shape,
+            r.hold_ms,
+            waits.join(" ")
+        );
+    }
+    if let Some(m) = &c.many {
+        let per_node = |counts: &[usize], subs: &[usize]| {
+            counts
+                .iter()
+                .zip(subs)
+                .map(|(c, s)| format!("{c} ({s} sub)"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            out,
+            "  {} waiters on {} resources (one Lock, acquire_within): {} in the queues, {:.0} \
+             bytes of client memory per waiter;\n  clients per node before: {}; while \
+             waiting: {}; {} of {} served {:.0} ms after the holders released ({:.0}/s)",
+            m.waiters,
+            m.resources,
+            m.registered,
+            m.bytes_per_waiter,
+            per_node(&m.clients_before, &m.subscribers_before),
+            per_node(&m.clients_waiting, &m.subscribers_waiting),
+            m.served,
+            m.waiters,
+            m.serve_ms,
+            m.serve_per_s
+        );
+        if !m.serve {
+            let _ = writeln!(out, "  (--quick: the waiters were dropped, not served)");
+        }
+    }
+    out
+}
+
+/// The section's plots: per shape and hold, the hand-off CDF of each contender (with the quorum
+/// round trip's p50 marked) and the CDF of its waits.
+pub(super) fn write_plots(dir: &Path, c: &Contended) -> Result<Vec<String>, String> {
+    let mut written = Vec::new();
+    for &(shape, processes, _) in &SHAPES {
+        for hold_ms in HOLDS_MS {
+            let rows: Vec<&ContendedRow> = c
+                .rows
+                .iter()
+                .filter(|r| r.shape == shape && r.hold_ms == hold_ms)
+                .collect();
+            let tag = format!("{}-{hold_ms}ms", slug(processes));
+            let handoffs: Vec<&Row> = rows
+                .iter()
+                .map(|r| &r.handoff)
+                .filter(|r| r.samples > 0)
+                .collect();
+            if !handoffs.is_empty() {
+                let file = format!("cdf-contended-handoff-{tag}.svg");
+                let mark = Mark {
+                    x_us: c.rtt.p50_us,
+                    row: handoffs.len(),
+                    label: format!("quorum round trip p50 ({})", fmt_us(c.rtt.p50_us)),
+                };
+                plot_cdf_marked(
+                    &dir.join(&file),
+                    &format!("hand-off, {shape}, hold {hold_ms} ms: release → next acquire"),
+                    &handoffs,
+                    &[mark],
+                )?;
+                written.push(file);
+            }
+            let waits: Vec<&Row> = rows
+                .iter()
+                .map(|r| &r.wait)
+                .filter(|r| r.samples > 0)
+                .collect();
+            if !waits.is_empty() {
+                let file = format!("cdf-contended-wait-{tag}.svg");
+                plot_cdf_marked(
+                    &dir.join(&file),
+                    &format!("waits, {shape}, hold {hold_ms} ms: want → acquire returned"),
+                    &waits,
+                    &[],
+                )?;
+                written.push(file);
+            }
+        }
+    }
+    Ok(written)
+}

@@ -1,0 +1,257 @@
+//! One waiter of the contended section: it wants the key, gets it the way its contender does
+//! (waiting, polling, rslock's loop), holds it, releases it and wants it again at once, until
+//! the step's deadline. Every moment is read on CLOCK_MONOTONIC, the one clock that all the
+//! processes of one machine share, so that the waiters of several processes can be put on one
+//! time line afterwards.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use quorumlock::{Error, Guard, Lock, RetryPolicy};
+use serde::{Deserialize, Serialize};
+
+use crate::bench::rslock::Rslock;
+
+/// Nanoseconds on CLOCK_MONOTONIC (what `Instant` reads on Linux too), shared by every process
+/// on the machine.
+pub(crate) fn now_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(t.tv_nsec).unwrap_or(0);
+    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
+}
+
+/// From now until `ns` on the monotonic clock (zero once it has passed).
+pub(crate) fn until(ns: u64) -> Duration {
+    Duration::from_nanos(ns.saturating_sub(now_ns()))
+}
+
+/// How a waiter gets the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Kind {
+    /// `Lock::acquire_within`: woken by the release or by expiry, FIFO within one `Lock`.
+    Waiting,
+    /// `Lock::acquire_with`, unbounded attempts every 1 ms plus up to [`POLL_JITTER`].
+    #[value(name = "polling-1ms")]
+    #[serde(rename = "polling-1ms")]
+    Polling1ms,
+    /// `Lock::acquire_with` with the library's default policy (3 attempts 100–200 ms apart),
+    /// called again while it gives up.
+    PollingDefault,
+    /// rslock's `lock` with its own retry loop as it comes (3 tries, 0–200 ms apart), called
+    /// again while it gives up.
+    Rslock,
+}
+
+impl Kind {
+    pub(crate) const ALL: [Kind; 4] = [
+        Kind::Waiting,
+        Kind::Polling1ms,
+        Kind::PollingDefault,
+        Kind::Rslock,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Waiting => "waiting",
+            Kind::Polling1ms => "polling-1ms",
+            Kind::PollingDefault => "polling-default",
+            Kind::Rslock => "rslock",
+        }
+    }
+}
+
+/// The polling contender's jitter on top of its 1 ms delay.
+pub(crate) const POLL_JITTER: Duration = Duration::from_micros(250);
+/// The pause after an attempt that failed for another reason than a held lock, so that a node
+/// that went away does not make a hot loop.
+const ERROR_PAUSE: Duration = Duration::from_millis(1);
+/// Calls one waiter makes at most in one step, whatever its duration.
+const MAX_CALLS: u64 = 1_000_000;
+
+/// One of our locks or rslock, with the contender's way of getting it.
+#[derive(Clone)]
+pub(crate) enum Acquirer {
+    Lock(Lock, Kind),
+    Rslock(Rslock),
+}
+
+/// What a waiter holds.
+enum Held {
+    Guard(Guard),
+    Rslock(::rslock::Lock),
+}
+
+/// How one call ended.
+enum Call {
+    Got(Held),
+    /// It gave up while the lock was held (the contender's own retries ran out): call again.
+    Refused,
+    /// Another error (nodes unavailable, …).
+    Failed,
+    /// The step's deadline came first.
+    Deadline,
+}
+
+impl Acquirer {
+    /// The contender's name.
+    pub(crate) fn kind(&self) -> Kind {
+        match self {
+            Acquirer::Lock(_, kind) => *kind,
+            Acquirer::Rslock(_) => Kind::Rslock,
+        }
+    }
+
+    /// One call that gets `key` or gives up, by `end` at the latest (an attempt under way then
+    /// is finished).
+    async fn call(&self, key: &str, end: u64) -> Call {
+        let left = until(end);
+        if left.is_zero() {
+            return Call::Deadline;
+        }
+        let result = match self {
+            Acquirer::Lock(lock, Kind::Waiting) => lock.acquire_within(key, left).await,
+            Acquirer::Lock(lock, kind) => {
+                let policy = match kind {
+                    Kind::Polling1ms => RetryPolicy::new()
+                        .attempts(u32::MAX)
+                        .delay(Duration::from_millis(1))
+                        .jitter(POLL_JITTER)
+                        .max_wait(left),
+                    _ => RetryPolicy::default(),
+                };
+                lock.acquire_with(key, &policy, tokio::time::sleep(left))
+                    .await
+            }
+            Acquirer::Rslock(rslock) => {
+                return match tokio::time::timeout(left, rslock.lock(key)).await {
+                    Ok(Some(lock)) => Call::Got(Held::Rslock(lock)),
+                    Ok(None) if until(end).is_zero() => Call::Deadline,
+                    Ok(None) => Call::Refused,
+                    Err(_) => Call::Deadline,
+                };
+            }
+        };
+        match result {
+            Ok(guard) => Call::Got(Held::Guard(guard)),
+            Err(Error::Cancelled { .. }) => Call::Deadline,
+            Err(_) if until(end).is_zero() => Call::Deadline,
+            Err(Error::Held { .. }) => Call::Refused,
+            Err(_) => Call::Failed,
+        }
+    }
+
+    async fn release(&self, held: Held) {
+        match (self, held) {
+            (_, Held::Guard(guard)) => {
+                guard.release().await;
+            }
+            (Acquirer::Rslock(rslock), Held::Rslock(lock)) => rslock.unlock(&lock).await,
+            (Acquirer::Lock(..), Held::Rslock(_)) => {}
+        }
+    }
+
+    /// Untimed: connections made (for the waiting lock, its subscriptions too), scripts loaded.
+    pub(crate) async fn warm_up(&self, key: &str) {
+        for _ in 0..super::WARM_CALLS {
+            match self {
+                Acquirer::Lock(lock, Kind::Waiting) => {
+                    if let Ok(guard) = lock.acquire_within(key, Duration::ZERO).await {
+                        guard.release().await;
+                    }
+                }
+                Acquirer::Lock(lock, _) => {
+                    if let Ok(guard) = lock.try_acquire(key).await {
+                        guard.release().await;
+                    }
+                }
+                Acquirer::Rslock(rslock) => {
+                    if let Some(lock) = rslock.lock(key).await {
+                        rslock.unlock(&lock).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What one waiter did in one step.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct WaiterRecord {
+    /// Which waiter (unique within the step, across processes).
+    pub(crate) id: u32,
+    /// Each hold: `[asked, acquired, released]` in ns on CLOCK_MONOTONIC: when the waiter began
+    /// to want the key, when its acquire returned, when its release started.
+    pub(crate) holds: Vec<[u64; 3]>,
+    /// Calls that gave up while the lock was held (and were made again).
+    pub(crate) refused: u64,
+    /// Calls that failed otherwise.
+    pub(crate) errors: u64,
+    /// When the wait the deadline cut short began, if one did.
+    pub(crate) cut: Option<u64>,
+}
+
+/// The shared budget of one step: holds left to take.
+pub(crate) struct Budget(AtomicU64);
+
+impl Budget {
+    pub(crate) fn new(holds: u64) -> Budget {
+        Budget(AtomicU64::new(holds))
+    }
+
+    fn left(&self) -> bool {
+        self.0.load(Ordering::Relaxed) > 0
+    }
+
+    fn take(&self) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+}
+
+/// Waiter `id`: wants `key`, holds it for `hold`, releases it, wants it again at once; until
+/// `end` (ns, CLOCK_MONOTONIC), `budget` runs out or [`MAX_CALLS`] calls were made.
+pub(crate) async fn waiter(
+    acquirer: &Acquirer,
+    key: &str,
+    id: u32,
+    hold: Duration,
+    end: u64,
+    budget: &Budget,
+) -> WaiterRecord {
+    let mut record = WaiterRecord {
+        id,
+        ..WaiterRecord::default()
+    };
+    let mut asked = None;
+    for _ in 0..MAX_CALLS {
+        let now = now_ns();
+        if now >= end || !budget.left() {
+            break;
+        }
+        let since = *asked.get_or_insert(now);
+        match acquirer.call(key, end).await {
+            Call::Got(held) => {
+                let acquired = now_ns();
+                if !hold.is_zero() {
+                    tokio::time::sleep(hold).await;
+                }
+                let released = now_ns();
+                acquirer.release(held).await;
+                record.holds.push([since, acquired, released]);
+                budget.take();
+                asked = None;
+            }
+            Call::Refused => record.refused += 1,
+            Call::Failed => {
+                record.errors += 1;
+                tokio::time::sleep(ERROR_PAUSE).await;
+            }
+            Call::Deadline => break,
+        }
+    }
+    record.cut = asked;
+    record
+}
