@@ -8,7 +8,6 @@
 //! or late message costs it at most the time until the holder's keys expire on a quorum, which
 //! it reads (`PTTL`) after every attempt that found the lock held.
 
-use std::pin::pin;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -177,8 +176,7 @@ impl Lock {
         let mut last_error = None;
         loop {
             // Armed before the attempt, so a release during it is not missed.
-            let mut woken = pin!(place.wake().notified());
-            woken.as_mut().enable();
+            let woken = place.wake().notified();
             let pause = if place.is_head() {
                 // Not cut short by the deadline: an attempt is bounded by the node timeouts, and
                 // one cut short would only have to be released again.

@@ -1,5 +1,6 @@
 //! The waiters of one lock: per resource, a queue in arrival order whose head alone contends on
-//! the nodes, and one wake-up signal; the subscriptions (one per node, `node/subscription.rs`)
+//! the nodes and alone is woken (each waiter has its own signal, so a release wakes one task, not
+//! every waiter of the resource); the subscriptions (one per node, `node/subscription.rs`)
 //! that turn a release published by any client into that signal; and the bound on how long a
 //! waiter sleeps when no wake-up comes (the key's expiry on a quorum, `rules/wait.rs`).
 //!
@@ -31,10 +32,9 @@ struct Queues {
     by_key: HashMap<Vec<u8>, Queue>,
 }
 
-/// The callers waiting for one key, in arrival order, and the signal that wakes them.
+/// The callers waiting for one key, in arrival order, each with the signal that wakes it.
 struct Queue {
-    tickets: VecDeque<u64>,
-    wake: Arc<Notify>,
+    waiters: VecDeque<(u64, Arc<Notify>)>,
 }
 
 /// A caller's place in a key's queue; leaving it (dropping it) lets the next one be head.
@@ -59,17 +59,17 @@ impl WaitList {
         connect_timeout: Duration,
         key: &[u8],
     ) -> (Place, Vec<oneshot::Receiver<()>>) {
-        let (ticket, wake, first) = {
+        let wake = Arc::new(Notify::new());
+        let (ticket, first) = {
             let mut queues = self.queues();
             let ticket = queues.next_ticket;
             queues.next_ticket = ticket.wrapping_add(1);
             let first = !queues.by_key.contains_key(key);
             let queue = queues.by_key.entry(key.to_vec()).or_insert_with(|| Queue {
-                tickets: VecDeque::new(),
-                wake: Arc::default(),
+                waiters: VecDeque::new(),
             });
-            queue.tickets.push_back(ticket);
-            (ticket, Arc::clone(&queue.wake), first)
+            queue.waiters.push_back((ticket, Arc::clone(&wake)));
+            (ticket, first)
         };
         let confirmations = if first {
             self.subscriptions(nodes, connect_timeout)
@@ -88,10 +88,17 @@ impl WaitList {
         (place, confirmations)
     }
 
-    /// Wakes `key`'s waiters: its lock was released (here, or by another client on a node).
+    /// Wakes the first of `key`'s waiters, the only one that contends: its lock was released
+    /// (here, or by another client on a node). A wake-up it is not waiting for yet is kept for
+    /// its next wait, once: several messages for one release cost at most one extra attempt.
     pub(crate) fn wake(&self, key: &[u8]) {
-        if let Some(queue) = self.queues().by_key.get(key) {
-            queue.wake.notify_waiters();
+        if let Some((_, head)) = self
+            .queues()
+            .by_key
+            .get(key)
+            .and_then(|queue| queue.waiters.front())
+        {
+            head.notify_one();
         }
     }
 
@@ -100,7 +107,7 @@ impl WaitList {
         self.queues()
             .by_key
             .get(key)
-            .map_or(0, |queue| queue.tickets.len())
+            .map_or(0, |queue| queue.waiters.len())
     }
 
     fn subscriptions(
@@ -130,12 +137,12 @@ impl Place {
             .queues()
             .by_key
             .get(&self.key)
-            .and_then(|queue| queue.tickets.front())
-            == Some(&self.ticket)
+            .and_then(|queue| queue.waiters.front())
+            .is_some_and(|(ticket, _)| *ticket == self.ticket)
     }
 
-    /// The signal that wakes this key's waiters (a release, or the head leaving).
-    pub(crate) fn wake(&self) -> &Arc<Notify> {
+    /// The signal that wakes this caller: a release while it is head, or the head leaving.
+    pub(crate) fn wake(&self) -> &Notify {
         &self.wake
     }
 }
@@ -147,22 +154,25 @@ impl Drop for Place {
             let Some(queue) = queues.by_key.get_mut(&self.key) else {
                 return;
             };
-            queue.tickets.retain(|ticket| *ticket != self.ticket);
-            let last = queue.tickets.is_empty();
+            let was_head = queue
+                .waiters
+                .front()
+                .is_some_and(|(ticket, _)| *ticket == self.ticket);
+            queue.waiters.retain(|(ticket, _)| *ticket != self.ticket);
+            if was_head && let Some((_, next)) = queue.waiters.front() {
+                // The next in line is head now.
+                next.notify_one();
+            }
+            let last = queue.waiters.is_empty();
             if last {
                 queues.by_key.remove(&self.key);
             }
             last
         };
-        if last {
-            if let Some(subscriptions) = self.list.subscriptions.get() {
-                for subscription in subscriptions {
-                    subscription.unsubscribe(&self.key);
-                }
+        if last && let Some(subscriptions) = self.list.subscriptions.get() {
+            for subscription in subscriptions {
+                subscription.unsubscribe(&self.key);
             }
-        } else {
-            // The next in line may be head now.
-            self.wake.notify_waiters();
         }
     }
 }
@@ -182,4 +192,42 @@ pub(crate) async fn free_by_expiry_after(
     )
     .await;
     free_after(&ttls, quorum)
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+
+    use super::*;
+
+    /// Whether `place` has a wake-up waiting for it (consumed by looking).
+    fn woken(place: &Place) -> bool {
+        place.wake().notified().now_or_never().is_some()
+    }
+
+    #[tokio::test]
+    async fn only_the_first_waiter_is_head_and_only_it_is_woken() {
+        let list = Arc::new(WaitList::default());
+        let join = || list.join(&[], Duration::from_secs(1), b"k").0;
+        let (first, second, third) = (join(), join(), join());
+        assert_eq!(list.waiters(b"k"), 3);
+        assert!(first.is_head() && !second.is_head() && !third.is_head());
+
+        list.wake(b"k");
+        assert!(woken(&first), "a release wakes the head");
+        assert!(!woken(&second) && !woken(&third), "and no one else");
+
+        // A waiter behind the head leaving wakes no one; the head leaving wakes the next.
+        drop(third);
+        assert!(!woken(&second));
+        drop(first);
+        assert!(second.is_head());
+        assert!(woken(&second));
+        drop(second);
+        assert_eq!(list.waiters(b"k"), 0);
+        assert!(
+            list.queues().by_key.is_empty(),
+            "an empty queue is forgotten"
+        );
+    }
 }
