@@ -295,6 +295,24 @@ mod tests {
     }
 
     #[test]
+    fn an_answered_request_is_ordered_before_a_release_over_any_connection() {
+        let ledger = Ledger::new(1);
+        let attempt = ledger.begin();
+        ledger
+            .hand_acquire(attempt, 0, 1, &server(0))
+            .unwrap()
+            .finish(true);
+        ledger.decide();
+        let (release, after_all) = ledger.hand_release(0, 2);
+        assert!(after_all);
+        release.finish(true);
+        assert!(
+            ledger.cleared_by(0, 2),
+            "answered over connection 1, so it ran before the release over connection 2"
+        );
+    }
+
+    #[test]
     fn one_attempt_hands_one_request_per_server_whatever_the_node() {
         let ledger = Ledger::new(3);
         let shared = server(9);

@@ -128,6 +128,25 @@ mod tests {
     }
 
     #[test]
+    fn an_endpoint_reads_as_its_lower_case_host_and_port_or_its_socket_path() {
+        assert_eq!(Endpoint::tcp("Redis-A", 6379).as_str(), "redis-a:6379");
+        assert_eq!(
+            Endpoint::other("/tmp/redis.sock".into()).as_str(),
+            "/tmp/redis.sock"
+        );
+    }
+
+    #[test]
+    fn the_shared_claims_keep_the_first_claim_on_a_server_as_the_table_does() {
+        let (a, b): (Arc<str>, Arc<str>) = ("run-a".into(), "run-b".into());
+        let claims = Claims::default();
+        assert_eq!(claims.claim(0, &a), Ok(()));
+        assert_eq!(claims.claim(1, &a), Err(0), "node 0 holds run-a");
+        assert_eq!(claims.claim(1, &b), Ok(()));
+        assert_eq!(claims.claim(0, &b), Err(1), "node 1 holds run-b");
+    }
+
+    #[test]
     fn the_first_claim_on_a_server_keeps_it() {
         let (a, b): (Arc<str>, Arc<str>) = ("run-a".into(), "run-b".into());
         let mut table = ClaimTable::default();

@@ -159,6 +159,17 @@ mod tests {
     }
 
     #[test]
+    fn a_vote_beyond_the_node_count_is_not_counted() {
+        let mut t = Tally::new(3, 2);
+        for vote in [Vote::Ours, Vote::Ours, Vote::NotOurs] {
+            t.record(vote);
+        }
+        assert_eq!(t.votes(), 3);
+        assert_eq!(t.record(Vote::Failed), Verdict::Won);
+        assert_eq!(t.votes(), 3, "every node votes at most once");
+    }
+
+    #[test]
     fn two_failed_and_one_held_is_held() {
         let mut t = Tally::new(5, 3);
         t.record(Vote::Failed);
@@ -215,6 +226,7 @@ mod tests {
             if votes.len() >= nodes {
                 prop_assert_ne!(tally.verdict(), Verdict::Pending);
             }
+            prop_assert_eq!(tally.votes(), votes.len().min(nodes));
         }
 
         /// Two disjoint groups of clients can never both win: a quorum is a majority.

@@ -115,6 +115,13 @@ mod tests {
     }
 
     #[test]
+    fn trust_ends_the_margin_before_the_validity() {
+        let schedule = schedule(3_000, None);
+        assert_eq!(schedule.trusted_until(ms(2_000)), ms(1_995));
+        assert_eq!(schedule.trusted_until(ms(3)), Duration::ZERO);
+    }
+
+    #[test]
     fn the_default_interval_is_a_third_of_the_ttl() {
         assert_eq!(schedule(30_000, None).every, Duration::from_secs(10));
     }

@@ -150,6 +150,18 @@ mod tests {
     }
 
     #[test]
+    fn the_jitter_is_scaled_by_the_random_number() {
+        let p = RetryPolicy::new()
+            .delay(Duration::from_millis(100))
+            .jitter(Duration::from_secs(1));
+        let pause = |random| p.next_delay(1, Duration::ZERO, random);
+        assert_eq!(pause(0.0), Some(Duration::from_millis(100)));
+        assert_eq!(pause(0.25), Some(Duration::from_millis(350)));
+        assert_eq!(pause(0.5), Some(Duration::from_millis(600)));
+        assert_eq!(pause(1.0), Some(Duration::from_millis(1_100)));
+    }
+
+    #[test]
     fn the_deadline_stops_an_attempt_that_would_start_too_late() {
         let p = RetryPolicy::new()
             .delay(Duration::from_millis(100))

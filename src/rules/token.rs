@@ -85,6 +85,14 @@ mod tests {
     }
 
     #[test]
+    fn debug_shows_the_first_eight_digits_and_display_the_whole_token() {
+        let t = Token::generate();
+        let prefix = t.as_str().get(..8).unwrap();
+        assert_eq!(format!("{t:?}"), format!("Token({prefix}…)"));
+        assert_eq!(t.to_string(), t.as_str());
+    }
+
+    #[test]
     fn distinct_resources_get_distinct_keys() {
         let p = b"quorumlock:";
         assert_ne!(lock_key(p, b"ab"), lock_key(p, b"a"));

@@ -89,6 +89,22 @@ mod tests {
     }
 
     #[test]
+    fn a_ttl_is_sent_as_its_whole_milliseconds() {
+        assert_eq!(ttl_millis(Duration::from_secs(30)), 30_000);
+        assert_eq!(ttl_millis(Duration::from_micros(1_999)), 1);
+        assert_eq!(ttl_millis(Duration::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn a_factor_that_is_not_a_finite_non_negative_number_yields_the_largest_drift() {
+        for ttl in [Duration::ZERO, Duration::from_secs(10)] {
+            for factor in [-0.5, -1e-300, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+                assert_eq!(drift(ttl, factor), Duration::MAX, "{ttl:?} × {factor}");
+            }
+        }
+    }
+
+    #[test]
     fn nonsense_factors_leave_no_validity() {
         for factor in [f64::NAN, f64::INFINITY, -0.5, f64::NEG_INFINITY, 1e300] {
             let d = drift(Duration::from_secs(10), factor);

@@ -1,8 +1,9 @@
-//! Extension and release: a failed extension deletes nothing, a dropped guard is released in the background.
+//! Extension and release: a failed extension deletes nothing, a dropped guard is released in the
+//! background; what a guard says about itself (resource, validity, debug output).
 
 use std::time::Duration;
 
-use quorumlock::Error;
+use quorumlock::{Error, NodeReply};
 use redis::AsyncCommands;
 
 use crate::common::*;
@@ -81,6 +82,73 @@ async fn the_decision_instant_is_inside_the_call_and_survives_an_extension() {
         let moved = guard.decided_at().max(decided) - guard.decided_at().min(decided);
         assert!(moved < Duration::from_millis(1), "{moved:?}");
         guard.release().await;
+    })
+    .await;
+}
+
+/// A guard gives back the resource it was acquired for, apart from the prefix of its key, and
+/// its debug output names that resource without showing the token.
+#[tokio::test]
+async fn a_guard_names_its_resource_and_its_debug_output_hides_the_token() {
+    bounded(async {
+        let (_cluster, lock) = quorum_lock(3, once().key_prefix("app:")).await;
+        let guard = lock.try_acquire("invoice:42").await.unwrap();
+        assert_eq!(guard.resource(), b"invoice:42");
+        assert_eq!(guard.key(), b"app:invoice:42");
+        let debug = format!("{guard:?}");
+        assert!(debug.contains("invoice:42"), "{debug}");
+        assert!(!debug.contains(guard.token().as_str()), "{debug}");
+        guard.release().await;
+    })
+    .await;
+}
+
+/// Once the validity has run out, the guard says so: not valid, nothing remaining.
+#[tokio::test]
+async fn a_guard_is_not_valid_once_its_validity_has_run_out() {
+    bounded(async {
+        let (_cluster, lock) = quorum_lock(3, once().ttl(Duration::from_secs(1))).await;
+        let guard = lock.try_acquire("short").await.unwrap();
+        assert!(guard.is_valid());
+        // Past the end of the validity (tokio's timer never fires early).
+        tokio::time::sleep(guard.remaining() + Duration::from_millis(1)).await;
+        assert!(!guard.is_valid());
+        assert_eq!(guard.remaining(), Duration::ZERO);
+        guard.release().await;
+    })
+    .await;
+}
+
+/// A release to a node whose acquire request is still in flight waits for that request, then
+/// sends the compare-and-delete, whose answer clears the node: the report says the node held
+/// our key (not "in doubt"), and nothing is left there.
+#[tokio::test]
+async fn a_release_waits_for_the_acquire_request_still_in_flight_and_then_clears_that_node() {
+    bounded(async {
+        let (mut cluster, lock) = quorum_lock(3, patient()).await;
+        // Connect to every node first: a paused node cannot complete a handshake.
+        lock.try_acquire("warm-up").await.unwrap().release().await;
+        lock.settle().await;
+        cluster.pause(2).unwrap();
+        let guard = lock.try_acquire("in-flight").await.unwrap();
+        assert_eq!(holders(guard.outcomes()), [0, 1]);
+        let key = guard.key().to_vec();
+        // Node 0 fails the release, so the release needs node 2's answer.
+        cluster.kill(0).await.unwrap();
+        let release = tokio::spawn(guard.release());
+        // Node 1's key gone: the release round has started, node 2's request with it.
+        let mut node_1 = cluster.connection(1).await.unwrap();
+        loop {
+            let exists: bool = node_1.exists(&key).await.unwrap();
+            if !exists {
+                break;
+            }
+        }
+        cluster.resume(2).unwrap();
+        let report = release.await.unwrap();
+        assert_eq!(report.outcomes[2].reply, NodeReply::Ours, "{report:?}");
+        assert_eq!(report.held, 2, "{report:?}");
+        assert_eq!(stored(&cluster, 2, &key).await, None);
     })
     .await;
 }

@@ -309,3 +309,99 @@ async fn an_interval_not_below_the_ttl_is_a_configuration_error() {
     })
     .await;
 }
+
+/// A guard handed to a thread outside any runtime can still be kept alive: the keep-alive runs
+/// on the runtime the guard was acquired on.
+#[tokio::test]
+async fn a_guard_kept_alive_outside_any_runtime_is_kept_on_the_one_it_was_acquired_on() {
+    bounded(async {
+        let cluster = cluster_on(Backend::Process).await.unwrap();
+        let lock = Lock::quorum(cluster.urls(), once()).unwrap();
+        let guard = lock.try_acquire("kept-off-runtime").await.unwrap();
+        let kept = std::thread::spawn(move || guard.keep_alive(KeepAlive::new()))
+            .join()
+            .unwrap()
+            .unwrap();
+        let lost = kept.lost_reason();
+        assert!(lost.is_none(), "{lost:?}");
+        assert!(kept.is_valid());
+        kept.release().await;
+        lock.settle().await;
+        assert_no_keys(&cluster, 0..3).await;
+    })
+    .await;
+}
+
+/// A lease shows what its guard held: the resource, the fence, the time left, and a debug
+/// output that names the resource without showing the token.
+#[tokio::test]
+async fn a_lease_shows_its_guards_resource_fence_and_time_left() {
+    bounded(async {
+        let cluster = cluster_on(Backend::Process).await.unwrap();
+        let lock = Lock::quorum(cluster.urls(), once().fencing(true)).unwrap();
+        // A second holder, so that the fence is neither 0 nor 1.
+        lock.try_acquire("leased").await.unwrap().release().await;
+        let guard = lock.try_acquire("leased").await.unwrap();
+        let (fence, token) = (guard.fence(), guard.token().clone());
+        assert!(fence.is_some_and(|fence| fence >= 2), "{fence:?}");
+        let kept = guard.keep_alive(KeepAlive::new()).unwrap();
+        assert_eq!(kept.resource(), b"leased");
+        assert_eq!(kept.fence(), fence);
+        assert!(kept.remaining() > Duration::ZERO);
+        let debug = format!("{kept:?}");
+        assert!(debug.contains("leased"), "{debug}");
+        assert!(!debug.contains(token.as_str()), "{debug}");
+        kept.release().await;
+    })
+    .await;
+}
+
+/// A lease whose extensions fail until its validity runs out, long before its `max_hold`, is
+/// lost as expired: the bound had nothing to do with it.
+#[tokio::test]
+async fn a_lease_that_runs_out_long_before_max_hold_is_expired_not_max_hold() {
+    bounded(async {
+        let mut cluster = cluster_on(Backend::Process).await.unwrap();
+        let lock = Lock::quorum(cluster.urls(), kept_options(Duration::from_secs(1))).unwrap();
+        let kept = lock
+            .try_acquire("frozen-bounded")
+            .await
+            .unwrap()
+            .keep_alive(KeepAlive::new().max_hold(Duration::from_secs(3600)))
+            .unwrap();
+        cluster.pause(0).unwrap();
+        cluster.pause(1).unwrap();
+        let lost = kept.lost().await;
+        assert!(matches!(lost, Lost::Expired { .. }), "{lost}");
+        cluster.resume(0).unwrap();
+        cluster.resume(1).unwrap();
+        kept.release().await;
+    })
+    .await;
+}
+
+/// Dropping a kept guard stops the keep-alive and releases in the background, and that release
+/// is counted: `Lock::settle` waits for it, and nothing is left once it returns.
+#[tokio::test]
+async fn a_dropped_kept_guard_is_released_and_settle_waits_for_it() {
+    bounded(async {
+        let cluster = cluster_on(Backend::Process).await.unwrap();
+        let lock = Lock::quorum(cluster.urls(), once()).unwrap();
+        let kept = lock
+            .try_acquire("dropped-kept")
+            .await
+            .unwrap()
+            .keep_alive(KeepAlive::new())
+            .unwrap();
+        // The acquisition's slower requests finished: no other background work is counted.
+        lock.settle().await;
+        drop(kept);
+        // Nothing has run since the drop (one thread, no await in between), so the release
+        // is still to come: settle must not be done yet.
+        let mut settle = std::pin::pin!(lock.settle());
+        assert!(futures::poll!(settle.as_mut()).is_pending());
+        settle.await;
+        assert_no_keys(&cluster, 0..3).await;
+    })
+    .await;
+}

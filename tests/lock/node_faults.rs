@@ -100,6 +100,58 @@ async fn the_key_reaches_every_live_node_not_only_the_first_quorum() {
     .await;
 }
 
+/// The slower nodes' requests go on after the decision and their replies are read: a node
+/// that answered after the decision is known to have run our request, so a release over a new
+/// connection to it (the old one broke meanwhile) still finds it clear, not in doubt.
+#[tokio::test]
+async fn a_reply_after_the_decision_is_still_read_so_a_release_over_a_new_connection_clears_the_node()
+ {
+    bounded(async {
+        let (mut cluster, lock) = quorum_lock(3, patient()).await;
+        // Connect to every node first: a paused node cannot complete a handshake.
+        lock.try_acquire("warm-up").await.unwrap().release().await;
+        lock.settle().await;
+        cluster.pause(2).unwrap();
+        let guard = lock.try_acquire("late-reply").await.unwrap();
+        assert_eq!(holders(guard.outcomes()), [0, 1]);
+        cluster.resume(2).unwrap();
+        // Node 2 runs the request now; settle() waits until its reply has been read.
+        lock.settle().await;
+        assert_eq!(
+            stored(&cluster, 2, guard.key()).await.as_deref(),
+            Some(guard.token().as_str())
+        );
+        // Break the lock's connection to node 2 (not this one: SKIPME is on by default).
+        let mut direct = cluster.connection(2).await.unwrap();
+        let _: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .query_async(&mut direct)
+            .await
+            .unwrap();
+        // Node 0 down: the release needs node 2's answer.
+        cluster.kill(0).await.unwrap();
+        // The next acquisition fails on node 2's broken connection; one after it reconnects.
+        let mut reconnected = false;
+        for round in 0..5 {
+            if let Ok(other) = lock.try_acquire(format!("reconnect-{round}")).await {
+                reconnected = other.outcomes()[2].reply == NodeReply::Ours;
+                other.release().await;
+            }
+            if reconnected {
+                break;
+            }
+        }
+        assert!(reconnected, "node 2 never voted again");
+        let key = guard.key().to_vec();
+        let report = guard.release().await;
+        assert_eq!(report.outcomes[2].reply, NodeReply::Ours, "{report:?}");
+        assert_eq!(stored(&cluster, 2, &key).await, None);
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_node_is_not_waited_for_by_any_of_eight_concurrent_callers() {
     bounded(async {
