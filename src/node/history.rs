@@ -140,6 +140,37 @@ mod tests {
     }
 
     #[test]
+    fn a_second_replacement_while_sitting_out_extends_the_sit_out_and_never_shortens_it() {
+        let history = History::new(MINUTE);
+        assert_eq!(
+            history.judge(&facts("a", 600), Instant::now()),
+            Standing::Votes
+        );
+        history.heard();
+        let noticed = Instant::now();
+        let Standing::SitsOut(first, _) = history.judge(&facts("b", 600), noticed) else {
+            panic!("b replaced a");
+        };
+        history.heard();
+        let later = Instant::now() + Duration::from_secs(10);
+        let Standing::SitsOut(second, _) = history.judge(&facts("c", 600), later) else {
+            panic!("c replaced b");
+        };
+        assert_eq!(
+            second,
+            later + MINUTE,
+            "counted from the second replacement"
+        );
+        assert!(second > first);
+        // A replacement judged with an earlier clock reading keeps the later deadline.
+        history.heard();
+        let Standing::SitsOut(third, _) = history.judge(&facts("d", 600), noticed) else {
+            panic!("d replaced c");
+        };
+        assert_eq!(third, second);
+    }
+
+    #[test]
     fn a_restart_after_the_last_reply_votes_and_a_replica_never_does() {
         let history = History::new(MINUTE);
         assert_eq!(

@@ -178,6 +178,28 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn an_uptime_no_longer_than_the_time_since_the_last_reply_is_a_restart() {
+        // Reported 2 s: surely up 1 s, exactly as long ago as the last reply. It may have
+        // started just after it.
+        assert_eq!(
+            succession(
+                Some(&known("a")),
+                &facts("b", 2),
+                Some(Duration::from_secs(1))
+            ),
+            Succession::Restarted
+        );
+        assert!(matches!(
+            succession(
+                Some(&known("a")),
+                &facts("b", 2),
+                Some(Duration::from_millis(999))
+            ),
+            Succession::Replaced(Replacement::OtherServer { .. })
+        ));
+    }
+
+    #[test]
     fn a_new_run_id_never_heard_from_before_is_judged_by_promotion_alone() {
         assert_eq!(
             succession(Some(&known("a")), &facts("b", 600), None),
