@@ -388,6 +388,42 @@ async fn a_clock_jump_on_a_majority_grants_twice() {
     assert!(!report.check.violations.is_empty());
 }
 
+/// Aimed at holds whose keys sit on nodes 2–4 only: the jump of nodes 3 and 4 breaks one in
+/// every cycle, so a run as long as the scenario says it needs shows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clock_jump_on_a_minority_grants_twice() {
+    let report = assert_unsafe(Scenario::ClockJumpMinority).await;
+    assert!(!report.check.violations.is_empty());
+    assert!(report.demonstrated_from_us() <= report.history.duration_us);
+}
+
+/// The addresses of nodes 0–2 switched to promoted replicas that missed the latest hold: the
+/// switched-in servers sit out, and every switch was proved (its `run_id` changed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_behind_a_majority_of_addresses_is_safe() {
+    let report = assert_safe(Scenario::Failover).await;
+    let switches = report
+        .history
+        .faults
+        .iter()
+        .filter(|fault| fault.label.starts_with("switched to"))
+        .count();
+    assert!(switches > 0, "{:?}", report.notes);
+}
+
+/// The same switches with a lock whose nodes ignore a replacement's sit-out: the promoted
+/// replicas grant holds they missed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ignored_replacement_is_caught_in_the_failover() {
+    let options = options().defect(Defect::ReplacementIgnored);
+    let report = run_scenario(Scenario::Failover, &options).await;
+    assert!(
+        !report.check.violations.is_empty(),
+        "replacement-ignored not caught: {:?}",
+        report.notes
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_side_scenarios_run_on_given_nodes() {
     let cluster = TestCluster::start(ClusterOptions::default().nodes(3))
