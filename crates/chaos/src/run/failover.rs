@@ -194,16 +194,14 @@ impl Faults<'_> {
                 }
             }
             cycles += 1;
-            if self.missed_hold(cluster, serving[0], keys).await? {
-                timed += 1;
-            }
+            // Read before the wait, so that the switch follows the missed hold at once.
             let mut before = Vec::with_capacity(SWITCHED.len());
             for &node in &SWITCHED {
                 let url = urls.get(node).ok_or(ChaosError::NoProxy(node))?;
                 before.push(run_id(&mut proxied_connection(url).await?).await?);
             }
-            for &(current, standby) in &serving {
-                missed_keys += missed(cluster, current, standby, keys).await?;
+            if self.missed_hold(cluster, serving[0], keys).await? {
+                timed += 1;
             }
             let label = if replicas {
                 "switched to a promoted replica"
@@ -217,6 +215,10 @@ impl Faults<'_> {
                 let proxy = proxy(cluster, node)?;
                 proxy.switch_upstream(to);
                 proxy.cut().await;
+            }
+            // The replaced servers still hold what they held: counted after the switch.
+            for &(current, standby) in &serving {
+                missed_keys += missed(cluster, current, standby, keys).await?;
             }
             for ((&node, &(_, standby)), old) in SWITCHED.iter().zip(&serving).zip(&before) {
                 let url = urls.get(node).ok_or(ChaosError::NoProxy(node))?;
