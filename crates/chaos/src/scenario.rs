@@ -91,10 +91,11 @@ pub enum Scenario {
     /// The clients skip the lock and write anyway: the control for the store check. Unsafe:
     /// shows interleaved (and usually lost) writes.
     NoLock,
-    /// The nemesis: kills (with restarts), freezes, latency, black holes and refused
-    /// connections on random subsets of nodes, majorities included, overlapping in time, drawn
-    /// from a seed ([`RunOptions::seed`](crate::RunOptions::seed)) that replays them. Only
-    /// faults Redlock's assumptions allow (see [`nemesis`](crate::nemesis)). Safe.
+    /// The nemesis: kills (with later restarts), restarts at once, freezes, latency, black
+    /// holes, refused connections and dropped packets on random subsets of nodes, majorities
+    /// included, overlapping in time, drawn from a seed
+    /// ([`RunOptions::seed`](crate::RunOptions::seed)) that replays them. Only faults Redlock's
+    /// assumptions allow (see [`nemesis`](crate::nemesis)). Safe.
     Random,
 }
 
