@@ -64,6 +64,9 @@ pub(crate) struct Node {
     pub(super) claims: Arc<Claims>,
     /// Which server the node knew at its address, and when it last heard from it.
     history: Arc<History>,
+    /// The deliberate defect of the lock this node belongs to (test-only, see `defect.rs`).
+    #[cfg(feature = "chaos-defects")]
+    pub(super) defect: Option<crate::rules::defect::Defect>,
 }
 
 impl Node {
@@ -83,6 +86,8 @@ impl Node {
                 .is_some_and(|fencing| !fencing.volatile_nodes),
             claims: Arc::default(),
             history: Arc::new(History::new(settings.replaced_sit_out)),
+            #[cfg(feature = "chaos-defects")]
+            defect: settings.defect,
         })
     }
 

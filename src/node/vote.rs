@@ -17,6 +17,8 @@ use super::connection::Node;
 use super::history::Standing;
 use super::identify::Identity;
 use crate::outcome::NodeError;
+#[cfg(feature = "chaos-defects")]
+use crate::rules::defect::Defect;
 
 /// What a request counted after an acquisition confirms, for which gate it passes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,7 +89,7 @@ impl Node {
                 self.claim(identity)?;
                 match counted {
                     Counted::Extend => Ok(()),
-                    Counted::WriteBack => standing(identity),
+                    Counted::WriteBack => self.standing(identity),
                 }
             })
         {
@@ -104,9 +106,15 @@ impl Node {
     fn may_vote(&self, identity: &Result<Arc<Identity>, NodeError>) -> Result<Arc<str>, NodeError> {
         let identity = identity.as_ref().map_err(Clone::clone)?;
         self.claim(identity)?;
-        standing(identity)?;
+        self.standing(identity)?;
         if self.durable_only && !identity.persists_every_write {
             return Err(NodeError::NotDurable);
+        }
+        // The `restart-guard-ignored` defect (test-only): the guard's decision forced to "may
+        // vote now".
+        #[cfg(feature = "chaos-defects")]
+        if self.defect == Some(Defect::RestartGuardIgnored) {
+            return Ok(Arc::clone(&identity.run_id));
         }
         if self.restart_guard.is_some() {
             let now = Instant::now();
@@ -125,6 +133,19 @@ impl Node {
             }
         }
         Ok(Arc::clone(&identity.run_id))
+    }
+
+    /// Whether the server may vote at all by what the node remembers of its address
+    /// ([`standing`]); with the `replacement-ignored` defect a sit-out counts as a vote.
+    fn standing(&self, identity: &Identity) -> Result<(), NodeError> {
+        // The `replacement-ignored` defect (test-only): `SitsOut` treated as `Votes`.
+        #[cfg(feature = "chaos-defects")]
+        if self.defect == Some(Defect::ReplacementIgnored)
+            && matches!(identity.standing, Standing::SitsOut(..))
+        {
+            return Ok(());
+        }
+        standing(identity)
     }
 
     /// One server, one vote: whether this node holds the claim on its server (else

@@ -5,8 +5,9 @@
 //! Compiled only with the test-only cargo feature `chaos-defects` and hidden from the docs;
 //! without it nothing of this exists. Each defect lives next to the rule it breaks: the validity
 //! (`validity.rs`, through `Settings::validity`), the quorum (`quorum.rs`, used when the options
-//! are validated), the release after a failed attempt (`lock.rs`) and the extension's quorum
-//! (`guard.rs`).
+//! are validated), the release after a failed attempt (`lock.rs`), the extension's quorum
+//! (`guard.rs`), and a node's gates in front of a vote (`node/vote.rs`: the restart guard's
+//! decision and a replacement's sit-out).
 
 use std::fmt;
 use std::str::FromStr;
@@ -26,16 +27,24 @@ pub enum Defect {
     NoReleaseOnFailure,
     /// `extend-minority`: an extension is accepted when a single node extended.
     ExtendMinority,
+    /// `restart-guard-ignored`: the restart guard's decision is forced to "may vote now": a
+    /// node restarted without persisting every write votes at once.
+    RestartGuardIgnored,
+    /// `replacement-ignored`: a server that replaced the known one at a node's address votes at
+    /// once instead of sitting out.
+    ReplacementIgnored,
 }
 
 impl Defect {
     /// Every defect, in the order a mutation score runs them.
-    pub const ALL: [Defect; 5] = [
+    pub const ALL: [Defect; 7] = [
         Defect::ValidityPlus5Pct,
         Defect::DriftIgnored,
         Defect::QuorumHalf,
         Defect::NoReleaseOnFailure,
         Defect::ExtendMinority,
+        Defect::RestartGuardIgnored,
+        Defect::ReplacementIgnored,
     ];
 
     /// The defect's name on the command line, e.g. `quorum-half`.
@@ -46,6 +55,8 @@ impl Defect {
             Defect::QuorumHalf => "quorum-half",
             Defect::NoReleaseOnFailure => "no-release-on-failure",
             Defect::ExtendMinority => "extend-minority",
+            Defect::RestartGuardIgnored => "restart-guard-ignored",
+            Defect::ReplacementIgnored => "replacement-ignored",
         }
     }
 

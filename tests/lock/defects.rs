@@ -2,9 +2,10 @@
 //! what their names say, against real Redis: the machinery that breaks the lock on purpose is
 //! itself tested. Compiled only with that feature.
 
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use quorumlock::{Defect, Guard};
+use quorumlock::{Defect, Error, Guard, Lock, NodeError, NodeReply};
 use redis::AsyncCommands;
 
 use crate::common::*;
@@ -110,6 +111,105 @@ async fn extend_minority_extends_with_the_key_gone_on_three_of_five_nodes() {
         guard.extend(Duration::from_secs(30)).await.unwrap();
         assert!(guard.valid_until() > before);
         assert_eq!(guard.release().await.held, 2);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn restart_guard_ignored_lets_a_node_restarted_empty_vote_at_once() {
+    bounded(async {
+        // A TTL (and so a guard period) no test run waits out: every grant below is inside it.
+        let options = || once().ttl(Duration::from_secs(60));
+        let mut cluster = volatile_cluster(1).await;
+        let url = cluster.urls()[0].clone();
+        // A freshly started node without persistence may have forgotten keys: the correct lock
+        // holds it back, the broken one lets it vote at once.
+        let honest = Lock::single(url.clone(), options()).unwrap();
+        let error = honest.try_acquire("job").await.unwrap_err();
+        assert!(recovering(&error.outcomes()[0]).is_some(), "{error}");
+        let broken =
+            Lock::single(url.clone(), options().defect(Defect::RestartGuardIgnored)).unwrap();
+        let first = broken.try_acquire("job").await.unwrap();
+        assert_eq!(first.outcomes()[0].reply, NodeReply::Ours);
+
+        // The hazard the guard exists for: the node restarts empty while `first` holds, and a
+        // second broken lock is granted the same resource.
+        cluster.kill(0).await.unwrap();
+        cluster.start_node(0).await.unwrap();
+        let second = Lock::single(url, options().defect(Defect::RestartGuardIgnored)).unwrap();
+        let stolen = second.try_acquire("job").await.unwrap();
+        assert!(first.is_valid() && stolen.is_valid(), "two holders at once");
+        assert_eq!(stolen.outcomes()[0].reply, NodeReply::Ours);
+        // The correct lock, reconnecting, still holds the restarted node back.
+        let mut last = None;
+        for _ in 0..2 {
+            let error = honest.try_acquire("job").await.unwrap_err();
+            if recovering(&error.outcomes()[0]).is_some() {
+                last = None;
+                break;
+            }
+            last = Some(error);
+        }
+        assert!(last.is_none(), "{last:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn replacement_ignored_lets_a_server_switched_in_behind_the_address_grant_a_held_lock() {
+    bounded(async {
+        let standby = cluster(1).await;
+        let main = proxied_cluster(1).await;
+        // A standby that was running well before the locks last heard from the old server.
+        let up = standby
+            .wait_for_uptime(0, Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert!(up >= Duration::from_secs(2), "{up:?}");
+        let url = main.urls()[0].clone();
+        let options = || once().ttl(Duration::from_secs(60));
+        let holder = Lock::single(url.clone(), options()).unwrap();
+        let honest = Lock::single(url.clone(), options()).unwrap();
+        let broken = Lock::single(url, options().defect(Defect::ReplacementIgnored)).unwrap();
+        let guard = holder.try_acquire("job").await.unwrap();
+        // Both contenders meet the old server: it answers that the resource is held.
+        for lock in [&honest, &broken] {
+            assert!(matches!(
+                lock.try_acquire("job").await,
+                Err(Error::Held { .. })
+            ));
+        }
+
+        let proxy = main.proxy(0).unwrap();
+        proxy.switch_upstream(SocketAddr::from((
+            Ipv4Addr::LOCALHOST,
+            standby.port(0).unwrap(),
+        )));
+        proxy.cut().await;
+
+        // The first attempt of each may find its cut connection broken; the next reconnects.
+        let mut sits_out = false;
+        for _ in 0..3 {
+            let error = honest.try_acquire("job").await.unwrap_err();
+            if matches!(
+                error.outcomes()[0].reply,
+                NodeReply::Failed(NodeError::Replaced { .. })
+            ) {
+                sits_out = true;
+                break;
+            }
+        }
+        assert!(sits_out, "the correct lock holds the replacement back");
+        let mut stolen = None;
+        for _ in 0..3 {
+            if let Ok(granted) = broken.try_acquire("job").await {
+                stolen = Some(granted);
+                break;
+            }
+        }
+        let stolen = stolen.expect("the broken lock is granted by the replacement");
+        assert_eq!(stolen.outcomes()[0].reply, NodeReply::Ours);
+        assert!(guard.is_valid() && stolen.is_valid(), "two holders at once");
     })
     .await;
 }

@@ -10,8 +10,10 @@
 //! a correct lock keeps mutual exclusion, on any subset of nodes, majorities included, overlapping
 //! in time:
 //!
-//! - **kill, then restart**: a node that comes back without the keys it granted could let a
-//!   contender in while the holder still counts on it (`restart-no-persistence`). So the runner
+//! - **kill, then restart**, later (a kill) or at once (a restart): a node that comes back
+//!   without the keys it granted could let a contender in while the holder still counts on it
+//!   (`restart-no-persistence`; a restart at once is that hazard at its sharpest, most of all on
+//!   a majority, whose holders all lose their keys there while their validity runs). So the runner
 //!   keeps the clients' restart guard on (a restarted node that does not fsync every write sits
 //!   out acquisitions until it has been up for the TTL plus the drift, by which time every key
 //!   it forgot has expired), or, if the caller turns the guard off, runs every node with AOF
@@ -63,6 +65,11 @@ pub enum FaultKind {
     /// SIGKILL at the start, restarted at the end (empty, or from its append-only file when the
     /// nodes persist every write).
     Kill,
+    /// SIGKILL and restarted at once at the start (empty, or from its append-only file when
+    /// the nodes persist every write); the node's process is left alone until the end. With the
+    /// restart guard the node sits out acquisitions meanwhile; a lock that ignores the guard
+    /// lets a contender win the restarted nodes while their holders' validity still runs.
+    Restart,
     /// SIGSTOP at the start, SIGCONT at the end.
     Freeze,
     /// The node's proxy delays every chunk by this much in each direction.
@@ -99,8 +106,9 @@ pub enum Layer {
 
 impl FaultKind {
     /// How many kinds [`draw`](FaultKind::draw) chooses from (latency counts twice: under and
-    /// over the per-node timeout).
-    const CHOICES: u32 = 9;
+    /// over the per-node timeout; a restart at once three times, so that a 10 s run at the
+    /// default TTL almost always has one on a majority).
+    const CHOICES: u32 = 12;
 
     /// A kind drawn uniformly, with its parameters scaled to `ttl`.
     fn draw(rng: &mut StdRng, ttl: Duration) -> FaultKind {
@@ -121,7 +129,8 @@ impl FaultKind {
             5 => FaultKind::Refuse,
             6 => FaultKind::DropPackets,
             7 => FaultKind::DropRequests,
-            _ => FaultKind::DropReplies,
+            8 => FaultKind::DropReplies,
+            _ => FaultKind::Restart,
         }
     }
 
@@ -131,6 +140,7 @@ impl FaultKind {
             // Packet drops share the process's layer: a restarted node is ready once it answers
             // on its server socket, which dropped packets would hide.
             FaultKind::Kill
+            | FaultKind::Restart
             | FaultKind::Freeze
             | FaultKind::DropPackets
             | FaultKind::DropRequests
@@ -143,6 +153,7 @@ impl FaultKind {
     pub fn label(self) -> String {
         match self {
             FaultKind::Kill => "killed, restarted".to_owned(),
+            FaultKind::Restart => "restarted at once".to_owned(),
             FaultKind::Freeze => "SIGSTOP".to_owned(),
             FaultKind::Latency { each_way_us } => {
                 format!("+{}ms each way", each_way_us / 1000)
@@ -330,6 +341,7 @@ mod tests {
         let events = &schedule.events;
         for kind in [
             FaultKind::Kill,
+            FaultKind::Restart,
             FaultKind::Freeze,
             FaultKind::BlackHole,
             FaultKind::DropPackets,

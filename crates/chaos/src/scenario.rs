@@ -51,17 +51,23 @@ pub enum Scenario {
     /// As [`RestartNoPersistence`](Scenario::RestartNoPersistence), but every node writes an
     /// append-only file with `appendfsync always`, so the keys survive the restart. Safe.
     RestartAof,
+    /// The addresses of nodes 0–2 (their proxies) are switched to other servers that have been
+    /// up for a while and lack the latest writes (promoted replicas on the process backend,
+    /// standby masters on docker), and the old connections are cut, while holds are held; the
+    /// replaced servers become the next switch's standbys. Safe: a server that replaced the one
+    /// a client knew at an address sits out acquisitions for the TTL plus the drift.
+    Failover,
     /// Nodes 0–2 count time 0.9 % too fast, the most the lock's default drift allowance
     /// (1 % of the TTL + 2 ms) covers. Safe; a lock that ignores the drift is not.
     ClockDrift,
     /// Nodes 0–2 count time ten times too fast, far beyond the drift allowance: keys expire while
     /// their holders still believe they hold them. Unsafe: shows violations.
     ClockFast,
-    /// The wall clocks of nodes 3 and 4 jump ahead by more than the TTL (their keys expire at
-    /// once), and later back. Unsafe: a hold whose keys sit on exactly three or four nodes (a
-    /// contender's leftover key was on the others) loses its majority in the jump, and a
-    /// contender wins nodes 3, 4 and a free one; nothing in the lock can see a clock jump
-    /// (the restart guard only sees restarts).
+    /// Holds are taken while nodes 0 and 1 are cut off (their keys land on nodes 2–4 only);
+    /// right after a hold was just taken, 0 and 1 come back and the wall clocks of nodes 3 and 4
+    /// jump ahead by more than the TTL (their keys expire at once), and later back. Unsafe:
+    /// the hold loses its majority in the jump, and a contender wins nodes 0, 1, 3 and 4;
+    /// nothing in the lock can see a clock jump (the restart guard only sees restarts).
     ClockJumpMinority,
     /// The wall clocks of nodes 0–2 jump ahead by more than the TTL, and later back: every key
     /// on a majority expires at once while its holder believes it valid. Unsafe: shows
@@ -85,16 +91,17 @@ pub enum Scenario {
     /// The clients skip the lock and write anyway: the control for the store check. Unsafe:
     /// shows interleaved (and usually lost) writes.
     NoLock,
-    /// The nemesis: kills (with restarts), freezes, latency, black holes and refused
-    /// connections on random subsets of nodes, majorities included, overlapping in time, drawn
-    /// from a seed ([`RunOptions::seed`](crate::RunOptions::seed)) that replays them. Only
-    /// faults Redlock's assumptions allow (see [`nemesis`](crate::nemesis)). Safe.
+    /// The nemesis: kills (with later restarts), restarts at once, freezes, latency, black
+    /// holes, refused connections and dropped packets on random subsets of nodes, majorities
+    /// included, overlapping in time, drawn from a seed
+    /// ([`RunOptions::seed`](crate::RunOptions::seed)) that replays them. Only faults Redlock's
+    /// assumptions allow (see [`nemesis`](crate::nemesis)). Safe.
     Random,
 }
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 22] = [
+    pub const ALL: [Scenario; 23] = [
         Scenario::Baseline,
         Scenario::MinorityCrash,
         Scenario::MinorityFreeze,
@@ -108,6 +115,7 @@ impl Scenario {
         Scenario::RestartGuarded,
         Scenario::RestartDelayed,
         Scenario::RestartAof,
+        Scenario::Failover,
         Scenario::ClockDrift,
         Scenario::ClockFast,
         Scenario::ClockJumpMinority,
@@ -135,6 +143,7 @@ impl Scenario {
             Scenario::RestartGuarded => "restart-guarded",
             Scenario::RestartDelayed => "restart-delayed",
             Scenario::RestartAof => "restart-aof",
+            Scenario::Failover => "failover",
             Scenario::ClockDrift => "clock-drift",
             Scenario::ClockFast => "clock-fast",
             Scenario::ClockJumpMinority => "clock-jump-minority",
@@ -177,12 +186,15 @@ impl Scenario {
             Scenario::RestartAof => {
                 "as restart-no-persistence, with AOF appendfsync always on every node"
             }
+            Scenario::Failover => {
+                "addresses of nodes 0,1,2 switched to promoted replicas that missed the latest holds; connections cut"
+            }
             Scenario::ClockDrift => {
                 "nodes 0,1,2 count time ×1.009, inside the 1 % + 2 ms drift allowance"
             }
             Scenario::ClockFast => "nodes 0,1,2 count time 10× too fast",
             Scenario::ClockJumpMinority => {
-                "wall clocks of nodes 3,4 jump 2×TTL ahead, 2×TTL later back"
+                "holds taken while 0,1 are cut off; then wall clocks of nodes 3,4 jump 2×TTL ahead, 2×TTL later back"
             }
             Scenario::ClockJumpMajority => {
                 "wall clocks of nodes 0,1,2 jump 2×TTL ahead, 2×TTL later back"
@@ -225,6 +237,30 @@ impl Scenario {
             | Scenario::ClockJumpMajority
             | Scenario::NoLock => false,
             _ => true,
+        }
+    }
+
+    /// For a scenario known to be unsafe (as run by default): how long a run must be, in TTLs
+    /// of the TTL it ran with, for it to show its hazard in every run. Each of these scenarios
+    /// aims its faults at holds they can break (or, `client-stall`, its pauses at holds a later
+    /// holder follows), so its hazard shows in the first fault cycle; a run shorter than that
+    /// cycle, or than the cycle and the TTL scaling of a slow backend, may show nothing, and the
+    /// verdict then is [`ExpectedVsObserved::TooShort`](crate::ExpectedVsObserved::TooShort),
+    /// not a failure. `None` for a scenario expected to be safe.
+    pub fn demonstrated_from_ttls(self) -> Option<u32> {
+        match self {
+            // The first contended hold: keys expire at a tenth of the TTL, writes interleave at
+            // once.
+            Scenario::ClockFast | Scenario::NoLock => Some(2),
+            // The first jump comes after one TTL; every hold then under way is broken.
+            Scenario::ClockJumpMajority => Some(4),
+            // The first stalled hold (the first of each resource) writes ½ TTL after its
+            // validity ended, once a later holder wrote.
+            Scenario::ClientStall => Some(4),
+            // The first cycle: ½ TTL, the cut (one TTL), a hold just taken (up to one more), the
+            // restarts or the jump, and a contender's grant a moment later.
+            Scenario::RestartNoPersistence | Scenario::ClockJumpMinority => Some(5),
+            _ => None,
         }
     }
 
@@ -330,6 +366,19 @@ mod tests {
         assert!(Scenario::RestartGuarded.expected_safe());
         assert!(!Scenario::RestartGuarded.expected_safe_with(false, false));
         assert!(Scenario::MinorityCrash.expected_safe_with(false, false));
+    }
+
+    /// Every scenario known to be unsafe says from how long a run on it shows its hazard; no
+    /// safe one does.
+    #[test]
+    fn exactly_the_unsafe_scenarios_say_when_they_show_their_hazard() {
+        for scenario in Scenario::ALL {
+            assert_eq!(
+                scenario.demonstrated_from_ttls().is_some(),
+                !scenario.expected_safe(),
+                "{scenario}"
+            );
+        }
     }
 
     /// Only the fenced client stall runs with fencing by default; fencing makes the client

@@ -30,7 +30,7 @@ const RESTARTS_PER_TTL: u32 = 2;
 const RESTART_MARKER: &str = "quorumlock:chaos:restart-marker";
 
 /// `Err(FaultNotInEffect)` for `fault` on `node`, with what was seen instead.
-fn not_in_effect(fault: &str, node: usize, evidence: impl Into<String>) -> ChaosError {
+pub(super) fn not_in_effect(fault: &str, node: usize, evidence: impl Into<String>) -> ChaosError {
     ChaosError::FaultNotInEffect {
         fault: fault.to_owned(),
         node,
@@ -278,4 +278,37 @@ pub(super) fn median_ms(samples: &mut [Duration]) -> f64 {
     samples
         .get(samples.len() / 2)
         .map_or(0.0, |median| median.as_secs_f64() * 1e3)
+}
+
+/// How long the nodes a scenario cuts off and heals must have been up before the run, so that
+/// a client reconnecting after the heal can tell that they did not restart meanwhile: the
+/// server reports whole seconds, the restart guard trusts one less, and a node surely up for
+/// the TTL plus the drift votes at once.
+const UP_BEFORE_A_CUT: Duration = Duration::from_secs(2);
+
+/// Waits until `nodes` have been up for [`UP_BEFORE_A_CUT`] (bounded by the harness's wait),
+/// and notes it. Without it the first aimed cycle of
+/// `clock-jump-minority` finds the healed nodes sitting out (`Recovering`), so its
+/// contenders cannot get in and the cycle shows nothing.
+pub(super) async fn up_for_a_while(
+    cluster: &TestCluster,
+    nodes: &[usize],
+    notes: &mut Vec<String>,
+) -> Result<(), ChaosError> {
+    for &node in nodes {
+        let up = cluster.wait_for_uptime(node, UP_BEFORE_A_CUT).await?;
+        if up < UP_BEFORE_A_CUT {
+            return Err(not_in_effect(
+                "up for a while before the run",
+                node,
+                format!("uptime {up:?} after waiting for {UP_BEFORE_A_CUT:?}"),
+            ));
+        }
+    }
+    notes.push(format!(
+        "nodes {nodes:?} up for at least {} s before the run: a client reconnecting after \
+         their cut knows they did not restart",
+        UP_BEFORE_A_CUT.as_secs()
+    ));
+    Ok(())
 }

@@ -13,6 +13,7 @@ use redis::aio::MultiplexedConnection;
 
 use super::checks::{clock_jumped, clock_offset_ms};
 use super::error::ChaosError;
+use super::faults::{Faults, MAX_CYCLES, heal};
 use crate::history::Recorder;
 use crate::scenario::Scenario;
 
@@ -219,3 +220,86 @@ if value ~= ARGV[1] then
 end
 return value
 ";
+
+/// Where an aimed clock jump ([`Scenario::ClockJumpMinority`]) aims: it cuts `cut` off (proxy:
+/// cut and refuse) for one TTL and until a hold has just been taken (its key on node `fresh_on`
+/// is fresh), so that the hold's keys sit on the other nodes only, then heals `cut` and jumps
+/// at once: the jumping nodes drop the hold's keys, and a contender wins them and `cut`.
+pub(super) struct Aim<'a> {
+    pub(super) cut: &'a [usize],
+    pub(super) fresh_on: usize,
+    pub(super) keys: &'a [Vec<u8>],
+}
+
+impl Faults<'_> {
+    /// Clocks of `nodes` jump 2 TTL ahead, and 2 TTL later back, in cycles; every jump measured
+    /// with `TIME` (the range goes to `notes`). With an `aim`, each jump comes right after a
+    /// hold was taken while the aim's nodes were cut off (see [`Aim`]).
+    pub(super) async fn clock_jumps(
+        &self,
+        cluster: &TestCluster,
+        nodes: &[usize],
+        aim: Option<Aim<'_>>,
+        notes: &mut Vec<String>,
+    ) -> Result<(), ChaosError> {
+        let t = self.ttl;
+        let jump_ms = i64::try_from((t * 2).as_millis()).unwrap_or(i64::MAX);
+        let mut connections = node_connections(cluster, nodes).await?;
+        let (mut ahead, mut back) = (Vec::new(), Vec::new());
+        let (mut cycles, mut timed) = (0, 0);
+        for _ in 0..MAX_CYCLES {
+            let pause = if aim.is_some() { t / 2 } else { t };
+            self.sleep(pause).await;
+            // Aimed: the cut (one TTL), a hold just taken (up to one more), and the jump.
+            let cycle = if aim.is_some() { t * 4 } else { t * 5 / 2 };
+            if !self.fits(cycle) {
+                break;
+            }
+            if let Some(aim) = &aim {
+                let cut = self.recorder.fault("cut + refused", aim.cut);
+                self.partition(cluster, aim.cut).await?;
+                self.sleep(t).await;
+                if self.fresh_hold(cluster, aim.fresh_on, aim.keys).await? {
+                    timed += 1;
+                }
+                heal(cluster, aim.cut).await?;
+                self.recorder.lift(cut);
+            }
+            cycles += 1;
+            let fault = self.recorder.fault(format!("clock +{jump_ms} ms"), nodes);
+            let jumped_at = Instant::now();
+            jump_clocks(
+                cluster,
+                nodes,
+                &mut connections,
+                jump_ms,
+                jump_ms,
+                &mut ahead,
+            )
+            .await?;
+            self.sleep_until(jumped_at + t * 2).await;
+            jump_clocks(cluster, nodes, &mut connections, 0, -jump_ms, &mut back).await?;
+            self.recorder.lift(fault);
+        }
+        let range = |measured: &[i128]| match (measured.iter().min(), measured.iter().max()) {
+            (Some(min), Some(max)) => format!("{min:+}..{max:+} ms"),
+            _ => "none".to_owned(),
+        };
+        notes.push(format!(
+            "self-check: {} clock jumps of ±{jump_ms} ms on nodes {nodes:?} (libfaketime), \
+             measured with TIME: ahead {}, back {}{}",
+            ahead.len() + back.len(),
+            range(&ahead),
+            range(&back),
+            match &aim {
+                Some(aim) => format!(
+                    "; {timed} of {cycles} jumps came right after a hold was taken while nodes \
+                     {:?} were cut off",
+                    aim.cut
+                ),
+                None => String::new(),
+            }
+        ));
+        Ok(())
+    }
+}

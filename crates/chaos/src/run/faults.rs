@@ -11,7 +11,7 @@ use super::checks::{
     frozen, latency_in_effect, mark_before_restart, median_ms, process_gone, proxied_connection,
     restarted_as_expected, round_trip, server_pid, silent,
 };
-use super::clocks::{fast_clocks, jump_clocks, jumping_nodes, node_connections};
+use super::clocks::{Aim, fast_clocks, jumping_nodes};
 use super::drift::drifting_clocks;
 use super::error::ChaosError;
 use crate::history::Recorder;
@@ -19,7 +19,7 @@ use crate::nemesis::Schedule;
 use crate::scenario::Scenario;
 
 /// Upper bound on fault cycles per scenario, on top of the time bound.
-const MAX_CYCLES: u32 = 10_000;
+pub(super) const MAX_CYCLES: u32 = 10_000;
 /// How often the restart cycle looks for a hold just taken.
 const FRESH_POLL: Duration = Duration::from_millis(2);
 
@@ -79,12 +79,12 @@ impl Faults<'_> {
         tokio::time::sleep_until(until.min(self.deadline).into()).await;
     }
 
-    async fn sleep(&self, duration: Duration) {
+    pub(super) async fn sleep(&self, duration: Duration) {
         self.sleep_until(Instant::now() + duration).await;
     }
 
     /// Whether a fault cycle of `span` still ends before the deadline.
-    fn fits(&self, span: Duration) -> bool {
+    pub(super) fn fits(&self, span: Duration) -> bool {
         Instant::now() + span <= self.deadline
     }
 
@@ -186,6 +186,7 @@ impl Faults<'_> {
                 self.restarts(cluster, None, false, &keys, notes).await?;
             }
             Scenario::RestartAof => self.restarts(cluster, None, true, &keys, notes).await?,
+            Scenario::Failover => self.failovers(cluster, &keys, notes).await?,
             Scenario::RestartDelayed => {
                 self.restarts(cluster, Some(t * 3 / 2), false, &keys, notes)
                     .await?;
@@ -201,15 +202,28 @@ impl Faults<'_> {
             Scenario::ClockDrift => {
                 drifting_clocks(cluster, self.recorder, self.deadline, notes).await?;
             }
-            Scenario::ClockJumpMinority | Scenario::ClockJumpMajority => {
-                self.clock_jumps(cluster, jumping_nodes(scenario), notes)
+            Scenario::ClockJumpMinority => {
+                let aim = Aim {
+                    cut: &[0, 1],
+                    fresh_on: 3,
+                    keys: &keys,
+                };
+                self.clock_jumps(cluster, jumping_nodes(scenario), Some(aim), notes)
+                    .await?;
+            }
+            Scenario::ClockJumpMajority => {
+                self.clock_jumps(cluster, jumping_nodes(scenario), None, notes)
                     .await?;
             }
         }
         Ok(())
     }
 
-    async fn partition(&self, cluster: &TestCluster, nodes: &[usize]) -> Result<(), ChaosError> {
+    pub(super) async fn partition(
+        &self,
+        cluster: &TestCluster,
+        nodes: &[usize],
+    ) -> Result<(), ChaosError> {
         for &node in nodes {
             let proxy = proxy(cluster, node)?;
             proxy.refuse().await;
@@ -322,52 +336,6 @@ impl Faults<'_> {
         Ok(())
     }
 
-    /// Clocks of `nodes` jump 2 TTL ahead, and 2 TTL later back, in cycles; every jump measured
-    /// with `TIME` (the range goes to `notes`).
-    async fn clock_jumps(
-        &self,
-        cluster: &TestCluster,
-        nodes: &[usize],
-        notes: &mut Vec<String>,
-    ) -> Result<(), ChaosError> {
-        let t = self.ttl;
-        let jump_ms = i64::try_from((t * 2).as_millis()).unwrap_or(i64::MAX);
-        let mut connections = node_connections(cluster, nodes).await?;
-        let (mut ahead, mut back) = (Vec::new(), Vec::new());
-        for _ in 0..MAX_CYCLES {
-            self.sleep(t).await;
-            if !self.fits(t * 5 / 2) {
-                break;
-            }
-            let fault = self.recorder.fault(format!("clock +{jump_ms} ms"), nodes);
-            let jumped_at = Instant::now();
-            jump_clocks(
-                cluster,
-                nodes,
-                &mut connections,
-                jump_ms,
-                jump_ms,
-                &mut ahead,
-            )
-            .await?;
-            self.sleep_until(jumped_at + t * 2).await;
-            jump_clocks(cluster, nodes, &mut connections, 0, -jump_ms, &mut back).await?;
-            self.recorder.lift(fault);
-        }
-        let range = |measured: &[i128]| match (measured.iter().min(), measured.iter().max()) {
-            (Some(min), Some(max)) => format!("{min:+}..{max:+} ms"),
-            _ => "none".to_owned(),
-        };
-        notes.push(format!(
-            "self-check: {} clock jumps of ±{jump_ms} ms on nodes {nodes:?} (libfaketime), \
-             measured with TIME: ahead {}, back {}",
-            ahead.len() + back.len(),
-            range(&ahead),
-            range(&back)
-        ));
-        Ok(())
-    }
-
     /// The restart cycle: cut nodes 3,4 off for one TTL, so holds taken meanwhile have their
     /// keys on nodes 0–2 only, and until a hold has just been taken (its key on node 1 is
     /// fresh; at most one TTL more); bring 3,4 back; kill and restart node 1 and then node 2 at
@@ -455,7 +423,7 @@ impl Faults<'_> {
     /// Waits until one of the lock's `keys` on `node` was set within the last tenth of a TTL
     /// (a hold just taken, which will outlive a restart that takes under half a TTL), polling
     /// its PTTL; `false` if none was within one TTL (or by the deadline).
-    async fn fresh_hold(
+    pub(super) async fn fresh_hold(
         &self,
         cluster: &TestCluster,
         node: usize,
@@ -490,7 +458,7 @@ pub(super) fn proxy(cluster: &TestCluster, node: usize) -> Result<&FaultProxy, C
 }
 
 /// Back to plain forwarding on the proxies of `nodes`, accepting new connections again.
-async fn heal(cluster: &TestCluster, nodes: &[usize]) -> Result<(), ChaosError> {
+pub(super) async fn heal(cluster: &TestCluster, nodes: &[usize]) -> Result<(), ChaosError> {
     for &node in nodes {
         proxy(cluster, node)?.heal().await?;
     }

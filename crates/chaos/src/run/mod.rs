@@ -4,13 +4,15 @@
 //! Below this file: [`options`] (how to run), [`error`], [`workload`] (the clients) over
 //! [`store`] (the protected store), [`faults`] (the fault schedule) over [`clocks`] (the clock
 //! faults), [`drift`] (the drifting clocks) and [`checks`] (each fault's proof that it took
-//! effect; the TTL adapted to the restart time), [`nemesis`] (the executor of
+//! effect; the TTL adapted to the restart time), [`failover`] (the address switches of
+//! [`Scenario::Failover`]), [`nemesis`] (the executor of
 //! [`Scenario::Random`]'s schedule), and [`report`] (what a run returns).
 
 mod checks;
 mod clocks;
 mod drift;
 mod error;
+mod failover;
 mod faults;
 mod nemesis;
 mod options;
@@ -29,7 +31,7 @@ use crate::checker::{CheckReport, check};
 use crate::history::{Clock, History, Recorder, Rejection};
 use crate::nemesis::Schedule;
 use crate::scenario::Scenario;
-use checks::ttl_for_restarts;
+use checks::{ttl_for_restarts, up_for_a_while};
 use clocks::{with_fast_clocks, with_jumping_clocks};
 use drift::{ttl_for_drift, with_drifting_clocks};
 use faults::Faults;
@@ -82,8 +84,13 @@ pub async fn run(scenario: Scenario, options: &RunOptions) -> Result<ScenarioRep
         }
         Err(error) => return Err(error.into()),
     };
-    let urls = cluster.urls();
+    let urls = failover::client_urls(cluster.urls());
     let target = format!("{LOCAL_NODES} local nodes behind fault proxies");
+    match scenario {
+        Scenario::Failover => failover::standing_by(&cluster, &mut notes).await?,
+        Scenario::ClockJumpMinority => up_for_a_while(&cluster, &[0, 1], &mut notes).await?,
+        _ => {}
+    }
     if persistence(scenario, options) == Persistence::AofAlways {
         notes.push("every node: appendonly yes, appendfsync always (data on tmpfs)".to_owned());
     }
@@ -121,7 +128,7 @@ fn cluster_options(scenario: Scenario, options: &RunOptions, clocks: bool) -> Cl
     let cluster = options
         .cluster
         .clone()
-        .nodes(LOCAL_NODES)
+        .nodes(LOCAL_NODES + failover::standbys(scenario))
         .proxies(true)
         .persistence(persistence(scenario, options));
     match scenario {

@@ -69,6 +69,10 @@ impl Faults<'_> {
 async fn apply(cluster: &mut TestCluster, kind: FaultKind, node: usize) -> Result<(), ChaosError> {
     match kind {
         FaultKind::Kill => cluster.kill(node).await?,
+        FaultKind::Restart => {
+            cluster.kill(node).await?;
+            cluster.start_node(node).await?;
+        }
         FaultKind::Freeze => cluster.pause(node)?,
         FaultKind::Latency { each_way_us } => {
             proxy(cluster, node)?.set_latency(Duration::from_micros(each_way_us));
@@ -90,6 +94,8 @@ async fn apply(cluster: &mut TestCluster, kind: FaultKind, node: usize) -> Resul
 async fn lift(cluster: &mut TestCluster, kind: FaultKind, node: usize) -> Result<(), ChaosError> {
     match kind {
         FaultKind::Kill => cluster.start_node(node).await?,
+        // Restarted when applied: nothing left to undo.
+        FaultKind::Restart => {}
         FaultKind::Freeze => cluster.resume(node)?,
         FaultKind::Latency { .. } => proxy(cluster, node)?.set_latency(Duration::ZERO),
         FaultKind::BlackHole => {

@@ -19,9 +19,15 @@ pub enum ExpectedVsObserved {
     AsExpected,
     /// Expected safe, yet a violation or stale write was found: a bug (or broken assumptions).
     UnexpectedViolation,
-    /// Expected unsafe, but this run happened to show nothing: the scenario failed to
-    /// demonstrate the hazard (run it longer).
+    /// Expected unsafe, but this run showed nothing although it was long enough for the
+    /// scenario to show its hazard every time
+    /// ([`Scenario::demonstrated_from_ttls`]): the scenario failed to demonstrate it, so the run
+    /// proved nothing.
     NotDemonstrated,
+    /// Expected unsafe, and this run showed nothing, but it was shorter than the scenario needs
+    /// to show its hazard every time ([`Scenario::demonstrated_from_ttls`]): no verdict either
+    /// way.
+    TooShort,
 }
 
 /// The result of one scenario run.
@@ -72,7 +78,20 @@ impl ScenarioReport {
         match (self.expected_safe, self.check.is_safe()) {
             (true, true) | (false, false) => ExpectedVsObserved::AsExpected,
             (true, false) => ExpectedVsObserved::UnexpectedViolation,
+            (false, true) if self.history.duration_us < self.demonstrated_from_us() => {
+                ExpectedVsObserved::TooShort
+            }
             (false, true) => ExpectedVsObserved::NotDemonstrated,
+        }
+    }
+
+    /// How long a run of this scenario must be, in µs at the TTL it ran with, to show its
+    /// hazard every time ([`Scenario::demonstrated_from_ttls`]); 0 when it makes no such claim
+    /// (a scenario expected to be safe, or one run with options that make it so).
+    pub fn demonstrated_from_us(&self) -> u64 {
+        match (self.expected_safe, self.scenario.demonstrated_from_ttls()) {
+            (false, Some(ttls)) => self.ttl_ms.saturating_mul(1000).saturating_mul(ttls.into()),
+            _ => 0,
         }
     }
 
@@ -146,6 +165,24 @@ mod tests {
             check: check(&history),
             history,
         }
+    }
+
+    /// An unsafe scenario that shows nothing fails only when it ran long enough to show it.
+    #[test]
+    fn an_undemonstrated_hazard_fails_only_a_run_long_enough_to_show_it() {
+        let mut short = report(History::new());
+        short.scenario = Scenario::ClockJumpMinority;
+        short.expected_safe = false;
+        short.history.duration_us = 1_999_999;
+        assert_eq!(short.demonstrated_from_us(), 2_000_000);
+        assert_eq!(short.expected_vs_observed(), ExpectedVsObserved::TooShort);
+        short.history.duration_us = 2_000_000;
+        assert_eq!(
+            short.expected_vs_observed(),
+            ExpectedVsObserved::NotDemonstrated
+        );
+        // A safe run makes no claim about its length.
+        assert_eq!(report(History::new()).demonstrated_from_us(), 0);
     }
 
     /// Overlapping windows become visible at the later grant; a stale write at its instant; the

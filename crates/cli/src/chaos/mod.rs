@@ -41,7 +41,7 @@ pub struct ChaosArgs {
     /// A scenario name, several separated by commas, or `all`. Scenarios: baseline,
     /// minority-crash, minority-freeze, minority-latency, majority-latency, partition-minority,
     /// partition-majority, partition-one-way, partition-asymmetric, restart-no-persistence,
-    /// restart-guarded, restart-delayed, restart-aof, clock-drift, clock-fast,
+    /// restart-guarded, restart-delayed, restart-aof, failover, clock-drift, clock-fast,
     /// clock-jump-minority, clock-jump-majority, client-stall, client-stall-fenced,
     /// keep-alive-loss, no-lock, random.
     ///
@@ -92,12 +92,14 @@ pub struct ChaosArgs {
     /// The mutation score: run every chosen safe scenario with the clients' locks broken on
     /// purpose, one defect at a time (a name, several separated by commas, or `all`), and
     /// print which scenarios caught each defect. Defects: validity-plus-5pct, drift-ignored,
-    /// quorum-half, no-release-on-failure, extend-minority. Exits non-zero when a defect that
+    /// quorum-half, no-release-on-failure, extend-minority, restart-guard-ignored,
+    /// replacement-ignored. Exits non-zero when a defect that
     /// can break mutual exclusion survives every scenario.
     #[arg(long)]
     defect: Option<String>,
-    /// Exit 0 even when a scenario known to be unsafe shows no violation (by default that
-    /// fails the run: the scenario did not demonstrate its hazard, so it proved nothing).
+    /// Exit 0 even when a scenario known to be unsafe shows no violation in a run long enough
+    /// to show it (by default that fails the run: the scenario did not demonstrate its hazard,
+    /// so it proved nothing). A run shorter than its scenario needs never fails for this.
     #[arg(long)]
     allow_undemonstrated: bool,
 }
@@ -332,7 +334,8 @@ fn progress_bar(scenarios: usize, duration: Duration) -> ProgressBar {
 
 /// The verdict line per scenario, and the overall result: a failure if a scenario expected
 /// safe showed a violation, one could not run, or (unless `allow_undemonstrated`) one known to
-/// be unsafe showed nothing. A run with a deliberate defect that shows violations is not a
+/// be unsafe showed nothing in a run long enough to show it (a shorter run gets a line, not a
+/// failure: `Scenario::demonstrated_from_ttls`). A run with a deliberate defect that shows violations is not a
 /// failure: it caught the defect (see [`mutation`]).
 fn summarize(
     reports: &[ScenarioReport],
@@ -381,6 +384,15 @@ fn summarize(
                     }
                 );
                 undemonstrated.push(report.scenario.name());
+            }
+            ExpectedVsObserved::TooShort => {
+                println!(
+                    "too short {}: known to be unsafe; this run showed nothing, but it shows its \
+                     hazard every time only from {:.1} s at its TTL of {} ms (no verdict)",
+                    report.scenario,
+                    report.demonstrated_from_us() as f64 / 1e6,
+                    report.ttl_ms
+                );
             }
             _ => {}
         }

@@ -77,6 +77,7 @@ pub(super) fn table(reports: &[ScenarioReport]) -> String {
             (ExpectedVsObserved::UnexpectedViolation, _) if report.defect.is_some() => "caught",
             (ExpectedVsObserved::UnexpectedViolation, _) => "VIOLATED",
             (ExpectedVsObserved::NotDemonstrated, _) => "not shown",
+            (ExpectedVsObserved::TooShort, _) => "too short",
             (_, true) => "safe",
             (_, false) => "unsafe, shown",
         };
