@@ -283,7 +283,6 @@ impl Guard {
     pub async fn release(mut self) -> ReleaseReport {
         let round = release_all(&self.node_set, &self.key, &self.token, &self.ledger, true).await;
         self.released = true;
-        self.node_set.wait_list.wake(&self.key);
         ReleaseReport {
             held: round.ours(),
             outcomes: round.outcomes,

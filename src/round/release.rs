@@ -26,7 +26,8 @@ use crate::rules::token::Token;
 /// as soon as a quorum of nodes is known to be free of our key (from then on the lock is free
 /// for others); the requests to the other nodes finish as counted background work. Without such
 /// a quorum, waits for every node (each within its timeouts). `held`: the lock was held (a
-/// guard's release, not a failed acquisition's cleanup), so its waiters everywhere are woken.
+/// guard's release, not a failed acquisition's cleanup), so its waiters everywhere are woken:
+/// through the nodes (the release publishes) and, once the quorum is free, this lock's own.
 pub(crate) async fn release_all(
     node_set: &NodeSet,
     key: &Arc<[u8]>,
@@ -52,12 +53,13 @@ pub(crate) async fn release_all(
     if let Some(unanswered) = round.unanswered.take() {
         node_set.background.finish_unanswered(unanswered);
     }
+    if held {
+        node_set.wait_list.wake(key);
+    }
     round
 }
 
 /// Starts [`release_all`] as a counted background task. Used from `Drop`, which cannot wait.
-/// A guard's release (`held`) then wakes the lock's waiters for the key; an acquisition's
-/// cleanup does not, since nobody else held the lock.
 pub(crate) fn release_in_background(
     node_set: &Arc<NodeSet>,
     key: Arc<[u8]>,
@@ -69,9 +71,6 @@ pub(crate) fn release_in_background(
     let task_node_set = Arc::clone(node_set);
     let spawned = node_set.background.spawn(fallback, async move {
         let round = release_all(&task_node_set, &key, &token, &ledger, held).await;
-        if held {
-            task_node_set.wait_list.wake(&key);
-        }
         tracing::debug!(released = round.ours(), "background release finished");
     });
     if !spawned {
