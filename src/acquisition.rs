@@ -11,9 +11,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
-use crate::guard::{Grant, Guard};
+use crate::guard::Guard;
+use crate::hold::Owners;
+use crate::hold::{Acquired, Grant, Hold};
 use crate::node::acquire::{AcquireCommand, AcquireRequest, Taken};
 use crate::outcome::{NodeOutcome, NodeReply};
+use crate::owner::Owner;
 use crate::round::NodeSet;
 use crate::round::acquire::acquire;
 use crate::round::fan_out::{Round, Until, fan_out};
@@ -41,6 +44,8 @@ pub(crate) struct Acquisition<'a> {
     fence_key: Option<Arc<[u8]>>,
     token: Token,
     ledger: Arc<Ledger>,
+    /// The owner the hold is for, if reentrant, and the lock's registry of such holds.
+    owner: Option<(Owner, Arc<Owners>)>,
 }
 
 impl<'a> Acquisition<'a> {
@@ -59,7 +64,15 @@ impl<'a> Acquisition<'a> {
                 .then(|| lock_key(&settings.fence_prefix, resource)),
             token: Token::generate(),
             ledger: Arc::new(Ledger::new(node_set.nodes.len())),
+            owner: None,
         }
+    }
+
+    /// The same acquisition, made for `owner`: once won, the owner's later acquisitions of the
+    /// resource re-enter its hold.
+    pub(crate) fn for_owner(mut self, owner: Option<(Owner, Arc<Owners>)>) -> Self {
+        self.owner = owner;
+        self
     }
 
     /// Attempts until one wins, `policy` gives up, or `cancel` fires. Between attempts, the
@@ -282,15 +295,15 @@ impl<'a> Acquisition<'a> {
     }
 
     fn into_guard(self, grant: Grant, outcomes: Vec<NodeOutcome>) -> Guard {
-        Guard::new(
-            Arc::clone(self.node_set),
-            self.key,
-            self.resource.len(),
-            self.token,
-            self.ledger,
-            grant,
-            outcomes,
-        )
+        let acquired = Acquired {
+            node_set: Arc::clone(self.node_set),
+            key: self.key,
+            resource_len: self.resource.len(),
+            token: self.token,
+            ledger: self.ledger,
+            owner: self.owner,
+        };
+        Guard::new(Hold::new(acquired, grant), outcomes)
     }
 }
 

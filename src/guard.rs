@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 
 use crate::error::Error;
+use crate::hold::Hold;
 use crate::node::extend::extend;
 use crate::outcome::{NodeOutcome, NodeReply};
 use crate::round::NodeSet;
 use crate::round::fan_out::{Until, fan_out};
-use crate::round::ledger::Ledger;
 use crate::round::release::{release_all, release_in_background};
 use crate::rules::clock::Moment;
 use crate::rules::quorum::Verdict;
@@ -32,33 +32,10 @@ use crate::settings::validate_ttl;
 /// the tokio runtime (the current one, else the one it was acquired on); nothing blocks.
 #[must_use = "dropping a guard releases the lock at once"]
 pub struct Guard {
-    node_set: Arc<NodeSet>,
-    key: Arc<[u8]>,
-    resource_len: usize,
-    token: Token,
-    /// The acquisition's requests per node, which the release is ordered after.
-    ledger: Arc<Ledger>,
-    /// When the acquisition's round was decided.
-    decided: Moment,
-    valid_until: Moment,
-    /// With fencing on, the fence of this acquisition.
-    fence: Option<u64>,
-    /// The TTL the acquisition asked for, which a keep-alive's extensions ask for again.
-    ttl: Duration,
+    /// What this guard shares with the other guards of its owner's hold, if any.
+    hold: Arc<Hold>,
     outcomes: Vec<NodeOutcome>,
-    runtime: Option<Handle>,
     released: bool,
-}
-
-/// The times of one grant: when its round was decided and until when it is valid.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Grant {
-    pub(crate) decided: Moment,
-    pub(crate) valid_until: Moment,
-    /// With fencing on, the fence confirmed by a quorum.
-    pub(crate) fence: Option<u64>,
-    /// The TTL the acquisition asked for.
-    pub(crate) ttl: Duration,
 }
 
 /// What a release found on the nodes that had answered when it returned.
@@ -73,48 +50,56 @@ pub struct ReleaseReport {
     /// [`NodeReply::InDoubt`] where a request of ours that went out
     /// over an earlier connection may still set the key.
     pub outcomes: Vec<NodeOutcome>,
+    /// How many guards of the same [`Owner`](crate::Owner) still hold the lock after this one.
+    /// Above zero, the lock stays held and nothing was sent (`held` is 0, `outcomes` empty).
+    pub still_held_by: usize,
+}
+
+impl ReleaseReport {
+    /// A release that sent nothing.
+    pub(crate) fn nothing_sent(still_held_by: usize) -> ReleaseReport {
+        ReleaseReport {
+            held: 0,
+            outcomes: Vec::new(),
+            still_held_by,
+        }
+    }
 }
 
 impl Guard {
-    pub(crate) fn new(
-        node_set: Arc<NodeSet>,
-        key: Arc<[u8]>,
-        resource_len: usize,
-        token: Token,
-        ledger: Arc<Ledger>,
-        grant: Grant,
-        outcomes: Vec<NodeOutcome>,
-    ) -> Guard {
+    /// The first guard of a hold just acquired, registered with its owner if it has one.
+    pub(crate) fn new(hold: Hold, outcomes: Vec<NodeOutcome>) -> Guard {
+        let hold = Arc::new(hold);
+        hold.register();
         Guard {
-            node_set,
-            key,
-            resource_len,
-            token,
-            ledger,
-            decided: grant.decided,
-            valid_until: grant.valid_until,
-            fence: grant.fence,
-            ttl: grant.ttl,
+            hold,
             outcomes,
-            runtime: Handle::try_current().ok(),
+            released: false,
+        }
+    }
+
+    /// Another guard of a hold its owner re-entered (already counted); nothing was sent.
+    pub(crate) fn joined(hold: Arc<Hold>) -> Guard {
+        Guard {
+            hold,
+            outcomes: Vec::new(),
             released: false,
         }
     }
 
     /// The resource name, as given to `acquire`.
     pub fn resource(&self) -> &[u8] {
-        let prefix_len = self.key.len().saturating_sub(self.resource_len);
-        self.key.get(prefix_len..).unwrap_or_default()
+        self.hold.resource()
     }
 
     /// The Redis key the lock is stored under (prefix and resource).
     pub fn key(&self) -> &[u8] {
-        &self.key
+        &self.hold.key
     }
 
     /// This acquisition's token.
     pub fn token(&self) -> &Token {
-        &self.token
+        &self.hold.token
     }
 
     /// With [`LockOptions::fencing`](crate::LockOptions::fencing) on, this acquisition's fence:
@@ -142,14 +127,14 @@ impl Guard {
     /// # Ok(()) }
     /// ```
     pub fn fence(&self) -> Option<u64> {
-        self.fence
+        self.hold.fence
     }
 
     /// The TTL the acquisition asked for: the lock's, or the one given in
     /// [`AcquireOptions::ttl`](crate::AcquireOptions::ttl). A keep-alive's extensions ask for
     /// it again.
     pub fn ttl(&self) -> Duration {
-        self.ttl
+        self.hold.ttl
     }
 
     /// The instant the acquisition was decided: when the deciding node's reply arrived, just
@@ -157,7 +142,7 @@ impl Guard {
     /// [`valid_until`](Guard::valid_until) (a history checker's window starts here). Mapped to
     /// the `Instant` clock at each call, as `valid_until` is; not moved by an extension.
     pub fn decided_at(&self) -> Instant {
-        self.decided.to_instant()
+        self.hold.decided.to_instant()
     }
 
     /// The instant the lock stops being safe to rely on, on the `Instant` clock, read now.
@@ -170,19 +155,30 @@ impl Guard {
     /// `Instant` itself, which may not count suspended time; there a suspended client can
     /// overestimate its validity.
     pub fn valid_until(&self) -> Instant {
-        self.valid_until.to_instant()
+        self.hold.valid_until().to_instant()
     }
 
     /// Validity left now (zero once expired), counting time spent suspended (see
     /// [`valid_until`](Guard::valid_until)).
     pub fn remaining(&self) -> Duration {
-        self.valid_until.saturating_duration_since(Moment::now())
+        if self.hold.lost_reason().is_some() {
+            return Duration::ZERO;
+        }
+        self.hold
+            .valid_until()
+            .saturating_duration_since(Moment::now())
     }
 
     /// Whether the validity has time left, counting time spent suspended (see
     /// [`valid_until`](Guard::valid_until)).
     pub fn is_valid(&self) -> bool {
-        Moment::now() < self.valid_until
+        self.hold.is_valid()
+    }
+
+    /// How many guards hold this lock: 1, or with an [`Owner`](crate::Owner) that re-entered
+    /// it, one for each of its guards not yet released. The lock is released with the last.
+    pub fn hold_count(&self) -> usize {
+        self.hold.guards()
     }
 
     /// What each node said in the acquisition (or the last successful extension).
@@ -204,9 +200,9 @@ impl Guard {
     ///   would not cover. Nothing is sent.
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
         validate_ttl(ttl)?;
-        self.node_set.settings.check_guarded_ttl(ttl)?;
-        let node_set = &self.node_set;
-        let (key, token, ttl_ms) = (&self.key, &self.token, ttl_millis(ttl));
+        self.hold.node_set.settings.check_guarded_ttl(ttl)?;
+        let node_set = &self.hold.node_set;
+        let (key, token, ttl_ms) = (&self.hold.key, &self.hold.token, ttl_millis(ttl));
         let quorum = node_set.settings.quorum;
         // Test-only: one node that extended is enough.
         #[cfg(feature = "chaos-defects")]
@@ -239,7 +235,8 @@ impl Guard {
                     // Slower nodes get the new expiry too, as in an acquisition.
                     node_set.background.finish_unanswered(unanswered);
                 }
-                self.valid_until = decided.checked_add(left).unwrap_or(decided);
+                self.hold
+                    .extended(decided.checked_add(left).unwrap_or(decided));
                 self.outcomes = round.outcomes;
                 Ok(())
             }
@@ -252,22 +249,22 @@ impl Guard {
 
     /// When the acquisition was decided, on the lease clock.
     pub(crate) fn decided_moment(&self) -> Moment {
-        self.decided
+        self.hold.decided
     }
 
-    /// When the validity ends, on the lease clock.
-    pub(crate) fn valid_until_moment(&self) -> Moment {
-        self.valid_until
+    /// What this guard shares with the other guards of its hold.
+    pub(crate) fn hold(&self) -> &Arc<Hold> {
+        &self.hold
     }
 
     /// What the guard's lock shares: its nodes, settings and background work.
     pub(crate) fn node_set(&self) -> &Arc<NodeSet> {
-        &self.node_set
+        &self.hold.node_set
     }
 
     /// The runtime the guard was acquired on, if any.
     pub(crate) fn runtime(&self) -> Option<&Handle> {
-        self.runtime.as_ref()
+        self.hold.runtime.as_ref()
     }
 
     /// Deletes the key on every node that still holds our token, never retrying.
@@ -280,25 +277,36 @@ impl Guard {
     /// slow or hung minority costs nothing; the other nodes are released in the background
     /// ([`Lock::settle`](crate::Lock::settle) waits for them). Without such a quorum it waits for
     /// every node, at most its timeouts; an unreachable node's key expires by its TTL.
+    ///
+    /// A guard whose [`Owner`](crate::Owner) holds the lock through other guards too sends
+    /// nothing: the lock stays held until the last of them is released
+    /// ([`ReleaseReport::still_held_by`]).
     pub async fn release(mut self) -> ReleaseReport {
-        let round = release_all(&self.node_set, &self.key, &self.token, &self.ledger, true).await;
         self.released = true;
+        let hold = &self.hold;
+        let still_held_by = hold.leave_guard();
+        if still_held_by > 0 {
+            return ReleaseReport::nothing_sent(still_held_by);
+        }
+        let round = release_all(&hold.node_set, &hold.key, &hold.token, &hold.ledger, true).await;
         ReleaseReport {
             held: round.ours(),
             outcomes: round.outcomes,
+            still_held_by: 0,
         }
     }
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if !self.released {
+        let hold = &self.hold;
+        if !self.released && hold.leave_guard() == 0 {
             release_in_background(
-                &self.node_set,
-                Arc::clone(&self.key),
-                self.token.clone(),
-                Arc::clone(&self.ledger),
-                self.runtime.as_ref(),
+                &hold.node_set,
+                Arc::clone(&hold.key),
+                hold.token.clone(),
+                Arc::clone(&hold.ledger),
+                hold.runtime.as_ref(),
                 true,
             );
         }
@@ -309,8 +317,9 @@ impl fmt::Debug for Guard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Guard")
             .field("resource", &String::from_utf8_lossy(self.resource()))
-            .field("token", &self.token)
-            .field("fence", &self.fence)
+            .field("token", &self.hold.token)
+            .field("fence", &self.hold.fence)
+            .field("hold_count", &self.hold_count())
             .field("remaining", &self.remaining())
             .finish_non_exhaustive()
     }

@@ -16,12 +16,12 @@ use std::fmt;
 use std::future::Future;
 use std::ops::Deref;
 use std::pin::pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::error::{ConfigError, Error, Lost};
@@ -121,14 +121,10 @@ impl KeptGuard {
     pub async fn release(mut self) -> ReleaseReport {
         drop(self.stop.take());
         match self.task.take() {
-            Some(task) => task.await.unwrap_or_else(|_| ReleaseReport {
-                held: 0,
-                outcomes: Vec::new(),
-            }),
-            None => ReleaseReport {
-                held: 0,
-                outcomes: Vec::new(),
-            },
+            Some(task) => task
+                .await
+                .unwrap_or_else(|_| ReleaseReport::nothing_sent(0)),
+            None => ReleaseReport::nothing_sent(0),
         }
     }
 }
@@ -192,15 +188,10 @@ impl Guard {
     /// ```
     pub fn keep_alive(self, options: KeepAlive) -> Result<KeptGuard, Error> {
         let schedule = options.schedule(self.ttl())?;
-        let start = self.decided_moment();
-        let trusted_until = trusted(&schedule, start, self.valid_until_moment());
         let state = Arc::new(State {
-            resource: self.resource().into(),
-            token: self.token().clone(),
-            fence: self.fence(),
-            trusted_until: Mutex::new(trusted_until),
+            hold: Arc::clone(self.hold()),
+            schedule,
             extensions: AtomicU64::new(0),
-            lost: watch::Sender::new(None),
         });
         let background = Arc::clone(&self.node_set().background);
         let runtime = Handle::try_current()
@@ -210,7 +201,7 @@ impl Guard {
             state: Arc::clone(&state),
         };
         let Some(handle) = runtime.clone() else {
-            state.lost.send_replace(Some(Lost::NoRuntime));
+            state.hold.mark_lost(Lost::NoRuntime);
             return Ok(KeptGuard {
                 lease,
                 stop: None,
@@ -237,12 +228,6 @@ fn at(start: Moment, offset: Duration) -> tokio::time::Instant {
         Some(moment) => tokio::time::Instant::from_std(moment.to_instant()),
         None => tokio::time::Instant::now() + Duration::from_secs(86_400 * 365),
     }
-}
-
-/// Until when a lease valid until `valid_until` is trusted.
-fn trusted(schedule: &Schedule, start: Moment, valid_until: Moment) -> Moment {
-    let offset = schedule.trusted_until(valid_until.saturating_duration_since(start));
-    start.checked_add(offset).unwrap_or(start)
 }
 
 /// The keep-alive task: extends `guard` on `schedule` until `stopped` completes or the lock is
@@ -300,11 +285,7 @@ async fn keep(
         };
         match result {
             Ok(()) => {
-                *state
-                    .trusted_until
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) =
-                    trusted(&schedule, start, guard.valid_until_moment());
+                // The hold's validity moved, and with it the lease's.
                 state.extensions.fetch_add(1, Ordering::Relaxed);
                 due = schedule.next_after_success(since_start());
                 last_error = None;
@@ -327,7 +308,7 @@ async fn keep(
             reason = %lost,
             "lock lost"
         );
-        state.lost.send_replace(Some(lost));
+        state.hold.mark_lost(lost);
     }
     guard.release().await
 }

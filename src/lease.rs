@@ -3,33 +3,35 @@
 //! itself is in `keep_alive.rs`.
 
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
-
 use crate::error::Lost;
+use crate::hold::Hold;
 use crate::rules::clock::Moment;
+use crate::rules::renewal::Schedule;
 use crate::rules::token::Token;
 
-/// What the keep-alive task and every [`Lease`] handle share.
+/// What the keep-alive task and every [`Lease`] handle share: the hold (its validity, which
+/// every extension moves, and its lost signal, which every guard of the hold sees), and the
+/// schedule's margin.
 pub(crate) struct State {
-    pub(crate) resource: Box<[u8]>,
-    pub(crate) token: Token,
-    pub(crate) fence: Option<u64>,
-    /// Until when the lease is trusted: the validity less the schedule's margin.
-    pub(crate) trusted_until: Mutex<Moment>,
+    pub(crate) hold: Arc<Hold>,
+    /// The keep-alive's schedule, whose margin the lease is trusted less than the validity by.
+    pub(crate) schedule: Schedule,
     pub(crate) extensions: AtomicU64,
-    pub(crate) lost: watch::Sender<Option<Lost>>,
 }
 
 impl State {
+    /// Until when the lease is trusted: the validity less the margin (not before the
+    /// acquisition was decided).
     pub(crate) fn trusted_until(&self) -> Moment {
-        *self
-            .trusted_until
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        let start = self.hold.decided;
+        let valid_for = self.hold.valid_until().saturating_duration_since(start);
+        start
+            .checked_add(self.schedule.trusted_until(valid_for))
+            .unwrap_or(start)
     }
 }
 
@@ -43,17 +45,17 @@ pub struct Lease {
 impl Lease {
     /// The resource name, as given to `acquire`.
     pub fn resource(&self) -> &[u8] {
-        &self.state.resource
+        self.state.hold.resource()
     }
 
     /// The acquisition's token.
     pub fn token(&self) -> &Token {
-        &self.state.token
+        &self.state.hold.token
     }
 
     /// The acquisition's fence, with fencing on (see [`Guard::fence`](crate::Guard::fence)).
     pub fn fence(&self) -> Option<u64> {
-        self.state.fence
+        self.state.hold.fence
     }
 
     /// Until when the lock may be relied on, on the `Instant` clock, read now: the validity of
@@ -88,13 +90,13 @@ impl Lease {
 
     /// Why the lock was lost, once it was.
     pub fn lost_reason(&self) -> Option<Lost> {
-        self.state.lost.borrow().clone()
+        self.state.hold.lost_reason()
     }
 
     /// Completes when the lock is lost, with the reason; at the latest when the validity of the
     /// last successful extension runs out. Stays pending after a release.
     pub async fn lost(&self) -> Lost {
-        let mut receiver = self.state.lost.subscribe();
+        let mut receiver = self.state.hold.lost_signal().subscribe();
         let lost = receiver
             .wait_for(Option::is_some)
             .await
@@ -102,7 +104,7 @@ impl Lease {
             .and_then(|lost| lost.clone());
         match lost {
             Some(lost) => lost,
-            // The sender lives in the state this lease holds: it is never dropped first.
+            // The sender lives in the hold this lease holds: it is never dropped first.
             None => std::future::pending().await,
         }
     }

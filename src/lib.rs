@@ -75,12 +75,14 @@
 mod acquisition;
 mod error;
 mod guard;
+mod hold;
 mod keep_alive;
 mod lease;
 mod lock;
 mod node;
 mod options;
 mod outcome;
+mod owner;
 mod round;
 mod rules;
 mod settings;
@@ -93,6 +95,7 @@ pub use lease::Lease;
 pub use lock::Lock;
 pub use options::{LockOptions, Topology};
 pub use outcome::{NodeError, NodeOutcome, NodeReply};
+pub use owner::Owner;
 #[cfg(feature = "chaos-defects")]
 #[doc(hidden)]
 pub use rules::defect::{Defect, UnknownDefect};

@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::acquisition::Acquisition;
 use crate::error::{ConfigError, Error};
 use crate::guard::Guard;
+use crate::hold::Owners;
 use crate::node::Node;
 use crate::options::{LockOptions, Topology};
 use crate::outcome::NodeOutcome;
@@ -41,6 +42,8 @@ use crate::settings::check_retry;
 #[derive(Clone)]
 pub struct Lock {
     node_set: Arc<NodeSet>,
+    /// The holds made for an owner, which its later acquisitions re-enter.
+    owners: Arc<Owners>,
 }
 
 impl fmt::Debug for Lock {
@@ -87,6 +90,7 @@ impl Lock {
                 background: Arc::default(),
                 wait_list: Arc::default(),
             }),
+            owners: Arc::default(),
         })
     }
 
@@ -110,6 +114,11 @@ impl Lock {
     /// What this lock's clones and guards share.
     pub(crate) fn node_set(&self) -> &Arc<NodeSet> {
         &self.node_set
+    }
+
+    /// This lock's registry of the holds made for an owner.
+    pub(crate) fn owners(&self) -> &Arc<Owners> {
+        &self.owners
     }
 
     /// The nodes' addresses (`host:port`), in configured order.

@@ -8,6 +8,7 @@
 //! or late message costs it at most the time until the holder's keys expire on a quorum, which
 //! it reads (`PTTL`) after every attempt that found the lock held.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -15,7 +16,9 @@ use tokio::time::Instant;
 use crate::acquisition::Acquisition;
 use crate::error::{ConfigError, Error};
 use crate::guard::Guard;
+use crate::hold::Owners;
 use crate::lock::Lock;
+use crate::owner::Owner;
 use crate::round::wait_list::free_by_expiry_after;
 use crate::rules::retry::RetryPolicy;
 use crate::rules::token::lock_key;
@@ -46,6 +49,7 @@ const LONGEST_WAIT: Duration = Duration::from_secs(1 << 30);
 pub struct AcquireOptions {
     ttl: Option<Duration>,
     wait: Option<Duration>,
+    owner: Option<Owner>,
 }
 
 impl AcquireOptions {
@@ -66,6 +70,19 @@ impl AcquireOptions {
     /// [`Lock::acquire_within`]), instead of the lock's retry policy. Zero makes one attempt.
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = Some(wait);
+        self
+    }
+
+    /// Acquire for `owner` (default: no owner, not reentrant). If `owner` already holds the
+    /// resource through this lock (or a clone of it), with validity left, the call returns at
+    /// once with another guard of that hold: nothing is sent, and this call's TTL and wait do
+    /// not apply. The lock is released when the last of the owner's guards is; see [`Owner`].
+    ///
+    /// Re-entry is checked when the call begins and, with a [`wait`](AcquireOptions::wait),
+    /// each time it is the next in line: a task of the owner that waits behind another task
+    /// of the same owner joins its hold as soon as that one has it.
+    pub fn owner(mut self, owner: Owner) -> Self {
+        self.owner = Some(owner);
         self
     }
 }
@@ -95,14 +112,33 @@ impl Lock {
         let ttl = options.ttl.unwrap_or(settings.ttl);
         validate_ttl(ttl)?;
         settings.check_guarded_ttl(ttl)?;
+        let key = lock_key(&settings.key_prefix, resource);
+        if let Some(guard) = self.reenter(options.owner, &key) {
+            return Ok(guard);
+        }
         match options.wait {
-            Some(wait) => self.wait_for(resource, ttl, wait).await,
+            Some(wait) => {
+                self.wait_for(resource, &key, ttl, wait, options.owner)
+                    .await
+            }
             None => {
                 Acquisition::new(self.node_set(), resource, ttl)
+                    .for_owner(self.owned_by(options.owner))
                     .run(&settings.retry, std::future::pending())
                     .await
             }
         }
+    }
+
+    /// Another guard of `owner`'s hold of `key`, if it has one still valid.
+    fn reenter(&self, owner: Option<Owner>, key: &Arc<[u8]>) -> Option<Guard> {
+        let hold = self.owners().join(owner?, key)?;
+        Some(Guard::joined(hold))
+    }
+
+    /// An acquisition's owner with this lock's registry of owned holds.
+    fn owned_by(&self, owner: Option<Owner>) -> Option<(Owner, Arc<Owners>)> {
+        owner.map(|owner| (owner, Arc::clone(self.owners())))
     }
 
     /// Acquires `resource`, waiting for it for up to `wait` if someone else holds it.
@@ -150,12 +186,15 @@ impl Lock {
             .await
     }
 
-    /// Waits up to `wait` for `resource` (not empty), each attempt for `ttl` (checked).
+    /// Waits up to `wait` for `resource` (not empty; its lock key is `key`), each attempt for
+    /// `ttl` (checked), for `owner` if given.
     async fn wait_for(
         &self,
         resource: &[u8],
+        key: &Arc<[u8]>,
         ttl: Duration,
         wait: Duration,
+        owner: Option<Owner>,
     ) -> Result<Guard, Error> {
         let started = Instant::now();
         let deadline = started
@@ -163,11 +202,10 @@ impl Lock {
             .unwrap_or(started);
         let node_set = self.node_set();
         let settings = &node_set.settings;
-        let key = lock_key(&settings.key_prefix, resource);
         let (place, subscribed) =
             node_set
                 .wait_list
-                .join(&node_set.nodes, settings.connect_timeout, &key);
+                .join(&node_set.nodes, settings.connect_timeout, key);
         // Heard from now on, once each node confirmed (or failed: then its expiry bound).
         let confirmed_by = started
             .checked_add(node_set.request_bound())
@@ -178,9 +216,14 @@ impl Lock {
             // Armed before the attempt, so a release during it is not missed.
             let woken = place.wake().notified();
             let pause = if place.is_head() {
+                // The task ahead may have been this owner's, and now holds the lock.
+                if let Some(guard) = self.reenter(owner, key) {
+                    return Ok(guard);
+                }
                 // Not cut short by the deadline: an attempt is bounded by the node timeouts, and
                 // one cut short would only have to be released again.
                 let attempt = Acquisition::new(node_set, resource, ttl)
+                    .for_owner(self.owned_by(owner))
                     .run(&RetryPolicy::once(), std::future::pending())
                     .await;
                 match attempt {
@@ -188,7 +231,7 @@ impl Lock {
                     Err(error @ Error::Held { .. }) => {
                         last_error = Some(error);
                         // No wake-up heard: try again once a quorum is free by expiry alone.
-                        free_by_expiry_after(&node_set.nodes, settings.quorum, &key)
+                        free_by_expiry_after(&node_set.nodes, settings.quorum, key)
                             .await
                             .unwrap_or(ttl)
                     }

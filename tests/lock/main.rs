@@ -20,6 +20,7 @@ mod keep_alive;
 mod node_faults;
 mod node_identity;
 mod per_call;
+mod reentrancy;
 mod restart_guard;
 mod server_errors;
 mod timing;
