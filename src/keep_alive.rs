@@ -314,7 +314,7 @@ async fn keep(
 }
 
 impl Lock {
-    /// Acquires `resource` (with the configured retry policy), keeps the lock alive while
+    /// Acquires `resource` as [`acquire`](Lock::acquire) does, keeps the lock alive while
     /// `work` runs, and releases it when `work` is done, on every path: `work` finishing, the
     /// lock being lost, `work` panicking, or this future being dropped.
     ///

@@ -158,23 +158,6 @@ impl Lock {
             .await
     }
 
-    /// Acquires with the configured [`RetryPolicy`].
-    pub async fn acquire(&self, resource: impl AsRef<[u8]>) -> Result<Guard, Error> {
-        self.acquire_with(resource, &self.node_set.settings.retry, pending())
-            .await
-    }
-
-    /// Acquires with the configured [`RetryPolicy`], giving up with [`Error::Cancelled`] as soon
-    /// as `cancel` completes (a shutdown signal, say). Keys set so far are released first.
-    pub async fn acquire_until(
-        &self,
-        resource: impl AsRef<[u8]>,
-        cancel: impl Future<Output = ()>,
-    ) -> Result<Guard, Error> {
-        self.acquire_with(resource, &self.node_set.settings.retry, cancel)
-            .await
-    }
-
     /// Acquires with an explicit retry policy and cancel signal.
     ///
     /// Every attempt of one acquisition uses the same fresh token, so a key an earlier attempt

@@ -8,7 +8,7 @@ use crate::error::ConfigError;
 use crate::rules::quorum::majority;
 use crate::rules::retry::RetryPolicy;
 use crate::rules::validity::{MAX_TTL, drift};
-use crate::settings::{Fencing, Settings, check_retry, validate_ttl};
+use crate::settings::{Fencing, Patience, Settings, check_retry, validate_ttl};
 
 /// Which Redis servers the lock runs on.
 ///
@@ -56,7 +56,10 @@ pub struct LockOptions {
     quorum: Option<usize>,
     node_timeout: Option<Duration>,
     connect_timeout: Duration,
-    retry: RetryPolicy,
+    /// Set: `acquire` makes these attempts. Unset: it waits (`wait`).
+    retry: Option<RetryPolicy>,
+    /// How long `acquire` waits for a held lock; unset: the TTL.
+    wait: Option<Duration>,
     key_prefix: Vec<u8>,
     tcp_nodelay: bool,
     #[cfg(feature = "tls")]
@@ -78,7 +81,8 @@ impl Default for LockOptions {
             quorum: None,
             node_timeout: None,
             connect_timeout: Duration::from_millis(200),
-            retry: RetryPolicy::default(),
+            retry: None,
+            wait: None,
             key_prefix: b"quorumlock:".to_vec(),
             tcp_nodelay: true,
             #[cfg(feature = "tls")]
@@ -135,9 +139,25 @@ impl LockOptions {
         self
     }
 
-    /// How [`Lock::acquire`](crate::Lock::acquire) retries (default: [`RetryPolicy::default`]).
+    /// Make [`Lock::acquire`](crate::Lock::acquire) and
+    /// [`acquire_until`](crate::Lock::acquire_until) poll with this policy's attempts and
+    /// pauses instead of waiting (replaces [`wait`](LockOptions::wait)). The policy's pause is
+    /// also what a waiter sleeps after an attempt that failed for want of nodes (default:
+    /// [`RetryPolicy::default`]).
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
+        self.retry = Some(retry);
+        self.wait = None;
+        self
+    }
+
+    /// How long [`Lock::acquire`](crate::Lock::acquire) and
+    /// [`acquire_until`](crate::Lock::acquire_until) wait for a held lock, woken by its release
+    /// or expiry as [`Lock::acquire_within`](crate::Lock::acquire_within) is (replaces
+    /// [`retry`](LockOptions::retry)). Default: the TTL, the longest a holder that crashed
+    /// without releasing can keep the lock; zero makes one attempt.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self.retry = None;
         self
     }
 
@@ -303,7 +323,12 @@ impl LockOptions {
                 name: "connect_timeout",
             });
         }
-        check_retry(&self.retry)?;
+        let retry = self.retry.clone().unwrap_or_default();
+        check_retry(&retry)?;
+        let acquire = match (&self.retry, self.wait) {
+            (Some(_), _) => Patience::Retry,
+            (None, wait) => Patience::Wait(wait.unwrap_or(self.ttl)),
+        };
         let max_ttl = self.max_ttl.unwrap_or(self.ttl);
         if max_ttl < self.ttl || max_ttl > MAX_TTL {
             return Err(ConfigError::InvalidMaxTtl {
@@ -339,7 +364,8 @@ impl LockOptions {
             quorum,
             node_timeout,
             connect_timeout: self.connect_timeout,
-            retry: self.retry.clone(),
+            retry,
+            acquire,
             key_prefix: self.key_prefix.clone(),
             tcp_nodelay: self.tcp_nodelay,
             #[cfg(feature = "tls")]
@@ -358,6 +384,27 @@ impl LockOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn acquire_waits_for_the_ttl_by_default_and_the_last_of_wait_and_retry_counts() {
+        let ttl = Duration::from_secs(7);
+        let acquire = |options: LockOptions| options.ttl(ttl).validate(1).unwrap().acquire;
+        assert_eq!(acquire(LockOptions::new()), Patience::Wait(ttl));
+        let (wait, retry) = (Duration::from_secs(2), RetryPolicy::once());
+        assert_eq!(acquire(LockOptions::new().wait(wait)), Patience::Wait(wait));
+        assert_eq!(
+            acquire(LockOptions::new().retry(retry.clone())),
+            Patience::Retry
+        );
+        assert_eq!(
+            acquire(LockOptions::new().wait(wait).retry(retry.clone())),
+            Patience::Retry
+        );
+        assert_eq!(
+            acquire(LockOptions::new().retry(retry).wait(wait)),
+            Patience::Wait(wait)
+        );
+    }
 
     #[test]
     fn zero_attempts_is_a_configuration_error() {

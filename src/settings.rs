@@ -32,7 +32,10 @@ pub(crate) struct Settings {
     pub(crate) quorum: usize,
     pub(crate) node_timeout: Duration,
     pub(crate) connect_timeout: Duration,
+    /// The attempts of `acquire` when it polls, and the pause after a failure for want of nodes.
     pub(crate) retry: RetryPolicy,
+    /// How `acquire` gets a held lock.
+    pub(crate) acquire: Patience,
     pub(crate) key_prefix: Vec<u8>,
     pub(crate) tcp_nodelay: bool,
     /// Certificate authorities for `rediss://` nodes (PEM), instead of the public roots.
@@ -53,6 +56,15 @@ pub(crate) struct Settings {
     /// The deliberate defect this lock was built with (test-only, see `defect.rs`).
     #[cfg(feature = "chaos-defects")]
     pub(crate) defect: Option<crate::rules::defect::Defect>,
+}
+
+/// How [`Lock::acquire`](crate::Lock::acquire) gets a held lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Patience {
+    /// Waits this long, woken by the release or the expiry.
+    Wait(Duration),
+    /// Polls with the retry policy.
+    Retry,
 }
 
 /// Fencing settings, when fencing is on.

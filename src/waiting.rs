@@ -1,5 +1,6 @@
-//! One acquisition's own settings ([`AcquireOptions`]: its TTL, and how long it waits), and
-//! waiting for a held lock: [`Lock::acquire_within`] waits up to a deadline the caller states,
+//! One acquisition's own settings ([`AcquireOptions`]: its TTL, how long it waits, its owner),
+//! and waiting for a held lock: [`Lock::acquire`] (up to the lock's wait, by default its TTL)
+//! and [`Lock::acquire_within`] (up to a deadline the caller states) wait,
 //! woken when the lock is released (by this process, or by any client through the nodes'
 //! published release) or when its keys expire on a quorum, never by a poll timer; callers of
 //! one [`Lock`] waiting for one resource are served in arrival order (`round/wait_list.rs`).
@@ -8,6 +9,8 @@
 //! or late message costs it at most the time until the holder's keys expire on a quorum, which
 //! it reads (`PTTL`) after every attempt that found the lock held.
 
+use std::future::Future;
+use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +25,7 @@ use crate::owner::Owner;
 use crate::round::wait_list::free_by_expiry_after;
 use crate::rules::retry::RetryPolicy;
 use crate::rules::token::lock_key;
-use crate::settings::validate_ttl;
+use crate::settings::{Patience, validate_ttl};
 
 /// A deadline further out than this is treated as this far out (about 30 years): a deadline
 /// that cannot be represented must still be a deadline.
@@ -88,6 +91,41 @@ impl AcquireOptions {
 }
 
 impl Lock {
+    /// Acquires `resource`, waiting for it if someone else holds it: by default up to the
+    /// lock's TTL, woken by the release or the holder's keys expiring, in arrival order with
+    /// this lock's other callers, as [`acquire_within`](Lock::acquire_within) does. With
+    /// [`LockOptions::wait`](crate::LockOptions::wait) it waits that long instead; with [`LockOptions::retry`](crate::LockOptions::retry) it polls
+    /// with that policy's attempts, as [`acquire_with`](Lock::acquire_with) does.
+    ///
+    /// Why the TTL: it is the longest a holder that crashed without releasing can keep the
+    /// lock, so by default a caller gets every lock that nobody keeps alive, however long its
+    /// holder works within one TTL, and a lock kept alive by a live holder makes it give up
+    /// (`Held`) rather than hang. [`try_acquire`](Lock::try_acquire) makes one attempt.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`acquire_within`](Lock::acquire_within), or with a retry policy those of
+    /// [`acquire_with`](Lock::acquire_with).
+    pub async fn acquire(&self, resource: impl AsRef<[u8]>) -> Result<Guard, Error> {
+        self.acquire_with_options_until(
+            resource.as_ref(),
+            &AcquireOptions::new(),
+            std::future::pending(),
+        )
+        .await
+    }
+
+    /// [`acquire`](Lock::acquire), giving up with [`Error::Cancelled`] as soon as `cancel`
+    /// completes (a shutdown signal, say). Keys set so far are released first.
+    pub async fn acquire_until(
+        &self,
+        resource: impl AsRef<[u8]>,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<Guard, Error> {
+        self.acquire_with_options_until(resource.as_ref(), &AcquireOptions::new(), cancel)
+            .await
+    }
+
     /// Acquires `resource` as `options` say: with their TTL, and waiting as
     /// [`acquire_within`](Lock::acquire_within) does if they give a wait, else with the lock's
     /// retry policy as [`acquire`](Lock::acquire) does.
@@ -104,7 +142,18 @@ impl Lock {
         resource: impl AsRef<[u8]>,
         options: &AcquireOptions,
     ) -> Result<Guard, Error> {
-        let resource = resource.as_ref();
+        self.acquire_with_options_until(resource.as_ref(), options, std::future::pending())
+            .await
+    }
+
+    /// [`acquire_with_options`](Lock::acquire_with_options), given up with
+    /// [`Error::Cancelled`] when `cancel` completes.
+    pub(crate) async fn acquire_with_options_until(
+        &self,
+        resource: &[u8],
+        options: &AcquireOptions,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<Guard, Error> {
         if resource.is_empty() {
             return Err(ConfigError::EmptyResource.into());
         }
@@ -116,15 +165,15 @@ impl Lock {
         if let Some(guard) = self.reenter(options.owner, &key) {
             return Ok(guard);
         }
-        match options.wait {
-            Some(wait) => {
-                self.wait_for(resource, &key, ttl, wait, options.owner)
+        match options.wait.map_or(settings.acquire, Patience::Wait) {
+            Patience::Wait(wait) => {
+                self.wait_for(resource, &key, ttl, wait, options.owner, cancel)
                     .await
             }
-            None => {
+            Patience::Retry => {
                 Acquisition::new(self.node_set(), resource, ttl)
                     .for_owner(self.owned_by(options.owner))
-                    .run(&settings.retry, std::future::pending())
+                    .run(&settings.retry, cancel)
                     .await
             }
         }
@@ -195,7 +244,9 @@ impl Lock {
         ttl: Duration,
         wait: Duration,
         owner: Option<Owner>,
+        cancel: impl Future<Output = ()>,
     ) -> Result<Guard, Error> {
+        let mut cancel = pin!(cancel);
         let started = Instant::now();
         let deadline = started
             .checked_add(wait.min(LONGEST_WAIT))
@@ -210,8 +261,14 @@ impl Lock {
         let confirmed_by = started
             .checked_add(node_set.request_bound())
             .map_or(deadline, |bound| bound.min(deadline));
-        let _ = tokio::time::timeout_at(confirmed_by, futures::future::join_all(subscribed)).await;
-        let mut last_error = None;
+        let confirmed =
+            tokio::time::timeout_at(confirmed_by, futures::future::join_all(subscribed));
+        tokio::select! {
+            biased;
+            () = cancel.as_mut() => return Err(Error::Cancelled { outcomes: Vec::new() }),
+            _ = confirmed => {}
+        }
+        let mut last_error: Option<Error> = None;
         loop {
             // Armed before the attempt, so a release during it is not missed.
             let woken = place.wake().notified();
@@ -224,10 +281,11 @@ impl Lock {
                 // one cut short would only have to be released again.
                 let attempt = Acquisition::new(node_set, resource, ttl)
                     .for_owner(self.owned_by(owner))
-                    .run(&RetryPolicy::once(), std::future::pending())
+                    .run(&RetryPolicy::once(), cancel.as_mut())
                     .await;
                 match attempt {
                     Ok(guard) => return Ok(guard),
+                    Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => return Err(error),
                     Err(error @ Error::Held { .. }) => {
                         last_error = Some(error);
                         // No wake-up heard: try again once a quorum is free by expiry alone.
@@ -235,7 +293,6 @@ impl Lock {
                             .await
                             .unwrap_or(ttl)
                     }
-                    Err(error @ Error::Config(_)) => return Err(error),
                     Err(error) => {
                         last_error = Some(error);
                         settings.retry.pause(rand::random())
@@ -246,6 +303,10 @@ impl Lock {
             };
             tokio::select! {
                 biased;
+                () = cancel.as_mut() => {
+                    let outcomes = last_error.map(|error| error.outcomes().to_vec());
+                    return Err(Error::Cancelled { outcomes: outcomes.unwrap_or_default() });
+                }
                 () = tokio::time::sleep_until(deadline) => {
                     return Err(last_error.unwrap_or_else(|| Error::Held {
                         resource: resource.to_vec(),

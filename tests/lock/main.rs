@@ -8,6 +8,7 @@
 mod common;
 
 mod acl;
+mod acquire_default;
 mod cancellation;
 mod configuration;
 #[cfg(feature = "chaos-defects")]

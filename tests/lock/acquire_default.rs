@@ -1,0 +1,132 @@
+//! What `Lock::acquire` does with a held lock: by default it waits (up to the lock's TTL, or
+//! `LockOptions::wait`), woken by the release; `acquire_until` gives up when cancelled, also
+//! while waiting; `LockOptions::retry` makes it poll instead.
+
+use std::time::Duration;
+
+use quorumlock::{Error, Lock, LockOptions, RetryPolicy};
+
+use crate::common::{assert_no_keys, bounded, cluster};
+
+/// Timeouts no loaded machine trips, and the default way of acquiring.
+fn waiting_by_default(ttl: Duration) -> LockOptions {
+    LockOptions::new()
+        .ttl(ttl)
+        .node_timeout(Duration::from_secs(5))
+        .connect_timeout(Duration::from_secs(5))
+}
+
+/// Until `lock` has `count` callers waiting for `resource` (at most 10 s).
+async fn waiting(lock: &Lock, resource: &str, count: usize) {
+    for _ in 0..2000 {
+        if lock.waiters(resource) == count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("not {count} waiters for {resource}");
+}
+
+/// How many `PTTL`s node `node` has answered.
+async fn pttl_calls(cluster: &quorumlock_harness::TestCluster, node: usize) -> u64 {
+    let mut connection = cluster.connection(node).await.unwrap();
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_pttl:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |calls| calls.parse().unwrap())
+}
+
+#[tokio::test]
+async fn acquire_waits_for_a_held_lock_until_it_is_released() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        let lock =
+            Lock::quorum(cluster.urls(), waiting_by_default(Duration::from_secs(60))).unwrap();
+        let held = lock.try_acquire("job").await.unwrap();
+        // The old default, three attempts 100–200 ms apart, gave up within half a second; the
+        // holder here releases only once the caller is seen waiting.
+        let caller = {
+            let lock = lock.clone();
+            tokio::spawn(async move { lock.acquire("job").await })
+        };
+        waiting(&lock, "job", 1).await;
+        held.release().await;
+        let guard = caller.await.unwrap().expect("woken by the release");
+        guard.release().await;
+        lock.settle().await;
+        assert_no_keys(&cluster, 0..3).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn acquire_until_gives_up_when_cancelled_while_waiting() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        let lock =
+            Lock::quorum(cluster.urls(), waiting_by_default(Duration::from_secs(60))).unwrap();
+        let held = lock.try_acquire("job").await.unwrap();
+        let (cancel, cancelled) = tokio::sync::oneshot::channel::<()>();
+        let caller = {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                lock.acquire_until("job", async {
+                    let _ = cancelled.await;
+                })
+                .await
+            })
+        };
+        // Past its first attempt: it found the lock held, read the keys' expiry, and sleeps.
+        for _ in 0..2000 {
+            if pttl_calls(&cluster, 0).await > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            pttl_calls(&cluster, 0).await > 0,
+            "the caller reads the expiry bound"
+        );
+        assert_eq!(lock.waiters("job"), 1);
+        cancel.send(()).unwrap();
+        let result = caller.await.unwrap();
+        assert!(matches!(result, Err(Error::Cancelled { .. })), "{result:?}");
+        assert_eq!(lock.waiters("job"), 0, "it left the queue");
+        held.release().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_retry_policy_or_a_zero_wait_makes_acquire_give_up_on_a_held_lock() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        let holder =
+            Lock::quorum(cluster.urls(), waiting_by_default(Duration::from_secs(60))).unwrap();
+        let held = holder.try_acquire("job").await.unwrap();
+        for options in [
+            waiting_by_default(Duration::from_secs(60)).retry(RetryPolicy::once()),
+            waiting_by_default(Duration::from_secs(60)).wait(Duration::ZERO),
+            // The one set last counts.
+            waiting_by_default(Duration::from_secs(60))
+                .wait(Duration::from_secs(3600))
+                .retry(
+                    RetryPolicy::new()
+                        .attempts(2)
+                        .delay(Duration::from_millis(1)),
+                ),
+        ] {
+            let lock = Lock::quorum(cluster.urls(), options).unwrap();
+            let result = lock.acquire("job").await;
+            assert!(matches!(result, Err(Error::Held { .. })), "{result:?}");
+        }
+        held.release().await;
+    })
+    .await;
+}
