@@ -11,7 +11,7 @@ async fn a_dropped_acquire_leaves_no_key_behind_once_it_settles() {
     bounded(async {
         let (mut cluster, lock) = quorum_lock(5, patient()).await;
         // Connect to every node first: a paused node cannot complete a handshake.
-        lock.try_acquire("warm-up").await.unwrap().release().await;
+        crate::common::warm_up(&lock).await;
         for node in 2..5 {
             cluster.pause(node).unwrap();
         }
@@ -48,7 +48,7 @@ async fn a_dropped_acquire_leaves_no_key_behind_once_it_settles() {
 async fn a_cancelled_acquire_releases_and_reports_cancelled() {
     bounded(async {
         let (mut cluster, lock) = quorum_lock(3, patient()).await;
-        lock.try_acquire("warm-up").await.unwrap().release().await;
+        crate::common::warm_up(&lock).await;
         cluster.pause(2).unwrap();
         cluster.pause(1).unwrap();
 

@@ -127,7 +127,7 @@ async fn a_release_waits_for_the_acquire_request_still_in_flight_and_then_clears
     bounded(async {
         let (mut cluster, lock) = quorum_lock(3, patient()).await;
         // Connect to every node first: a paused node cannot complete a handshake.
-        lock.try_acquire("warm-up").await.unwrap().release().await;
+        crate::common::warm_up(&lock).await;
         lock.settle().await;
         cluster.pause(2).unwrap();
         let guard = lock.try_acquire("in-flight").await.unwrap();

@@ -121,7 +121,7 @@ async fn a_restart_with_every_write_persisted_still_votes_at_once() {
         let mut main = cluster(3).await;
         // Every node must vote, so node 0's vote is read, not outrun by the others.
         let lock = Lock::quorum(main.urls(), once().quorum_size(3)).unwrap();
-        lock.try_acquire("warm-up").await.unwrap().release().await;
+        crate::common::warm_up(&lock).await;
         main.restart(0).await.unwrap();
         // The first attempt may meet the broken connection; the next one reconnects.
         let mut result = lock.try_acquire("after-restart").await;

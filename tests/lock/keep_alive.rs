@@ -52,7 +52,7 @@ async fn a_kept_lock_stays_valid_for_five_ttls_and_every_node_keeps_its_key() {
             for (kind, lock) in crate::common::both_kinds(&cluster, kept_options(ttl)) {
                 // Connections made first: a node still connecting when the acquisition is
                 // decided never gets the key.
-                lock.try_acquire("warm-up").await.unwrap().release().await;
+                crate::common::warm_up(&lock).await;
                 lock.settle().await;
                 let kept = lock
                     .try_acquire("kept")

@@ -77,7 +77,7 @@ async fn the_key_reaches_every_live_node_not_only_the_first_quorum() {
         let (cluster, lock) = quorum_lock(5, once()).await;
         // Connect to every node first: a request still waiting for its connection when the
         // round is decided is never sent.
-        lock.try_acquire("warm-up").await.unwrap().release().await;
+        crate::common::warm_up(&lock).await;
         lock.settle().await;
         for round in 0..5 {
             let guard = lock
@@ -109,7 +109,7 @@ async fn a_reply_after_the_decision_is_still_read_so_a_release_over_a_new_connec
     bounded(async {
         let (mut cluster, lock) = quorum_lock(3, patient()).await;
         // Connect to every node first: a paused node cannot complete a handshake.
-        lock.try_acquire("warm-up").await.unwrap().release().await;
+        crate::common::warm_up(&lock).await;
         lock.settle().await;
         cluster.pause(2).unwrap();
         let guard = lock.try_acquire("late-reply").await.unwrap();
@@ -258,7 +258,7 @@ async fn a_paused_node_costs_its_timeout_only_when_it_is_needed() {
         let options = once().node_timeout(timeout);
         let lock = Lock::quorum(cluster.urls(), options.clone()).unwrap();
         let all_three = Lock::quorum(cluster.urls(), options.quorum_size(3)).unwrap();
-        lock.try_acquire("warm-up").await.unwrap().release().await;
+        crate::common::warm_up(&lock).await;
         lock.settle().await;
         all_three
             .try_acquire("warm-up")

@@ -102,7 +102,7 @@ async fn one_server_under_two_names_votes_once() {
         assert_eq!(lock.quorum_size(), 3);
         // Connect everything first: a node refused before its connection was made could be
         // decided without, as `NoReply`. (The race is the next test's.)
-        lock.try_acquire("warm-up").await.unwrap().release().await;
+        crate::common::warm_up(&lock).await;
         lock.settle().await;
 
         let mut claimed = None;

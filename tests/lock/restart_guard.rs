@@ -111,7 +111,7 @@ async fn with_aof_always_a_restarted_node_votes_at_once() {
         let lock = Lock::quorum(cluster.urls(), options).unwrap();
         assert!(lock.restart_guard_period().unwrap() > Duration::from_secs(10));
         let held = holder.try_acquire("held").await.unwrap();
-        lock.try_acquire("warm-up").await.unwrap().release().await;
+        crate::common::warm_up(&lock).await;
 
         cluster.kill(0).await.unwrap();
         cluster.start_node(0).await.unwrap();

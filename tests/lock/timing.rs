@@ -63,7 +63,7 @@ async fn slow_quorum(options: LockOptions) -> (TestCluster, Lock) {
 /// Connects the lock to every node (identifying each), with no latency, so that the next
 /// round costs exactly one round trip.
 async fn warm_up(lock: &Lock) {
-    lock.try_acquire("warm-up").await.unwrap().release().await;
+    crate::common::warm_up(lock).await;
     lock.settle().await;
 }
 
