@@ -14,6 +14,12 @@ impl NodeError {
     }
 }
 
+/// Whether an `ERR` from a script says an ACL refused one of its commands.
+fn script_acl_refusal(message: &str) -> bool {
+    message.contains("ACL failure in script")
+        || message.contains("user executing the script can't run this command")
+}
+
 impl From<redis::RedisError> for NodeError {
     fn from(err: redis::RedisError) -> Self {
         use redis::{ErrorKind, ServerErrorKind};
@@ -31,6 +37,10 @@ impl From<redis::RedisError> for NodeError {
             ErrorKind::Server(ServerErrorKind::NoPerm) => NodeError::NoPermission(detail),
             ErrorKind::Server(ServerErrorKind::BusyLoading) => NodeError::Loading,
             _ => match err.code() {
+                // A command of our script refused by an ACL comes back as the script's `ERR`:
+                // "… can't run this command …" from Redis 7.0, "ACL failure in script: …" from
+                // Valkey 8.
+                Some("ERR") if script_acl_refusal(&detail) => NodeError::NoPermission(detail),
                 Some("WRONGTYPE") => NodeError::WrongType(detail),
                 Some("OOM") => NodeError::OutOfMemory(detail),
                 Some("NOAUTH") | Some("WRONGPASS") => NodeError::Auth(detail),
