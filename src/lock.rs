@@ -136,6 +136,13 @@ impl Lock {
         self.node_set.settings.node_timeout
     }
 
+    /// The longest one request to one node can take: `connect_timeout + node_timeout` (a
+    /// connection to wait for, then the command). [`acquire_within`](Lock::acquire_within)
+    /// returns at most one attempt after its wait, and an attempt is made of such requests.
+    pub fn request_bound(&self) -> Duration {
+        self.node_set.request_bound()
+    }
+
     /// With the restart guard on (the default, see [`LockOptions::restart_guard`]), how long a
     /// node that does not persist every write stays out of acquisitions after it (re)started:
     /// `max_ttl` plus its drift allowance. `None` with the guard off.
