@@ -553,7 +553,7 @@ pub struct History {
     /// audits nothing).
     pub store: Option<Vec<Register>>,
     /// How far past its wait a waiting call may return (µs): one attempt, as bounded by the
-    /// lock's settings ([`Lock::request_bound`](quorumlock::Lock::request_bound)). `None` when
+    /// lock's settings ([`Lock::attempt_bound`](quorumlock::Lock::attempt_bound)). `None` when
     /// nobody waited; then no call is judged late.
     pub wait_slack_us: Option<u64>,
 }
