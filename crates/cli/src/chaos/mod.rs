@@ -404,7 +404,7 @@ fn summarize(
     }
     if !failed.is_empty() {
         return Err(format!(
-            "mutual exclusion violated in scenario(s) expected safe: {}",
+            "mutual exclusion (or a waiter's deadline) violated in scenario(s) expected safe: {}",
             failed.join(", ")
         ));
     }
