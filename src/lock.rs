@@ -145,6 +145,16 @@ impl Lock {
         self.node_set.settings.node_timeout
     }
 
+    /// The longest one attempt of [`acquire_within`](Lock::acquire_within) can take, and so how
+    /// far past its wait the call can return: twice `connect_timeout + node_timeout`, the
+    /// longest one request to one node can take (a connection to wait for, then the command).
+    /// Once for the attempt's requests, which go to every node at once; and once more when the
+    /// attempt fails, for its release on every node, which waits for the request still in
+    /// flight there (it ends within the first bound) and then sends its own.
+    pub fn attempt_bound(&self) -> Duration {
+        self.node_set.request_bound().saturating_mul(2)
+    }
+
     /// With the restart guard on (the default, see [`LockOptions::restart_guard`]), how long a
     /// node that does not persist every write stays out of acquisitions after it (re)started:
     /// `max_ttl` plus its drift allowance. `None` with the guard off.

@@ -202,10 +202,11 @@ impl Lock {
     ///
     /// Each attempt is one acquisition as [`try_acquire`](Lock::try_acquire) makes it, with a
     /// fresh token, released on every node when it fails; a `wait` of zero makes one attempt. No
-    /// attempt starts after the deadline, and one under way when it passes is finished (it is
-    /// bounded by `connect_timeout + node_timeout`), so the call returns within `wait` plus one
-    /// attempt. Nodes that are unavailable (not held) are tried again after the configured
-    /// retry pause.
+    /// attempt starts after the deadline, and one under way when it passes is finished (its
+    /// requests, and a failed one's release, each bounded by `connect_timeout + node_timeout`),
+    /// so the call returns within `wait` plus one attempt
+    /// ([`attempt_bound`](Lock::attempt_bound)). Nodes that are unavailable (not held) are tried
+    /// again after the configured retry pause.
     ///
     /// # Errors
     ///
@@ -288,9 +289,14 @@ impl Lock {
                     Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => return Err(error),
                     Err(error @ Error::Held { .. }) => {
                         last_error = Some(error);
-                        // No wake-up heard: try again once a quorum is free by expiry alone.
-                        free_by_expiry_after(&node_set.nodes, settings.quorum, key)
+                        // No wake-up heard: try again once a quorum is free by expiry alone. Not
+                        // read past the deadline (a node being reconnected would hold the caller
+                        // up to its timeouts for a bound nobody needs any more).
+                        let expiry = free_by_expiry_after(&node_set.nodes, settings.quorum, key);
+                        tokio::time::timeout_at(deadline, expiry)
                             .await
+                            .ok()
+                            .flatten()
                             .unwrap_or(ttl)
                     }
                     Err(error) => {

@@ -43,9 +43,13 @@
 //! Holds kept alive ([`Hold::keep_alive`]) are also checked against the keep-alive's promises
 //! (`checker/keep_alive.rs`): their lost signal came by the end of their validity
 //! ([`LateLoss`]), and no write of theirs was invoked after it ([`WriteAfterLoss`]).
+//!
+//! Calls that waited for the lock are checked against their deadline (`checker/waits.rs`): each
+//! returned by it plus the one attempt it may finish ([`LateWaiter`]).
 
 mod audit;
 mod keep_alive;
+mod waits;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -55,6 +59,7 @@ use super::history::{History, Hold, Outcome, Write};
 
 pub use audit::{FenceRegression, Interleaving, LostReason, LostWrite, WriteSpan};
 pub use keep_alive::{KeepAliveSummary, LateLoss, WriteAfterLoss};
+pub use waits::{LateWaiter, WaitSummary};
 
 /// One side of a [`Violation`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -233,6 +238,10 @@ pub struct CheckReport {
     pub late_losses: Vec<LateLoss>,
     /// Every write invoked after its hold's lost signal.
     pub writes_after_loss: Vec<WriteAfterLoss>,
+    /// The calls that waited for the lock: how many got it, gave up in time, or were late.
+    pub waits: WaitSummary,
+    /// Every call that waited and returned after its deadline plus one attempt.
+    pub late_waiters: Vec<LateWaiter>,
     /// Availability of the lock.
     pub availability: Availability,
     /// Latency of successful attempts.
@@ -243,8 +252,8 @@ pub struct CheckReport {
 
 impl CheckReport {
     /// No violation, no stale write, no lost write, no interleaving, no fence regression, no
-    /// late lost signal and no write after one: mutual exclusion held throughout, and every
-    /// lease kept its promises.
+    /// late lost signal, no write after one and no late waiter: mutual exclusion held
+    /// throughout, every lease kept its promises, and every waiter its deadline.
     pub fn is_safe(&self) -> bool {
         self.violations.is_empty()
             && self.stale_writes.is_empty()
@@ -253,15 +262,18 @@ impl CheckReport {
             && self.fence_regressions.is_empty()
             && self.late_losses.is_empty()
             && self.writes_after_loss.is_empty()
+            && self.late_waiters.is_empty()
     }
 }
 
 /// Checks a history for mutual-exclusion violations, stale writes, lost writes, interleaved
-/// writes, fence regressions, late lost signals and writes after them, counts rejected writes
-/// and the holds kept alive, and measures availability and latency. Pure: the same history
+/// writes, fence regressions, late lost signals and writes after them, late waiters, counts
+/// rejected writes, the holds kept alive and the waiting calls, and measures availability and
+/// latency. Pure: the same history
 /// always gives the same report.
 pub fn check(history: &History) -> CheckReport {
     let by_resource = holds_by_resource(&history.holds);
+    let late_waiters = waits::late_waiters(history);
     let ended_by_release = history
         .holds
         .iter()
@@ -286,6 +298,8 @@ pub fn check(history: &History) -> CheckReport {
         keep_alive: keep_alive::summary(&history.holds),
         late_losses: keep_alive::late_losses(&history.holds),
         writes_after_loss: keep_alive::writes_after_loss(history),
+        waits: waits::summary(history, late_waiters.len()),
+        late_waiters,
         availability: availability(history),
         acquire_latency: Latency::of(
             history

@@ -41,7 +41,7 @@ impl Clock {
 
     /// `instant` in microseconds since the epoch (0 for instants before it).
     pub fn us(&self, instant: Instant) -> u64 {
-        u64::try_from(instant.saturating_duration_since(self.epoch).as_micros()).unwrap_or(u64::MAX)
+        micros(instant.saturating_duration_since(self.epoch))
     }
 
     /// Now, in microseconds since the epoch.
@@ -461,6 +461,9 @@ pub struct Attempt {
     pub finished_us: u64,
     /// How it ended.
     pub outcome: Outcome,
+    /// For a call of [`Lock::acquire_within`](quorumlock::Lock::acquire_within): the wait it was
+    /// given (µs); `None` for a single round.
+    pub wait_us: Option<u64>,
 }
 
 impl Attempt {
@@ -478,7 +481,15 @@ impl Attempt {
             started_us,
             finished_us,
             outcome,
+            wait_us: None,
         }
+    }
+
+    /// Marks the attempt as a call that waited up to `wait_us` for the lock.
+    #[must_use]
+    pub fn waited(mut self, wait_us: u64) -> Attempt {
+        self.wait_us = Some(wait_us);
+        self
     }
 
     /// How long the attempt took, in microseconds.
@@ -541,6 +552,10 @@ pub struct History {
     /// (`None`: there was no store to read, e.g. a history recorded by hand; then the checker
     /// audits nothing).
     pub store: Option<Vec<Register>>,
+    /// How far past its wait a waiting call may return (µs): one attempt, as bounded by the
+    /// lock's settings ([`Lock::attempt_bound`](quorumlock::Lock::attempt_bound)). `None` when
+    /// nobody waited; then no call is judged late.
+    pub wait_slack_us: Option<u64>,
 }
 
 impl History {
@@ -633,6 +648,32 @@ impl Recorder {
         self.lock().attempts.push(attempt);
     }
 
+    /// Records a call that waited up to `wait` for the lock (one attempt in the history, with
+    /// its wait).
+    pub fn waited(
+        &self,
+        resource: &str,
+        holder: usize,
+        (started, finished): (Instant, Instant),
+        wait: Duration,
+        outcome: Outcome,
+    ) {
+        let attempt = Attempt::new(
+            resource,
+            holder,
+            self.clock.us(started),
+            self.clock.us(finished),
+            outcome,
+        )
+        .waited(micros(wait));
+        self.lock().attempts.push(attempt);
+    }
+
+    /// Records how far past its wait a waiting call may return.
+    pub fn set_wait_slack(&self, slack: Duration) {
+        self.lock().wait_slack_us = Some(micros(slack));
+    }
+
     /// Records the start of a hold: the acquire call started at `started`, returned the guard
     /// at `acquired`, valid until `valid_until`.
     pub fn begin_hold(
@@ -678,7 +719,7 @@ impl Recorder {
     /// `margin` before the validity.
     pub fn keep_alive(&self, hold: HoldId, valid_until: Instant, margin: Duration) {
         let valid_until = self.clock.us(valid_until);
-        let margin_us = u64::try_from(margin.as_micros()).unwrap_or(u64::MAX);
+        let margin_us = micros(margin);
         if let Some(hold) = self.lock().holds.get_mut(hold.0) {
             hold.valid_until_us = valid_until;
             hold.keep_alive = Some(KeptLease {
@@ -772,6 +813,11 @@ impl Recorder {
     pub fn take(&self) -> History {
         std::mem::take(&mut *self.lock())
     }
+}
+
+/// `duration` in whole microseconds, saturating.
+fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -268,6 +268,50 @@ impl Schedule {
         }
     }
 
+    /// A schedule drawn from nothing: `turns` (a kind and the nodes it hits, each a subset of
+    /// `0..nodes`) one after the other and round again, each lasting one TTL, the first after
+    /// ½ TTL and each ½ TTL after the one before it ended, so that no two overlap and the lock is
+    /// available between them. Every event ends within `duration`; at most
+    /// [`max_events`](Schedule::max_events) of them. Its seed is 0.
+    pub fn in_turn(
+        turns: &[(FaultKind, &[usize])],
+        duration: Duration,
+        ttl: Duration,
+        nodes: usize,
+    ) -> Schedule {
+        let (run_us, ttl_us) = (micros(duration), micros(ttl));
+        let mut events = Vec::new();
+        let mut start_us = ttl_us / 2;
+        for &(kind, hit) in turns
+            .iter()
+            .cycle()
+            .take(Schedule::max_events(duration, ttl))
+        {
+            let mut hit: Vec<usize> = hit.iter().copied().filter(|&node| node < nodes).collect();
+            hit.sort_unstable();
+            hit.dedup();
+            if hit.is_empty() {
+                continue;
+            }
+            let end_us = start_us.saturating_add(ttl_us);
+            if end_us > run_us {
+                break;
+            }
+            events.push(FaultEvent {
+                start_us,
+                end_us,
+                kind,
+                nodes: hit,
+            });
+            start_us = end_us.saturating_add(ttl_us / 2);
+        }
+        Schedule {
+            seed: 0,
+            nodes,
+            events,
+        }
+    }
+
     /// The most events a schedule for `duration` and `ttl` has: one per shortest gap between
     /// starts (½ TTL), at most [`MAX_EVENTS`].
     pub fn max_events(duration: Duration, ttl: Duration) -> usize {
@@ -277,6 +321,12 @@ impl Schedule {
 
     /// One line: the seed, how many faults of each kind, and how many hit a majority.
     pub fn summary(&self) -> String {
+        format!("nemesis seed {}: {}", self.seed, self.counts())
+    }
+
+    /// How many faults of each kind, and how many hit a majority, e.g. `3 faults (1× SIGSTOP,
+    /// 2× packets dropped), 1 of them on a majority of nodes`.
+    pub fn counts(&self) -> String {
         let mut kinds: Vec<(String, usize)> = Vec::new();
         for event in &self.events {
             let label = event.kind.label();
@@ -295,8 +345,7 @@ impl Schedule {
             .filter(|event| event.nodes.len() > self.nodes / 2)
             .count();
         format!(
-            "nemesis seed {}: {} faults ({}), {majority} of them on a majority of nodes",
-            self.seed,
+            "{} faults ({}), {majority} of them on a majority of nodes",
             self.events.len(),
             kinds.join(", ")
         )
@@ -364,6 +413,32 @@ mod tests {
             .filter(|pair| pair[1].start_us < pair[0].end_us)
             .count();
         assert!(overlapping > events.len() / 4, "{overlapping}");
+    }
+
+    #[test]
+    fn faults_in_turn_come_round_again_one_at_a_time_inside_the_run() {
+        let turns: [(FaultKind, &[usize]); 3] = [
+            (FaultKind::Kill, &[4]),
+            (FaultKind::DropPackets, &[2, 1, 9]),
+            (FaultKind::Freeze, &[7]),
+        ];
+        let schedule = Schedule::in_turn(&turns, Duration::from_millis(2_900), TTL, 5);
+        let got: Vec<(u64, u64, FaultKind, Vec<usize>)> = schedule
+            .events
+            .iter()
+            .map(|e| (e.start_us, e.end_us, e.kind, e.nodes.clone()))
+            .collect();
+        // Node 7 does not exist: that turn is skipped; the next event would end after 2.9 s.
+        assert_eq!(
+            got,
+            [
+                (200_000, 600_000, FaultKind::Kill, vec![4]),
+                (800_000, 1_200_000, FaultKind::DropPackets, vec![1, 2]),
+                (1_400_000, 1_800_000, FaultKind::Kill, vec![4]),
+                (2_000_000, 2_400_000, FaultKind::DropPackets, vec![1, 2]),
+            ]
+        );
+        assert!(Schedule::in_turn(&turns, TTL, TTL, 5).events.is_empty());
     }
 
     #[test]

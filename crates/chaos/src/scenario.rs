@@ -88,6 +88,14 @@ pub enum Scenario {
     /// validity ends, no holder writes after that, and a later holder gets the lock after the
     /// heal; the run fails its self-check if no hold was lost.
     KeepAliveLoss,
+    /// Many callers of [`Lock::acquire_within`](quorumlock::Lock::acquire_within), several per
+    /// lock (its queue) and several locks per resource (the nodes' wake-up messages), each
+    /// waiting up to its own deadline, while nodes are killed, frozen and partitioned in turn
+    /// (their subscription connections with them). Safe: no two holders at once, and every
+    /// waiter returns by its deadline plus one attempt
+    /// ([`Lock::attempt_bound`](quorumlock::Lock::attempt_bound)); the run fails its self-check if
+    /// no waiter got the lock after waiting behind a holder, or no fault was injected.
+    Waiters,
     /// The clients skip the lock and write anyway: the control for the store check. Unsafe:
     /// shows interleaved (and usually lost) writes.
     NoLock,
@@ -101,7 +109,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 23] = [
+    pub const ALL: [Scenario; 24] = [
         Scenario::Baseline,
         Scenario::MinorityCrash,
         Scenario::MinorityFreeze,
@@ -123,6 +131,7 @@ impl Scenario {
         Scenario::ClientStall,
         Scenario::ClientStallFenced,
         Scenario::KeepAliveLoss,
+        Scenario::Waiters,
         Scenario::NoLock,
         Scenario::Random,
     ];
@@ -151,6 +160,7 @@ impl Scenario {
             Scenario::ClientStall => "client-stall",
             Scenario::ClientStallFenced => "client-stall-fenced",
             Scenario::KeepAliveLoss => "keep-alive-loss",
+            Scenario::Waiters => "waiters",
             Scenario::NoLock => "no-lock",
             Scenario::Random => "random",
         }
@@ -207,6 +217,9 @@ impl Scenario {
             }
             Scenario::KeepAliveLoss => {
                 "holds kept alive for 3-6×TTL; drop all packets of nodes 0,1,2 for 1.5×TTL mid-hold"
+            }
+            Scenario::Waiters => {
+                "3 waiters per client (acquire_within, 0.75-5×TTL each); nodes killed, frozen, partitioned in turn"
             }
             Scenario::NoLock => "clients skip the lock and write anyway",
             Scenario::Random => {

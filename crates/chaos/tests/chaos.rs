@@ -307,6 +307,37 @@ async fn a_kept_hold_that_loses_its_majority_is_told_before_its_validity_ends() 
     }
 }
 
+/// Waiters under faults in turn: no two holders at once, every call recorded with its wait,
+/// every planned fault applied and lifted, and the self-check passed (some waiter got the lock
+/// behind another holder). Whether each call returned by its deadline plus one attempt is a
+/// claim about time, for the scenario's verdict on a quiet machine (`docs/chaos.md`), not
+/// asserted here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_under_faults_in_turn_never_hold_at_once() {
+    let report = assert_safe(Scenario::Waiters).await;
+    let waits = report.check.waits;
+    assert_eq!(waits.calls, report.history.attempts.len(), "{waits:#?}");
+    assert_eq!(waits.acquired, report.check.holds, "{waits:#?}");
+    assert!(waits.acquired_after_waiting > 0, "{waits:#?}");
+    assert!(waits.slack_us.is_some_and(|slack| slack > 0), "{waits:#?}");
+    let planned = report.nemesis.as_ref().expect("the faults in turn");
+    let done: Vec<(String, &[usize])> = report
+        .history
+        .faults
+        .iter()
+        .filter(|fault| fault.end_us.is_some())
+        .map(|fault| (fault.label.clone(), fault.nodes.as_slice()))
+        .collect();
+    let wanted: Vec<(String, &[usize])> = planned
+        .events
+        .iter()
+        .map(|event| (event.kind.label(), event.nodes.as_slice()))
+        .collect();
+    assert_eq!(done, wanted);
+    assert!(!wanted.is_empty());
+    assert_eq!(report.seed, None, "nothing drawn: no seed to replay");
+}
+
 /// A seed whose 3 s schedule (TTL 400 ms, five nodes) has 5 faults: a kill of node 3, a
 /// restart at once of nodes 0, 2 and 3, packets dropped on 1 and 4, latency on four nodes and a
 /// freeze of four; 3 of them on a majority.

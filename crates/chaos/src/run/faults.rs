@@ -15,7 +15,7 @@ use super::clocks::{Aim, fast_clocks, jumping_nodes};
 use super::drift::drifting_clocks;
 use super::error::ChaosError;
 use crate::history::Recorder;
-use crate::nemesis::Schedule;
+use crate::nemesis::{FaultKind, Schedule};
 use crate::scenario::Scenario;
 
 /// Upper bound on fault cycles per scenario, on top of the time bound.
@@ -64,12 +64,34 @@ impl Cadence {
     }
 }
 
+/// The faults of [`Scenario::Waiters`], one after the other and round again: a kill (the node
+/// restarts empty a TTL later), a freeze, a partition of a minority, a restart at once, a
+/// partition of a majority (nobody can win; attempts run into their timeouts), a freeze of two,
+/// connections cut and refused, a kill of two. Every node is hit, and every node carries one
+/// subscription connection per lock, so each fault also cuts or stalls the wake-ups through it.
+const WAITERS_IN_TURN: [(FaultKind, &[usize]); 8] = [
+    (FaultKind::Kill, &[4]),
+    (FaultKind::Freeze, &[0]),
+    (FaultKind::DropPackets, &[1, 2]),
+    (FaultKind::Restart, &[3]),
+    (FaultKind::DropPackets, &[0, 1, 2]),
+    (FaultKind::Freeze, &[2, 3]),
+    (FaultKind::Refuse, &[0, 4]),
+    (FaultKind::Kill, &[1, 2]),
+];
+
+/// The schedule of [`Scenario::Waiters`] for a run of `duration` with lock TTL `ttl` on `nodes`
+/// nodes ([`WAITERS_IN_TURN`]): at the default TTL, three faults in 2 s, sixteen in 10 s.
+pub(super) fn waiters_in_turn(duration: Duration, ttl: Duration, nodes: usize) -> Schedule {
+    Schedule::in_turn(&WAITERS_IN_TURN, duration, ttl, nodes)
+}
+
 /// The fault schedule of a scenario, on a local cluster.
 pub(super) struct Faults<'a> {
     pub(super) recorder: &'a Recorder,
     pub(super) deadline: Instant,
     pub(super) ttl: Duration,
-    /// The nemesis's faults, for [`Scenario::Random`].
+    /// The nemesis's faults, for [`Scenario::Random`] and [`Scenario::Waiters`].
     pub(super) nemesis: Option<&'a Schedule>,
 }
 
@@ -194,7 +216,7 @@ impl Faults<'_> {
             Scenario::ClockFast => {
                 fast_clocks(cluster, keys, self.recorder, self.deadline, notes).await?;
             }
-            Scenario::Random => {
+            Scenario::Random | Scenario::Waiters => {
                 if let Some(schedule) = self.nemesis {
                     self.unleash(schedule, cluster).await?;
                 }

@@ -7,6 +7,9 @@
 //! effect; the TTL adapted to the restart time), [`failover`] (the address switches of
 //! [`Scenario::Failover`]), [`nemesis`] (the executor of
 //! [`Scenario::Random`]'s schedule), and [`report`] (what a run returns).
+//!
+//! (Just over 500 lines: [`run_on`] wires every scenario's clients, faults and self-checks in one
+//! place, so that what differs between scenarios can be read side by side.)
 
 mod checks;
 mod clocks;
@@ -34,9 +37,9 @@ use crate::scenario::Scenario;
 use checks::{ttl_for_restarts, up_for_a_while};
 use clocks::{with_fast_clocks, with_jumping_clocks};
 use drift::{ttl_for_drift, with_drifting_clocks};
-use faults::Faults;
+use faults::{Faults, waiters_in_turn};
 use store::Store;
-use workload::{Client, ClientPlan, PAUSE_LABEL, warm_up, warm_up_resource};
+use workload::{Client, ClientPlan, PAUSE_LABEL, waited_in_turn, warm_up, warm_up_resource};
 
 pub use error::ChaosError;
 pub use options::RunOptions;
@@ -235,6 +238,10 @@ async fn run_on(
         store_clients.push(store.client().await?);
     }
     let recorder = Recorder::new(Clock::start());
+    let waiting = scenario == Scenario::Waiters;
+    if let Some(lock) = locks.first().filter(|_| waiting) {
+        recorder.set_wait_slack(lock.attempt_bound());
+    }
     let started = Instant::now();
     let deadline = started + options.duration;
     let stall = matches!(
@@ -257,11 +264,14 @@ async fn run_on(
         };
         if scenario == Scenario::NoLock {
             clients.spawn(client.run_without_lock());
+        } else if waiting {
+            clients.spawn(client.wait_in_turn(lock));
         } else {
             clients.spawn(client.run(lock));
         }
     }
 
+    let in_turn = waiting.then(|| waiters_in_turn(options.duration, options.ttl, LOCAL_NODES));
     let nemesis = (scenario == Scenario::Random).then(|| {
         let seed = options.seed.unwrap_or_else(rand::random);
         let schedule = Schedule::generate(seed, options.duration, options.ttl, LOCAL_NODES);
@@ -277,7 +287,7 @@ async fn run_on(
         recorder: &recorder,
         deadline,
         ttl: options.ttl,
-        nemesis: nemesis.as_ref(),
+        nemesis: nemesis.as_ref().or(in_turn.as_ref()),
     };
     // On error, returning drops `clients`, which aborts every client task.
     match cluster {
@@ -325,6 +335,9 @@ async fn run_on(
     if keep_alive {
         kept_holds_lost(&history, &check, &mut notes)?;
     }
+    if waiting {
+        waited_in_turn(&history, &check, &mut notes)?;
+    }
     Ok(ScenarioReport {
         scenario,
         expected_safe: options.expected_safe(scenario),
@@ -338,7 +351,7 @@ async fn run_on(
         resources: options.resources,
         notes,
         seed: nemesis.as_ref().map(|schedule| schedule.seed),
-        nemesis,
+        nemesis: nemesis.or(in_turn),
         check,
         history,
     })

@@ -4,7 +4,7 @@
 use quorumlock::Defect;
 use serde::{Serialize, Serializer};
 
-use crate::checker::CheckReport;
+use crate::checker::{CheckReport, LateWaiter};
 use crate::history::History;
 use crate::nemesis::Schedule;
 use crate::scenario::Scenario;
@@ -98,8 +98,8 @@ impl ScenarioReport {
     /// When the checker's first finding became visible, in µs since the run started: the
     /// earliest instant at which two holders' windows overlapped (the later of the two grants),
     /// a stale write was invoked, two holders' writes interleaved (the later span's start), a
-    /// kept hold's validity ended before its lost signal came, or a write was invoked after
-    /// one. Lost writes and fence regressions have no instant of their own: the interleaving
+    /// kept hold's validity ended before its lost signal came, a write was invoked after
+    /// one, or a waiter's deadline plus its slack passed before it returned. Lost writes and fence regressions have no instant of their own: the interleaving
     /// that lost them, or the stale write the store accepted, has one. `None` for a safe run.
     pub fn first_violation_us(&self) -> Option<u64> {
         let overlaps = self
@@ -127,11 +127,13 @@ impl ScenarioReport {
             .writes_after_loss
             .iter()
             .map(|found| found.write.invoked_us);
+        let late_waiters = self.check.late_waiters.iter().map(LateWaiter::due_us);
         overlaps
             .chain(stale)
             .chain(interleaved)
             .chain(late_losses)
             .chain(after_loss)
+            .chain(late_waiters)
             .min()
     }
 }

@@ -6,12 +6,14 @@
 //! stall past the validity, until a later holder has written, and write anyway; in
 //! [`Scenario::NoLock`](crate::Scenario::NoLock) the clients skip the lock and just write; in
 //! [`Scenario::KeepAliveLoss`](crate::Scenario::KeepAliveLoss) every hold is kept alive
-//! (`workload/kept.rs`).
+//! (`workload/kept.rs`); in [`Scenario::Waiters`](crate::Scenario::Waiters) each client is
+//! several callers waiting for the lock (`workload/waiters.rs`).
 //!
 //! (Just over 500 lines: the behaviours, the stall and the writes all work on one client's
 //! state and timing constants, which are easier to check side by side.)
 
 mod kept;
+mod waiters;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +24,7 @@ use tokio::sync::watch;
 
 use super::store::StoreClient;
 use crate::history::{HoldId, Outcome, Recorder, StampedWrite};
+pub(super) use waiters::waited_in_turn;
 
 /// The label of a stalled holder's pause among the history's faults.
 pub(super) const PAUSE_LABEL: &str = "client paused";
@@ -111,6 +114,15 @@ impl ClientPlan {
             recorder,
             states,
         }
+    }
+
+    /// Lets `guard`'s keys expire instead of releasing them: it is dropped only once they are
+    /// gone. They live at least until `valid_until` + the drift (6 ms at 400 ms); a tenth of a
+    /// TTL past the validity, the release on drop finds them gone.
+    async fn let_expire(&self, guard: Guard) {
+        let expired = guard.valid_until() + self.ttl / 10;
+        tokio::time::sleep_until(expired.into()).await;
+        drop(guard);
     }
 }
 
@@ -329,13 +341,7 @@ impl Client {
                     recorder.end_hold(hold, Instant::now());
                     let _report = guard.release().await;
                 }
-                End::Expire => {
-                    // The keys live at least until `valid_until` + the drift (6 ms at 400 ms):
-                    // keep the guard past that, so that its release on drop finds them gone.
-                    let expired = guard.valid_until() + self.plan.ttl / 10;
-                    tokio::time::sleep_until(expired.into()).await;
-                    drop(guard);
-                }
+                End::Expire => self.plan.let_expire(guard).await,
             }
             tokio::time::sleep(random_between(Duration::ZERO, ms(20))).await;
         }

@@ -33,6 +33,7 @@ Examples:
   quorumlock chaos --scenario restart-no-persistence,restart-guarded --duration 5s
   quorumlock chaos --scenario client-stall,client-stall-fenced --duration 10s
   quorumlock chaos --scenario keep-alive-loss --duration 10s
+  quorumlock chaos --scenario waiters --duration 10s
   quorumlock chaos --scenario all --fencing --duration 5s
   quorumlock chaos --scenario random --seed 7 --duration 2m
   quorumlock chaos --defect all --scenario all --duration 5s     (the mutation score)
@@ -43,7 +44,7 @@ pub struct ChaosArgs {
     /// partition-majority, partition-one-way, partition-asymmetric, restart-no-persistence,
     /// restart-guarded, restart-delayed, restart-aof, failover, clock-drift, clock-fast,
     /// clock-jump-minority, clock-jump-majority, client-stall, client-stall-fenced,
-    /// keep-alive-loss, no-lock, random.
+    /// keep-alive-loss, waiters, no-lock, random.
     ///
     /// With --defect, only the scenarios expected to be safe run (an unsafe one says nothing
     /// about a defect).
@@ -351,7 +352,7 @@ fn summarize(
                 println!(
                     "FAIL {}: expected safe, but {} violation(s), {} stale write(s), {} lost \
                      write(s), {} interleaving(s), {} fence regression(s), {} late lost \
-                     signal(s) and {} write(s) after a lost signal{}",
+                     signal(s), {} write(s) after a lost signal and {} late waiter(s){}",
                     report.scenario,
                     report.check.violations.len(),
                     report.check.stale_writes.len(),
@@ -360,6 +361,7 @@ fn summarize(
                     report.check.fence_regressions.len(),
                     report.check.late_losses.len(),
                     report.check.writes_after_loss.len(),
+                    report.check.late_waiters.len(),
                     report
                         .seed
                         .map(|seed| format!(" (replay with --seed {seed})"))
@@ -402,7 +404,7 @@ fn summarize(
     }
     if !failed.is_empty() {
         return Err(format!(
-            "mutual exclusion violated in scenario(s) expected safe: {}",
+            "mutual exclusion (or a waiter's deadline) violated in scenario(s) expected safe: {}",
             failed.join(", ")
         ));
     }

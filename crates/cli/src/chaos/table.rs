@@ -26,18 +26,26 @@ const FENCE_DROPS_COLUMN: usize = 8;
 /// (counted before the fence drops' and the `defect` columns are inserted).
 const KEPT_COLUMNS: usize = 8;
 
+/// Where the waits' column goes when a run had waiting calls: right after `interleaved`
+/// (counted after the keep-alive's columns are inserted, before the fence drops' and the
+/// `defect` columns are).
+const WAITS_COLUMN: usize = 8;
+
 /// The results table, one row per scenario; with a `defect` column when a run had one, a
 /// `fence drops` column (the fence regressions; `-` for a run without fencing) when a run had
 /// fencing, and two keep-alive columns when a run kept holds alive: `kept ext/lost` (of the
 /// holds kept alive, those extended at least once / those whose lease signalled the lock lost)
 /// and `late/after loss` (lost signals that came after the validity ended or never / writes
-/// invoked after a lost signal); `-` for a run without kept holds.
+/// invoked after a lost signal); `-` for a run without kept holds; and a waits column when a run
+/// had calls that waited for the lock: `waits got/gave up/late` (those that got the lock / gave
+/// up by their deadline plus one attempt / returned later); `-` for a run without them.
 pub(super) fn table(reports: &[ScenarioReport]) -> String {
     let defects = reports.iter().any(|report| report.defect.is_some());
     let fencing = reports.iter().any(|report| report.fencing);
     let kept = reports
         .iter()
         .any(|report| report.check.keep_alive.holds > 0);
+    let waited = reports.iter().any(|report| report.check.waits.calls > 0);
     let header = [
         "scenario",
         "expected",
@@ -62,6 +70,9 @@ pub(super) fn table(reports: &[ScenarioReport]) -> String {
             KEPT_COLUMNS..KEPT_COLUMNS,
             ["kept ext/lost", "late/after loss"].map(String::from),
         );
+    }
+    if waited {
+        rows[0].insert(WAITS_COLUMN, "waits got/gave up/late".to_owned());
     }
     if fencing {
         rows[0].insert(FENCE_DROPS_COLUMN, "fence drops".to_owned());
@@ -114,6 +125,18 @@ pub(super) fn table(reports: &[ScenarioReport]) -> String {
                 ["-".to_owned(), "-".to_owned()]
             };
             row.splice(KEPT_COLUMNS..KEPT_COLUMNS, columns);
+        }
+        if waited {
+            let waits = check.waits;
+            let column = if waits.calls > 0 {
+                format!(
+                    "{}/{}/{}",
+                    waits.acquired, waits.gave_up_in_time, waits.late
+                )
+            } else {
+                "-".to_owned()
+            };
+            row.insert(WAITS_COLUMN, column);
         }
         if fencing {
             let drops = if report.fencing {
