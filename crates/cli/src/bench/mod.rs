@@ -47,7 +47,7 @@ use progress::Progress;
 use report::{Machine, Report, cpu_model, redis_version};
 use scenarios::Subject;
 use stats::fill_ratios;
-use table::render;
+use table::{render, render_targets};
 use targets::evaluate_targets;
 
 /// Compare the quorum lock with the single-node lock, side by side in one run (with the raw
@@ -58,6 +58,7 @@ Examples:
   quorumlock bench --quick
   quorumlock bench --json bench.json --plots bench-plots/
   quorumlock bench --ttl 2s --contenders 32
+  quorumlock bench --only contended
   quorumlock bench --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379")]
 pub struct BenchArgs {
     /// Comma-separated node URLs of your own deployment (redis://host:port). The first one is
@@ -82,6 +83,16 @@ pub struct BenchArgs {
     /// at most 50 ms).
     #[arg(long, default_value = "10s", value_parser = ttl)]
     ttl: Duration,
+    /// Run one section alone (on local nodes only): its table and targets, nothing else.
+    #[arg(long, value_enum, conflicts_with = "nodes")]
+    only: Option<Section>,
+}
+
+/// A section `--only` runs alone.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Section {
+    /// Waiters wanting one key over five local nodes (waiting, polling, rslock).
+    Contended,
 }
 
 /// The longest `--ttl`.
@@ -121,6 +132,9 @@ async fn raw_floor(name: &str, urls: &[String]) -> Result<RawFloor, String> {
 /// Runs `quorumlock bench`.
 pub async fn run(args: BenchArgs) -> Result<(), String> {
     let plan = Plan::new(args.quick);
+    if args.only == Some(Section::Contended) {
+        return run_contended_alone(&args, plan).await;
+    }
     let ttl = args.ttl;
     let run = format!("{}:{:08x}", std::process::id(), rand::random::<u32>());
     let prefix = format!("quorumlock-bench:{run}:");
@@ -366,5 +380,39 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     }
     // Dropping the clusters kills and reaps every server and proxy started above.
     drop((direct, proxied));
+    Ok(())
+}
+
+/// `--only contended`: the contended section alone, on five fresh local nodes, so that it can
+/// be measured again and again (before and after a change) in minutes, not the whole bench.
+async fn run_contended_alone(args: &BenchArgs, plan: Plan) -> Result<(), String> {
+    eprintln!("starting {TARGET_NODES} local redis-server processes on 127.0.0.1 …");
+    let aof = ClusterOptions::default().persistence(Persistence::AofAlways);
+    let cluster = TestCluster::start(aof.nodes(TARGET_NODES))
+        .await
+        .map_err(|e| format!("starting local Redis masters: {e}"))?;
+    let urls = cluster.urls();
+    let Some(first_url) = urls.first() else {
+        return Err("no node URLs".to_owned());
+    };
+    let nproc = std::thread::available_parallelism().map_or(0, usize::from);
+    let version = redis_version(first_url).await;
+    let prefix = format!(
+        "quorumlock-bench-contended:{}:{:08x}:",
+        std::process::id(),
+        rand::random::<u32>()
+    );
+    let progress = Progress::new(contended::steps());
+    let contended = contended::contended(&urls, args.ttl, &prefix, &plan, &progress).await?;
+    progress.finish();
+    println!(
+        "\nquorumlock bench --only contended ({}) — {nproc} CPUs ({}), redis {version}; ttl {} ms",
+        if args.quick { "quick" } else { "full" },
+        cpu_model(),
+        args.ttl.as_millis()
+    );
+    print!("{}", contended::render(&contended));
+    print!("{}", render_targets(&contended::targets(&contended)));
+    drop(cluster);
     Ok(())
 }

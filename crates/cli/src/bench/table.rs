@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::report::Report;
+use super::targets::Target;
 use crate::text_table::aligned;
 
 pub(super) fn fmt_us(v: f64) -> String {
@@ -21,6 +22,31 @@ fn fmt_ratio(v: Option<f64>) -> String {
         Some(v) if v.is_finite() => format!("{v:.2}×"),
         _ => "-".to_owned(),
     }
+}
+
+/// The targets' lines, under their heading.
+pub(super) fn render_targets(targets: &[Target]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\ntargets (stated for 5 masters; ratios within this run):"
+    );
+    for t in targets {
+        let verdict = match t.met {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "not measured",
+        };
+        let measured = t
+            .measured
+            .map_or_else(|| "-".to_owned(), |v| format!("{v:.2}"));
+        let _ = writeln!(
+            out,
+            "  {:<48} {:>6}  (target {})  {verdict}",
+            t.name, measured, t.limit
+        );
+    }
+    out
 }
 
 pub(super) fn render(report: &Report) -> String {
@@ -78,25 +104,7 @@ pub(super) fn render(report: &Report) -> String {
     if let Some(contended) = &report.contended {
         out.push_str(&super::contended::render(contended));
     }
-    let _ = writeln!(
-        out,
-        "\ntargets (stated for 5 masters; ratios within this run):"
-    );
-    for t in &report.targets {
-        let verdict = match t.met {
-            Some(true) => "met",
-            Some(false) => "MISSED",
-            None => "not measured",
-        };
-        let measured = t
-            .measured
-            .map_or_else(|| "-".to_owned(), |v| format!("{v:.2}"));
-        let _ = writeln!(
-            out,
-            "  {:<48} {:>6}  (target {})  {verdict}",
-            t.name, measured, t.limit
-        );
-    }
+    out.push_str(&render_targets(&report.targets));
     let floor = report
         .rows
         .iter()
