@@ -114,6 +114,18 @@ impl AcquireCommand {
     }
 
     /// Reads a node's reply (already checked for an error reply).
+    /// Whether `reply` says this request did not set the key: it was held (by another token,
+    /// or by none of ours to renew). Only the exact "no" of each form counts; anything else may
+    /// have set it.
+    pub(crate) fn refused(&self, reply: &Value) -> bool {
+        match self.reply {
+            AcquireReply::Set | AcquireReply::Fenced => {
+                matches!(reply, Value::Nil | Value::Boolean(false))
+            }
+            AcquireReply::Renew => matches!(reply, Value::Int(0)),
+        }
+    }
+
     pub(crate) fn taken(&self, reply: Value) -> RedisResult<Taken> {
         let taken = match self.reply {
             AcquireReply::Set => match reply {

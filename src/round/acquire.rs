@@ -9,6 +9,7 @@ use crate::node::Node;
 use crate::node::acquire::{AcquireCommand, Taken};
 use crate::node::wire::{answered, send};
 use crate::outcome::NodeError;
+use crate::rules::ordering::End;
 
 /// What became of an acquire request.
 enum Sent {
@@ -39,7 +40,11 @@ pub(crate) async fn acquire(
                 Err(refused) => return Ok(Sent::Refused(refused, server)),
             };
             let reply = send(&mut connection, &command.command).await;
-            in_flight.finish(answered(&reply));
+            // A reply that says the key was held leaves nothing of ours there to release.
+            in_flight.finish(match &reply {
+                Ok(value) if command.refused(value) => End::Refused,
+                reply => End::replied(answered(reply)),
+            });
             command.taken(reply?).map(Sent::Reply)
         })
         .await?;

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::rules::ordering::{Kind, Plan, Record};
+use crate::rules::ordering::{End, Kind, Plan, Record};
 
 /// Why a request that can set the key was not handed over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +122,7 @@ impl Ledger {
         if !record.quiet() {
             return Err(Refused::ReleaseInFlight);
         }
-        record.hand(Kind::Acquire);
+        record.hand();
         *handed = Some(Arc::clone(server));
         Ok(InFlight::new(self, node, Kind::Acquire, generation))
     }
@@ -135,7 +135,7 @@ impl Ledger {
         let after_all = match self.lock().nodes.get_mut(node) {
             Some((record, _)) => {
                 let quiet = record.quiet();
-                record.hand(Kind::Release);
+                record.hand();
                 quiet
             }
             None => false,
@@ -190,11 +190,11 @@ impl Ledger {
         tokio::time::timeout(bound, quiet).await.is_ok()
     }
 
-    fn finish(&self, node: usize, kind: Kind, generation: u64, answered: bool) {
+    fn finish(&self, node: usize, kind: Kind, generation: u64, end: End) {
         let wake = {
             let mut state = self.lock();
             if let Some((record, _)) = state.nodes.get_mut(node) {
-                record.finish(kind, generation, answered);
+                record.finish(kind, generation, end);
             }
             std::mem::take(&mut state.waiting)
         };
@@ -227,11 +227,11 @@ impl<'a> InFlight<'a> {
         }
     }
 
-    /// The request finished; `answered` when the server replied to it.
-    pub(crate) fn finish(mut self, answered: bool) {
+    /// The request finished as `end`.
+    pub(crate) fn finish(mut self, end: End) {
         self.finished = true;
         self.ledger
-            .finish(self.node, self.kind, self.generation, answered);
+            .finish(self.node, self.kind, self.generation, end);
     }
 }
 
@@ -239,7 +239,7 @@ impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         if !self.finished {
             self.ledger
-                .finish(self.node, self.kind, self.generation, false);
+                .finish(self.node, self.kind, self.generation, End::Unanswered);
         }
     }
 }
@@ -284,7 +284,7 @@ mod tests {
             ledger.hand_acquire(second, 0, 1, &server(0)).err(),
             Some(Refused::ReleaseInFlight)
         );
-        release.finish(true);
+        release.finish(End::Answered);
         assert!(ledger.hand_acquire(second, 0, 1, &server(0)).is_ok());
         assert_eq!(
             ledger.hand_acquire(second, 7, 1, &server(7)).err(),
@@ -301,11 +301,11 @@ mod tests {
         ledger
             .hand_acquire(attempt, 0, 1, &server(0))
             .unwrap()
-            .finish(true);
+            .finish(End::Answered);
         ledger.decide();
         let (release, after_all) = ledger.hand_release(0, 2);
         assert!(after_all);
-        release.finish(true);
+        release.finish(End::Answered);
         assert!(
             ledger.cleared_by(0, 2),
             "answered over connection 1, so it ran before the release over connection 2"
@@ -329,7 +329,7 @@ mod tests {
         );
         assert_eq!(ledger.plan(0), Plan::Skip, "nothing went out to node 0");
         // Still refused once node 1's request has finished: it counted in this round.
-        in_flight.finish(true);
+        in_flight.finish(End::Answered);
         assert_eq!(
             ledger.hand_acquire(first, 0, 1, &shared).err(),
             Some(Refused::SameServer(1))
@@ -369,7 +369,7 @@ mod tests {
             let in_flight = other.hand_acquire(attempt, 1, 1, &server(1)).unwrap();
             let _ = handed_tx.send(());
             tokio::time::sleep(Duration::from_millis(20)).await;
-            in_flight.finish(true);
+            in_flight.finish(End::Answered);
         });
         handed_rx.await.unwrap();
         assert!(ledger.wait_quiet(None, Duration::from_secs(60)).await);

@@ -18,7 +18,7 @@ use crate::node::Node;
 use crate::node::release::release_command;
 use crate::node::wire::{answered, one_or_zero, send};
 use crate::outcome::NodeReply;
-use crate::rules::ordering::Plan;
+use crate::rules::ordering::{End, Plan};
 use crate::rules::token::Token;
 
 /// Compare-and-delete on every node a request of ours went out to, never retrying, each after
@@ -103,7 +103,7 @@ pub(crate) async fn release(
             async move {
                 let (in_flight, after_all) = ledger.hand_release(index, generation);
                 let reply = send(&mut connection, command).await;
-                in_flight.finish(answered(&reply));
+                in_flight.finish(End::replied(answered(&reply)));
                 Ok((redis::from_redis_value::<i64>(reply?)?, after_all))
             }
         })

@@ -12,10 +12,34 @@ pub(crate) enum Kind {
     Release,
 }
 
+/// How a request ended, for what it may have left on the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    /// Without a reply: it may have run, and over its connection it may still run.
+    Unanswered,
+    /// The server replied (a value or an error reply): it has run.
+    Answered,
+    /// The server replied that this acquire request did not set the key (it was held): it has
+    /// run and left nothing of ours.
+    Refused,
+}
+
+impl End {
+    /// [`Answered`](End::Answered) or [`Unanswered`](End::Unanswered).
+    pub(crate) fn replied(answered: bool) -> End {
+        if answered {
+            End::Answered
+        } else {
+            End::Unanswered
+        }
+    }
+}
+
 /// What a release does on one node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Plan {
-    /// No request that can set our key ever went out to the node: send nothing.
+    /// No request that can set our key went out to the node, or every one that did was
+    /// answered that it did not set it: send nothing.
     Skip,
     /// A request of ours is still in flight there: wait for it to finish first.
     Wait,
@@ -26,9 +50,9 @@ pub(crate) enum Plan {
 /// What one node may still get from one acquisition.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Record {
-    /// A request that can set the key was handed to the node since the last release that
-    /// cleared it.
-    handed: bool,
+    /// A request that can set the key finished on the node without being refused, since the
+    /// last release that cleared it: our key may be there.
+    may_hold: bool,
     /// Requests of ours (either kind) handed to the node and not finished.
     in_flight: u32,
     /// Oldest and newest connection generation on which a request that can set the key finished
@@ -37,19 +61,19 @@ pub(crate) struct Record {
 }
 
 impl Record {
-    /// A request of `kind` is handed to the node's connection.
-    pub(crate) fn hand(&mut self, kind: Kind) {
-        if kind == Kind::Acquire {
-            self.handed = true;
-        }
+    /// A request is handed to the node's connection.
+    pub(crate) fn hand(&mut self) {
         self.in_flight = self.in_flight.saturating_add(1);
     }
 
-    /// A request of `kind`, handed over on connection `generation`, finished: `answered` when
-    /// the server replied to it (a value or an error reply), so it has run.
-    pub(crate) fn finish(&mut self, kind: Kind, generation: u64, answered: bool) {
+    /// A request of `kind`, handed over on connection `generation`, ended as `end`.
+    pub(crate) fn finish(&mut self, kind: Kind, generation: u64, end: End) {
         self.in_flight = self.in_flight.saturating_sub(1);
-        if kind == Kind::Acquire && !answered {
+        if kind != Kind::Acquire || end == End::Refused {
+            return;
+        }
+        self.may_hold = true;
+        if end == End::Unanswered {
             self.unanswered = Some(match self.unanswered {
                 None => (generation, generation),
                 Some((oldest, newest)) => (oldest.min(generation), newest.max(generation)),
@@ -66,7 +90,7 @@ impl Record {
     pub(crate) fn plan(&self) -> Plan {
         if self.in_flight > 0 {
             Plan::Wait
-        } else if self.handed {
+        } else if self.may_hold {
             Plan::Send
         } else {
             Plan::Skip
@@ -99,18 +123,43 @@ mod tests {
         let record = Record::default();
         assert_eq!(record.plan(), Plan::Skip);
         let mut released_only = Record::default();
-        released_only.hand(Kind::Release);
-        released_only.finish(Kind::Release, 1, false);
+        released_only.hand();
+        released_only.finish(Kind::Release, 1, End::Unanswered);
         assert_eq!(released_only.plan(), Plan::Skip);
+    }
+
+    #[test]
+    fn a_node_that_refused_every_request_is_skipped_and_one_that_did_not_is_sent_to() {
+        let mut refused = Record::default();
+        for generation in [1, 2] {
+            refused.hand();
+            assert_eq!(refused.plan(), Plan::Wait);
+            refused.finish(Kind::Acquire, generation, End::Refused);
+        }
+        assert_eq!(refused.plan(), Plan::Skip, "held by someone else each time");
+        // One request that may have set the key, before or after a refusal, is enough.
+        for ends in [
+            [End::Answered, End::Refused],
+            [End::Refused, End::Answered],
+            [End::Unanswered, End::Refused],
+            [End::Refused, End::Unanswered],
+        ] {
+            let mut record = Record::default();
+            for end in ends {
+                record.hand();
+                record.finish(Kind::Acquire, 1, end);
+            }
+            assert_eq!(record.plan(), Plan::Send, "{ends:?}");
+        }
     }
 
     #[test]
     fn a_request_in_flight_is_waited_for_then_released_after() {
         let mut record = Record::default();
-        record.hand(Kind::Acquire);
+        record.hand();
         assert_eq!(record.plan(), Plan::Wait);
         assert!(!record.cleared_by(1), "not cleared while in flight");
-        record.finish(Kind::Acquire, 1, true);
+        record.finish(Kind::Acquire, 1, End::Answered);
         assert_eq!(record.plan(), Plan::Send);
         assert!(
             record.cleared_by(2),
@@ -122,8 +171,8 @@ mod tests {
     #[test]
     fn an_unanswered_request_is_ordered_only_on_its_own_connection() {
         let mut record = Record::default();
-        record.hand(Kind::Acquire);
-        record.finish(Kind::Acquire, 3, false);
+        record.hand();
+        record.finish(Kind::Acquire, 3, End::Unanswered);
         assert_eq!(record.plan(), Plan::Send);
         assert!(!record.cleared_by(4), "a newer connection: may still land");
         assert_eq!(record.plan(), Plan::Send, "kept for the next release");
@@ -135,8 +184,8 @@ mod tests {
     fn unanswered_requests_on_two_connections_are_never_settled_by_one() {
         let mut record = Record::default();
         for generation in [2, 5] {
-            record.hand(Kind::Acquire);
-            record.finish(Kind::Acquire, generation, false);
+            record.hand();
+            record.finish(Kind::Acquire, generation, End::Unanswered);
         }
         assert!(!record.cleared_by(2));
         assert!(!record.cleared_by(5));
@@ -145,11 +194,11 @@ mod tests {
     #[test]
     fn a_release_ending_without_reply_leaves_no_doubt() {
         let mut record = Record::default();
-        record.hand(Kind::Acquire);
-        record.finish(Kind::Acquire, 1, true);
-        record.hand(Kind::Release);
+        record.hand();
+        record.finish(Kind::Acquire, 1, End::Answered);
+        record.hand();
         assert_eq!(record.plan(), Plan::Wait);
-        record.finish(Kind::Release, 1, false);
+        record.finish(Kind::Release, 1, End::Unanswered);
         assert!(record.cleared_by(2));
     }
 }

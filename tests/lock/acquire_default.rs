@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use quorumlock::{Error, Lock, LockOptions, RetryPolicy};
 
-use crate::common::{assert_no_keys, bounded, cluster};
+use crate::common::{assert_no_keys, bounded, cluster, command_calls};
 
 /// Timeouts no loaded machine trips, and the default way of acquiring.
 fn waiting_by_default(ttl: Duration) -> LockOptions {
@@ -25,21 +25,6 @@ async fn waiting(lock: &Lock, resource: &str, count: usize) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     panic!("not {count} waiters for {resource}");
-}
-
-/// How many `PTTL`s node `node` has answered.
-async fn pttl_calls(cluster: &quorumlock_harness::TestCluster, node: usize) -> u64 {
-    let mut connection = cluster.connection(node).await.unwrap();
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut connection)
-        .await
-        .unwrap();
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_pttl:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |calls| calls.parse().unwrap())
 }
 
 #[tokio::test]
@@ -84,13 +69,13 @@ async fn acquire_until_gives_up_when_cancelled_while_waiting() {
         };
         // Past its first attempt: it found the lock held, read the keys' expiry, and sleeps.
         for _ in 0..2000 {
-            if pttl_calls(&cluster, 0).await > 0 {
+            if command_calls(&cluster, 0, "pttl").await > 0 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         assert!(
-            pttl_calls(&cluster, 0).await > 0,
+            command_calls(&cluster, 0, "pttl").await > 0,
             "the caller reads the expiry bound"
         );
         assert_eq!(lock.waiters("job"), 1);

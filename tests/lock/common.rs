@@ -128,6 +128,23 @@ pub async fn stored(cluster: &TestCluster, node: usize, key: &[u8]) -> Option<St
     connection.get(key).await.unwrap()
 }
 
+/// How many times node `node` has run `command` (`INFO commandstats`; `script|load` for a
+/// subcommand), read directly.
+pub async fn command_calls(cluster: &TestCluster, node: usize, command: &str) -> u64 {
+    let mut admin = cluster.connection(node).await.unwrap();
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |count| count.parse().unwrap())
+}
+
 /// Number of keys on one node.
 pub async fn key_count(cluster: &TestCluster, node: usize) -> usize {
     let mut connection = cluster.connection(node).await.unwrap();

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use quorumlock::{Error, Guard, Lock, RetryPolicy};
+use quorumlock::{Error, Guard, Lock, NodeReply, RetryPolicy};
 
 use crate::common::*;
 
@@ -130,6 +130,64 @@ async fn held_names_the_resource_and_counts_the_unreachable_nodes() {
             cluster.resume(node).unwrap();
         }
         guard.release().await;
+    })
+    .await;
+}
+
+/// A node that answered that the key is held has nothing of ours, so the lost round's release
+/// skips it (the ordering rule skips a node that refused every request); a node whose request
+/// was still unanswered at the decision, or that set our key, is released.
+#[tokio::test]
+async fn a_lost_round_releases_only_where_our_key_may_be() {
+    bounded(async {
+        let (cluster, lock) = quorum_lock(3, once().quorum_size(3)).await;
+        warm_up(&lock).await;
+        let holder = Lock::quorum(cluster.urls(), once().quorum_size(3)).unwrap();
+        let held = holder.try_acquire("job").await.unwrap();
+        let evals = |node| command_calls(&cluster, node, "eval");
+        let before = [evals(0).await, evals(1).await, evals(2).await];
+
+        let error = lock.try_acquire("job").await.unwrap_err();
+        assert!(matches!(error, Error::Held { .. }), "{error}");
+        lock.settle().await;
+        let refused: Vec<usize> = error
+            .outcomes()
+            .iter()
+            .filter(|outcome| outcome.reply == NodeReply::NotOurs)
+            .map(|outcome| outcome.node)
+            .collect();
+        assert!(
+            !refused.is_empty(),
+            "the round was decided by a refusal: {error}"
+        );
+        for node in refused {
+            assert_eq!(
+                evals(node).await,
+                before[node],
+                "node {node} refused: no release"
+            );
+        }
+
+        // Node 2 free: our SET lands there, the round is lost on 0 and 1, and node 2 is
+        // released, so nothing of ours stays.
+        held.release().await;
+        holder.settle().await;
+        let blocker = Lock::quorum(
+            cluster.urls().into_iter().take(2).collect::<Vec<_>>(),
+            once().quorum_size(2),
+        )
+        .unwrap();
+        let _blocking = blocker.try_acquire("job").await.unwrap();
+        let node_2_before = evals(2).await;
+        let error = lock.try_acquire("job").await.unwrap_err();
+        assert!(matches!(error, Error::Held { .. }), "{error}");
+        lock.settle().await;
+        assert_eq!(
+            stored(&cluster, 2, b"quorumlock:job").await,
+            None,
+            "node 2 released"
+        );
+        assert_eq!(evals(2).await, node_2_before + 1, "one release, to node 2");
     })
     .await;
 }
