@@ -40,7 +40,7 @@
 //!
 //! | feature | what it adds |
 //! | --- | --- |
-//! | `docker` | [`Backend::Docker`]: nodes as containers (bollard) |
+//! | `docker` | [`Backend::Docker`]: nodes as containers (testcontainers) |
 //! | `tls` | `ClusterOptions::tls`, `TestCluster::tls`, `TlsFiles`: TLS-only nodes (rcgen, rustls with ring, tokio-rustls) |
 //!
 //! # Adding it
