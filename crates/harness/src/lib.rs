@@ -118,6 +118,7 @@ mod env;
 mod error;
 mod faketime;
 mod floor;
+mod masters;
 mod netfilter;
 mod options;
 mod port;
