@@ -10,7 +10,8 @@
 //!   127.0.0.1 ports, each in its own temporary directory, and lets a test
 //!   kill, stop, restart, pause (`SIGSTOP`), resume and flush any one of them.
 //!   Everything it started is killed and reaped when it is dropped, including
-//!   while a failing test unwinds.
+//!   while a failing test unwinds. [`TestCluster::masters`] is the one call a
+//!   test of your own locking code starts with (`examples/testing_your_code.rs`).
 //! * [`FaultProxy`] sits in front of one server and injects network faults:
 //!   added latency and jitter, a black hole (connections accepted, nothing
 //!   ever answered), refused connections and cut connections.
