@@ -432,7 +432,7 @@ enum BackendContext {
     Process { libfaketime: Option<PathBuf> },
     #[cfg(feature = "docker")]
     Docker {
-        docker: bollard::Docker,
+        docker: testcontainers::bollard::Docker,
         image: String,
     },
 }

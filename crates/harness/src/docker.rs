@@ -1,5 +1,7 @@
 //! The container backend of [`TestCluster`](crate::TestCluster): each node is a Docker
-//! container running `redis-server`, published on `127.0.0.1` only.
+//! container running `redis-server`, started and driven through
+//! [testcontainers](https://docs.rs/testcontainers) (a `ContainerAsync` per node), published on
+//! `127.0.0.1` only.
 //!
 //! Select it with [`ClusterOptions::backend`](crate::ClusterOptions::backend)`(`[`Backend::Docker`](crate::Backend::Docker)`)`
 //! (or `QUORUMLOCK_BACKEND=docker` and [`Backend::from_env`](crate::Backend::from_env)); it needs the `docker` cargo feature
@@ -20,37 +22,54 @@
 //!
 //! # How node faults map to Docker
 //!
-//! | harness | Docker |
-//! | --- | --- |
-//! | [`kill`](crate::TestCluster::kill) | `docker kill` (SIGKILL), then waits until the container has stopped |
-//! | [`stop`](crate::TestCluster::stop) | `docker stop -t 5` (SIGTERM, SIGKILL after 5 s) |
-//! | [`start_node`](crate::TestCluster::start_node) | `docker start` of the same container, same published port |
-//! | [`pause`](crate::TestCluster::pause) / [`resume`](crate::TestCluster::resume) | `docker pause` / `docker unpause` (cgroup freezer) |
-//! | [`pid`](crate::TestCluster::pid) | the server's host process id, as the engine reports it |
+//! | harness | Docker | through |
+//! | --- | --- | --- |
+//! | [`kill`](crate::TestCluster::kill) | `docker kill` (SIGKILL), then waits until the container has stopped | the Engine API (testcontainers cannot send a signal) |
+//! | [`stop`](crate::TestCluster::stop) | `docker stop -t 5` (SIGTERM, SIGKILL after 5 s) | `ContainerAsync::stop_with_timeout` |
+//! | [`start_node`](crate::TestCluster::start_node) | `docker start` of the same container, same published port | `ContainerAsync::start` |
+//! | [`pause`](crate::TestCluster::pause) / [`resume`](crate::TestCluster::resume) | `docker pause` / `docker unpause` (cgroup freezer) | `ContainerAsync::pause` / `unpause` |
+//! | [`pid`](crate::TestCluster::pid) | the server's host process id, as the engine reports it | the Engine API (testcontainers does not report it) |
+//!
+//! The Engine API calls testcontainers has no method for go through the `bollard` client it
+//! re-exports: those two, whether the image exists (testcontainers would pull a missing one, and
+//! nothing is ever pulled here), and removing a container that was created but failed to start
+//! (testcontainers returns no handle for it).
 //!
 //! A node's container lives as long as the cluster: a restart stops and starts the same
 //! container, so with [`Persistence::AofAlways`](crate::Persistence::AofAlways) its data survives
 //! (its `/data` is a host directory bind-mounted from
 //! [`ClusterOptions::data_dir`](crate::ClusterOptions::data_dir), `/dev/shm` by default, deleted
 //! with the cluster), and with [`Persistence::None`](crate::Persistence::None) it does not. (Not a
-//! tmpfs mount: Docker empties those at every stop, append-only file and all.) Each node's host port is chosen by the harness (a free loopback port) and mapped
-//! explicitly, `127.0.0.1:<port> -> 6379/tcp`, so it stays the same across restarts; the
-//! container's bridge address is never used.
+//! tmpfs mount: Docker empties those at every stop, append-only file and all.) A node with a
+//! jumpable clock gets its libfaketime file's directory bind-mounted read-only at `/faketime`.
+//! Each node's host port is chosen by the harness (a free loopback port) and mapped explicitly,
+//! `127.0.0.1:<port> -> 6379/tcp`, so it stays the same across restarts; the container's bridge
+//! address is used only to drop its packets ([`TestCluster::drop_packets`](crate::TestCluster::drop_packets)).
 //!
 //! # Cleanup
 //!
-//! Containers are created with the label `org.quorumlock.harness=1` ([`LABEL`]) and removed
-//! (`docker rm -f`, with their anonymous volumes) when the cluster is dropped, also while a
-//! failing test unwinds and outside any runtime: removal runs on a helper thread with its own
-//! runtime, bounded by a timeout. A process that is killed outright cannot clean up; remove
-//! such leftovers with `docker rm -f $(docker ps -aq --filter label=org.quorumlock.harness=1)`.
+//! Containers are created with the label `org.quorumlock.harness=1` ([`LABEL`]), plus
+//! `org.quorumlock.harness.owner-pid=<the test process's id>`, and removed (`docker rm -f`, with
+//! their anonymous volumes) when the cluster is dropped, also while a failing test unwinds and
+//! outside any runtime: removal runs on a helper thread with its own runtime, bounded by a
+//! timeout.
+//!
+//! testcontainers for Rust starts no reaper container (no Ryuk: there is nothing to pull or to
+//! switch off, and `TESTCONTAINERS_RYUK_DISABLED`, the setting of other languages'
+//! testcontainers, does nothing here). So a test process that is killed outright (SIGKILL, a
+//! CI timeout) leaves its containers behind; the labels find them. Remove one dead run's
+//! leftovers with
+//! `docker rm -f $(docker ps -aq --filter label=org.quorumlock.harness.owner-pid=<pid>)`, or every
+//! harness container on a machine nobody else is testing on with
+//! `docker rm -f $(docker ps -aq --filter label=org.quorumlock.harness=1)`.
+//! (`TESTCONTAINERS_COMMAND=keep` does not keep the harness's containers: it removes them itself.)
 //!
 //! # Engine API version
 //!
-//! The client negotiates the API version with the engine, so old engines work (Docker 20.10
-//! speaks API 1.41 at most). This is why the backend talks to the engine with `bollard`
-//! directly rather than through `testcontainers`, whose client always asks for API 1.53 and is
-//! refused by such engines.
+//! Old engines work: Docker 20.10 (API 1.41 at most) runs this backend's tests. The harness's
+//! own client negotiates the version; testcontainers' client does not, but with the bollard it
+//! is built on (0.21) its requests carry no version in their path, so the engine answers them
+//! in its own version. An upgrade of either crate must be checked against such an engine again.
 
 mod cleanup;
 mod container;

@@ -10,7 +10,8 @@
 //!   127.0.0.1 ports, each in its own temporary directory, and lets a test
 //!   kill, stop, restart, pause (`SIGSTOP`), resume and flush any one of them.
 //!   Everything it started is killed and reaped when it is dropped, including
-//!   while a failing test unwinds.
+//!   while a failing test unwinds. [`TestCluster::masters`] is the one call a
+//!   test of your own locking code starts with (`examples/testing_your_code.rs`).
 //! * [`FaultProxy`] sits in front of one server and injects network faults:
 //!   added latency and jitter, a black hole (connections accepted, nothing
 //!   ever answered), refused connections and cut connections.
@@ -40,7 +41,7 @@
 //!
 //! | feature | what it adds |
 //! | --- | --- |
-//! | `docker` | [`Backend::Docker`]: nodes as containers (bollard) |
+//! | `docker` | [`Backend::Docker`]: nodes as containers (testcontainers) |
 //! | `tls` | `ClusterOptions::tls`, `TestCluster::tls`, `TlsFiles`: TLS-only nodes (rcgen, rustls with ring, tokio-rustls) |
 //!
 //! # Adding it
@@ -118,6 +119,7 @@ mod env;
 mod error;
 mod faketime;
 mod floor;
+mod masters;
 mod netfilter;
 mod options;
 mod port;

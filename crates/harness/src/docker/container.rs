@@ -1,35 +1,37 @@
-//! One node's container through its life: created with its host port published on
-//! 127.0.0.1, started and waited for until redis answers, killed, stopped, paused, resumed,
-//! its logs read for errors, and removed when dropped. (Starting a cluster node as a container,
-//! from the cluster's options and with port retries, is `node.rs`.)
+//! One node's container through its life, as a testcontainers [`ContainerAsync`]: created with
+//! its host port published on 127.0.0.1, started and waited for until redis answers, killed,
+//! stopped, paused, resumed, its logs read for errors, and removed when dropped. (Starting a
+//! cluster node as a container, from the cluster's options and with port retries, is `node.rs`.)
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use bollard::Docker;
-use bollard::container::LogOutput;
-use bollard::models::{ContainerCreateBody, ContainerState, HostConfig, PortBinding};
-use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, InspectContainerOptions, KillContainerOptionsBuilder,
-    LogsOptionsBuilder, StopContainerOptionsBuilder,
+use testcontainers::bollard::Docker;
+use testcontainers::bollard::models::HostConfig;
+use testcontainers::bollard::query_parameters::{
+    InspectContainerOptions, KillContainerOptionsBuilder,
 };
-use futures::StreamExt as _;
+use testcontainers::core::{IntoContainerPort as _, Mount};
+use testcontainers::runners::AsyncRunner as _;
+use testcontainers::{ContainerAsync, ContainerRequest, GenericImage, ImageExt as _};
+use tokio::io::AsyncReadExt as _;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::docker::cleanup::{LABEL, remove, remove_all_blocking};
-use crate::docker::engine::{api, blocking, is_port_conflict, status_of};
+use crate::docker::cleanup::{LABEL, remove_all_blocking, remove_by_name};
+use crate::docker::engine::{API_TIMEOUT, api, blocking, is_port_conflict, status_of};
 use crate::error::HarnessError;
 use crate::netfilter::ServerSocket;
 use crate::probe::{PROBE_TIMEOUT, ProbeBackoff};
 use crate::transport::Transport;
 
-/// The port redis listens on inside the container, and how Docker names it.
+/// A node's container.
+pub(crate) type NodeContainer = ContainerAsync<GenericImage>;
+
+/// The port redis listens on inside the container.
 pub(crate) const CONTAINER_PORT_NUMBER: u16 = 6379;
-const CONTAINER_PORT: &str = "6379/tcp";
 /// How long `stop` lets redis shut down after SIGTERM before Docker uses SIGKILL.
 const STOP_GRACE_SECONDS: i32 = 5;
 /// How long to wait for a killed or stopped container to be reported as not running.
@@ -38,8 +40,11 @@ const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// on top of the time bound.
 const STATE_POLL: Duration = Duration::from_millis(20);
 const MAX_STATE_POLLS: u32 = 1000;
-/// How many log lines an error message quotes.
-const LOG_TAIL_LINES: &str = "50";
+/// How many log lines of each stream an error message quotes.
+const LOG_TAIL_LINES: usize = 50;
+/// The network the containers join: named, not left to the engine's default, so that the
+/// container's `NetworkMode` names the network its bridge address is looked up in.
+const NETWORK: &str = "bridge";
 
 /// Distinguishes the containers of one process.
 static CONTAINER_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -49,21 +54,73 @@ pub(crate) struct ContainerSpec<'a> {
     pub(crate) image: &'a str,
     /// Arguments after `redis-server`.
     pub(crate) args: Vec<String>,
-    /// `NAME=value` pairs.
-    pub(crate) env: Vec<String>,
-    /// Bind mounts, `host:container[:ro]`.
-    pub(crate) binds: Vec<String>,
+    /// Environment variables, name and value.
+    pub(crate) env: Vec<(String, String)>,
+    /// Bind mounts of host directories.
+    pub(crate) mounts: Vec<Mount>,
     /// How the harness reaches the server (plain or TLS).
     pub(crate) transport: &'a Transport,
     pub(crate) ready_timeout: Duration,
 }
 
+impl ContainerSpec<'_> {
+    /// The testcontainers request for node `index`'s container, named `name`, publishing
+    /// `127.0.0.1:port`.
+    fn request(&self, index: usize, name: &str, port: u16) -> ContainerRequest<GenericImage> {
+        let (repository, tag) = split_image(self.image);
+        let mut cmd = vec!["redis-server".to_owned()];
+        cmd.extend(self.args.iter().cloned());
+        let mut request = GenericImage::new(repository, tag)
+            .with_cmd(cmd)
+            .with_container_name(name)
+            .with_labels([
+                (LABEL.to_owned(), "1".to_owned()),
+                (format!("{LABEL}.node"), index.to_string()),
+                (format!("{LABEL}.owner-pid"), std::process::id().to_string()),
+            ])
+            .with_network(NETWORK)
+            .with_mapped_port(port, CONTAINER_PORT_NUMBER.tcp())
+            // testcontainers publishes a mapped port on every interface; the harness's nodes
+            // must be reachable from this host only, so the binding's address is set here.
+            .with_host_config_modifier(publish_on_loopback_only)
+            .with_startup_timeout(API_TIMEOUT);
+        for (name, value) in &self.env {
+            request = request.with_env_var(name, value);
+        }
+        for mount in &self.mounts {
+            request = request.with_mount(mount.clone());
+        }
+        request
+    }
+}
+
+/// `repository:tag` split at the tag's colon (`latest` if there is none; a colon before the
+/// last `/` belongs to a registry's port).
+fn split_image(image: &str) -> (&str, &str) {
+    match image.rsplit_once(':') {
+        Some((repository, tag)) if !tag.contains('/') => (repository, tag),
+        _ => (image, "latest"),
+    }
+}
+
+fn publish_on_loopback_only(host_config: &mut HostConfig) {
+    let bindings = host_config
+        .port_bindings
+        .iter_mut()
+        .flat_map(|map| map.values_mut());
+    for binding in bindings.flatten().flatten() {
+        binding.host_ip = Some("127.0.0.1".to_owned());
+    }
+}
+
 /// One node's container. Dropping it removes the container.
 #[derive(Debug)]
 pub(crate) struct DockerServer {
+    /// The engine, for what testcontainers has no call for (SIGKILL, the server's pid).
     docker: Docker,
-    /// Container id; `None` once removed.
-    id: Option<String>,
+    /// `None` once taken for removal. Boxed: a testcontainers container holds its whole
+    /// request, about a kilobyte, which would size every node of a cluster by it.
+    container: Option<Box<NodeContainer>>,
     name: String,
     port: u16,
     transport: Transport,
@@ -90,106 +147,68 @@ impl DockerServer {
     ) -> Result<Option<DockerServer>, HarnessError> {
         let seq = CONTAINER_SEQ.fetch_add(1, Ordering::Relaxed);
         let name = format!("quorumlock-{}-{seq}-node{index}-{port}", std::process::id());
-        let mut cmd = vec!["redis-server".to_owned()];
-        cmd.extend(spec.args.iter().cloned());
-        let port_bindings = HashMap::from([(
-            CONTAINER_PORT.to_owned(),
-            Some(vec![PortBinding {
-                host_ip: Some("127.0.0.1".to_owned()),
-                host_port: Some(port.to_string()),
-            }]),
-        )]);
-        let body = ContainerCreateBody {
-            image: Some(spec.image.to_owned()),
-            cmd: Some(cmd),
-            env: Some(spec.env.clone()),
-            exposed_ports: Some(vec![CONTAINER_PORT.to_owned()]),
-            labels: Some(HashMap::from([
-                (LABEL.to_owned(), "1".to_owned()),
-                (format!("{LABEL}.node"), index.to_string()),
-                (format!("{LABEL}.owner-pid"), std::process::id().to_string()),
-            ])),
-            host_config: Some(HostConfig {
-                port_bindings: Some(port_bindings),
-                binds: (!spec.binds.is_empty()).then(|| spec.binds.clone()),
-                ..HostConfig::default()
-            }),
-            ..ContainerCreateBody::default()
-        };
-        let options = CreateContainerOptionsBuilder::new().name(&name).build();
-        let created = api(
+        let started = api(
             index,
-            "create container",
-            docker.create_container(Some(options), body),
+            "start container",
+            spec.request(index, &name, port).start(),
         )
-        .await?;
-        for warning in &created.warnings {
-            warn!(node = index, %warning, "docker create");
-        }
+        .await;
+        let container = match started {
+            Ok(container) => container,
+            Err(err) => {
+                // testcontainers leaves a container that was created but failed to start (a
+                // taken port, a bad mount) to its caller, without handing back its id: it is
+                // found by its name.
+                remove_by_name(docker, &name).await;
+                return match err {
+                    HarnessError::Docker { source, .. } if is_port_conflict(source.as_ref()) => {
+                        debug!(node = index, port, "host port taken, container removed");
+                        Ok(None)
+                    }
+                    other => Err(other),
+                };
+            }
+        };
         // From here on, dropping `server` removes the container.
         let mut server = DockerServer {
             docker: docker.clone(),
-            id: Some(created.id),
+            container: Some(Box::new(container)),
             name,
             port,
             transport: spec.transport.clone(),
-            running: false,
+            running: true,
             paused: false,
             pid: None,
             pid_visible: false,
             data_dir: None,
         };
-        match server.start(index, spec.ready_timeout).await {
-            Ok(()) => Ok(Some(server)),
-            Err(HarnessError::Docker { source, .. }) if is_port_conflict(source.as_ref()) => {
-                debug!(node = index, port, "host port taken, removing container");
-                server.remove_now().await;
-                Ok(None)
-            }
-            Err(err) => Err(err),
-        }
-    }
-
-    /// The container's current state, as the engine reports it.
-    async fn state(&self, index: usize, id: &str) -> Result<ContainerState, HarnessError> {
-        Ok(api(
-            index,
-            "inspect container",
-            self.docker
-                .inspect_container(id, None::<InspectContainerOptions>),
-        )
-        .await?
-        .state
-        .unwrap_or_default())
+        server.wait_ready(index, spec.ready_timeout).await?;
+        Ok(Some(server))
     }
 
     /// The server's socket on the container's network (its bridge address, port 6379): where
     /// the host's packets to it go, behind Docker's own proxy for the published port.
     pub(crate) async fn bridge_socket(&self, index: usize) -> Result<ServerSocket, HarnessError> {
-        let id = self.id(index)?;
-        let inspected = api(
+        let container = self.container(index)?;
+        let ip = api(
             index,
             "inspect container",
-            self.docker
-                .inspect_container(id, None::<InspectContainerOptions>),
+            container.get_bridge_ip_address(),
         )
         .await?;
-        let addr = inspected
-            .network_settings
-            .and_then(|settings| settings.networks)
-            .into_iter()
-            .flat_map(HashMap::into_values)
-            .filter_map(|endpoint| endpoint.ip_address)
-            .find_map(|ip| ip.parse::<Ipv4Addr>().ok())
-            .ok_or(HarnessError::NotRunning(index))?;
-        Ok(ServerSocket {
-            addr,
-            port: CONTAINER_PORT_NUMBER,
-        })
+        match ip {
+            IpAddr::V4(addr) => Ok(ServerSocket {
+                addr,
+                port: CONTAINER_PORT_NUMBER,
+            }),
+            IpAddr::V6(_) => Err(HarnessError::NotRunning(index)),
+        }
     }
 
-    fn id(&self, index: usize) -> Result<&str, HarnessError> {
-        self.id.as_deref().ok_or(HarnessError::NotRunning(index))
+    fn container(&self, index: usize) -> Result<&NodeContainer, HarnessError> {
+        self.container
+            .as_deref()
+            .ok_or(HarnessError::NotRunning(index))
     }
 
     /// The server's host process id while running.
@@ -225,39 +244,42 @@ impl DockerServer {
         index: usize,
         ready_timeout: Duration,
     ) -> Result<(), HarnessError> {
-        let id = self.id(index)?.to_owned();
-        api(
-            index,
-            "start container",
-            self.docker.start_container(&id, None),
-        )
-        .await?;
+        let container = self.container(index)?;
+        api(index, "start container", container.start()).await?;
         self.running = true;
         self.paused = false;
+        self.wait_ready(index, ready_timeout).await
+    }
+
+    /// Waits until redis answers on the published port (or the container has stopped), then
+    /// notes the server's process id.
+    async fn wait_ready(
+        &mut self,
+        index: usize,
+        ready_timeout: Duration,
+    ) -> Result<(), HarnessError> {
         self.pid = None;
         let started = Instant::now();
         let mut backoff = ProbeBackoff::until(started + ready_timeout);
         loop {
-            let state = self.state(index, &id).await?;
-            if state.running != Some(true) {
+            let container = self.container(index)?;
+            if !api(index, "inspect container", container.is_running()).await? {
+                let code = api(index, "inspect container", container.exit_code()).await?;
                 self.running = false;
                 return Err(HarnessError::Exited {
                     node: index,
                     status: format!(
-                        "container {} {}, exit code {}",
+                        "container {} stopped, exit code {}",
                         self.name,
-                        state
-                            .status
-                            .map_or_else(|| "stopped".to_owned(), |s| s.to_string()),
-                        state.exit_code.unwrap_or_default()
+                        code.unwrap_or_default()
                     ),
                     output: self.logs().await,
                 });
             }
-            self.pid = state.pid.and_then(|pid| u32::try_from(pid).ok());
             let probed = probe(&self.transport, self.port);
             match tokio::time::timeout(2 * PROBE_TIMEOUT, probed).await {
                 Ok(Ok(())) => {
+                    self.pid = self.server_pid(index).await?;
                     self.pid_visible = self.pid.is_some_and(process_exists);
                     info!(node = index, container = %self.name, port = self.port, pid = ?self.pid, "container ready");
                     return Ok(());
@@ -276,13 +298,31 @@ impl DockerServer {
         })
     }
 
+    /// The server's host process id, as the engine reports it (testcontainers does not).
+    async fn server_pid(&self, index: usize) -> Result<Option<u32>, HarnessError> {
+        let id = self.container(index)?.id();
+        let inspected = api(
+            index,
+            "inspect container",
+            self.docker
+                .inspect_container(id, None::<InspectContainerOptions>),
+        )
+        .await?;
+        Ok(inspected
+            .state
+            .and_then(|state| state.pid)
+            .and_then(|pid| u32::try_from(pid).ok())
+            .filter(|&pid| pid != 0))
+    }
+
     /// `docker kill` (SIGKILL) and wait until the container has stopped. Nothing if it is
-    /// not running.
+    /// not running. Through the engine's own API: testcontainers can only stop a container,
+    /// which lets redis see SIGTERM first and shut down cleanly, not the crash a kill is.
     pub(crate) async fn kill(&mut self, index: usize) -> Result<(), HarnessError> {
         if !self.is_running() {
             return Ok(());
         }
-        let id = self.id(index)?.to_owned();
+        let id = self.container(index)?.id().to_owned();
         info!(node = index, container = %self.name, "killing container");
         let options = KillContainerOptionsBuilder::new().signal("SIGKILL").build();
         match api(
@@ -307,26 +347,22 @@ impl DockerServer {
         if !self.is_running() {
             return Ok(());
         }
-        let id = self.id(index)?.to_owned();
         info!(node = index, container = %self.name, "stopping container");
-        let options = StopContainerOptionsBuilder::new()
-            .t(STOP_GRACE_SECONDS)
-            .build();
+        let container = self.container(index)?;
         api(
             index,
             "stop container",
-            self.docker.stop_container(&id, Some(options)),
+            container.stop_with_timeout(Some(STOP_GRACE_SECONDS)),
         )
         .await?;
         self.wait_stopped(index).await
     }
 
     async fn wait_stopped(&mut self, index: usize) -> Result<(), HarnessError> {
-        let id = self.id(index)?.to_owned();
         let started = Instant::now();
         for _ in 0..MAX_STATE_POLLS {
-            let state = self.state(index, &id).await?;
-            if state.running != Some(true) {
+            let container = self.container(index)?;
+            if !api(index, "inspect container", container.is_running()).await? {
                 self.running = false;
                 self.paused = false;
                 self.pid = None;
@@ -344,19 +380,13 @@ impl DockerServer {
     }
 
     /// `docker pause`. Synchronous (the harness's `pause` is): the call runs on a helper
-    /// thread and the caller waits for it, at most
-    /// [`API_TIMEOUT`](crate::docker::engine::API_TIMEOUT).
+    /// thread and the caller waits for it, at most [`API_TIMEOUT`].
     pub(crate) fn pause(&mut self, index: usize) -> Result<(), HarnessError> {
         if !self.is_running() {
             return Err(HarnessError::NotRunning(index));
         }
-        let id = self.id(index)?.to_owned();
-        blocking(
-            index,
-            "pause container",
-            self.docker.clone(),
-            move |docker| async move { docker.pause_container(&id).await },
-        )?;
+        let container = self.container(index)?;
+        blocking(index, "pause container", || container.pause())?;
         self.paused = true;
         info!(node = index, container = %self.name, "container paused");
         Ok(())
@@ -370,60 +400,42 @@ impl DockerServer {
         if !self.paused {
             return Ok(());
         }
-        let id = self.id(index)?.to_owned();
-        blocking(
-            index,
-            "unpause container",
-            self.docker.clone(),
-            move |docker| async move { docker.unpause_container(&id).await },
-        )?;
+        let container = self.container(index)?;
+        blocking(index, "unpause container", || container.unpause())?;
         self.paused = false;
         info!(node = index, container = %self.name, "container resumed");
         Ok(())
     }
 
-    /// The last lines of the container's output, for error messages.
+    /// The last lines of the container's output (stdout, then stderr), for error messages.
     async fn logs(&self) -> String {
-        let Some(id) = self.id.as_deref() else {
+        let Some(container) = self.container.as_deref() else {
             return String::new();
         };
-        let options = LogsOptionsBuilder::new()
-            .stdout(true)
-            .stderr(true)
-            .tail(LOG_TAIL_LINES)
-            .build();
-        let mut stream = self.docker.logs(id, Some(options));
         let mut output = format!("--- docker logs {} ---\n", self.name);
-        let collect = async {
-            while let Some(chunk) = stream.next().await {
-                match chunk {
-                    Ok(
-                        LogOutput::StdOut { message }
-                        | LogOutput::StdErr { message }
-                        | LogOutput::Console { message },
-                    ) => output.push_str(&String::from_utf8_lossy(&message)),
-                    Ok(LogOutput::StdIn { .. }) => {}
-                    Err(err) => {
-                        let _ = writeln!(output, "(reading logs failed: {err})");
-                        break;
+        for (stream, mut reader) in [
+            ("stdout", container.stdout(false)),
+            ("stderr", container.stderr(false)),
+        ] {
+            let mut bytes = Vec::new();
+            match tokio::time::timeout(Duration::from_secs(2), reader.read_to_end(&mut bytes)).await
+            {
+                Ok(Ok(_)) => {
+                    let text = String::from_utf8_lossy(&bytes);
+                    let lines: Vec<&str> = text.lines().collect();
+                    for line in &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..] {
+                        let _ = writeln!(output, "{line}");
                     }
                 }
+                Ok(Err(err)) => {
+                    let _ = writeln!(output, "(reading {stream} failed: {err})");
+                }
+                Err(_) => {
+                    let _ = writeln!(output, "(reading {stream} timed out)");
+                }
             }
-        };
-        if tokio::time::timeout(Duration::from_secs(2), collect)
-            .await
-            .is_err()
-        {
-            output.push_str("(reading logs timed out)\n");
         }
         output
-    }
-
-    /// Removes the container now (async), instead of on drop.
-    async fn remove_now(&mut self) {
-        if let Some(id) = self.id.take() {
-            remove(&self.docker, &id).await;
-        }
     }
 
     /// Keeps `dir` (bind-mounted at `/data`) until the container is gone.
@@ -431,17 +443,17 @@ impl DockerServer {
         self.data_dir = Some(dir);
     }
 
-    /// Takes the container id for removal elsewhere; the server forgets the container.
-    pub(crate) fn take_for_removal(&mut self) -> Option<(Docker, String)> {
+    /// Takes the container for removal elsewhere; the server forgets it.
+    pub(crate) fn take_for_removal(&mut self) -> Option<NodeContainer> {
         self.running = false;
-        self.id.take().map(|id| (self.docker.clone(), id))
+        self.container.take().map(|container| *container)
     }
 }
 
 impl Drop for DockerServer {
     fn drop(&mut self) {
-        if let Some(removal) = self.take_for_removal() {
-            remove_all_blocking(vec![removal]);
+        if let Some(container) = self.take_for_removal() {
+            remove_all_blocking(vec![container]);
         }
     }
 }

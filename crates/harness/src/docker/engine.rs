@@ -1,9 +1,10 @@
 //! The Docker engine: reaching it (API version negotiated), the image the nodes run, and
-//! bounded Engine API calls, from async code and from synchronous code, with their errors.
+//! bounded container calls (testcontainers' or the engine's own), from async code and from
+//! synchronous code, with their errors.
 
 use std::time::Duration;
 
-use bollard::Docker;
+use testcontainers::bollard::{self, Docker};
 
 use crate::error::HarnessError;
 
@@ -72,7 +73,9 @@ pub async fn check_available(image: &str) -> Result<(), HarnessError> {
 }
 
 /// A client for the engine named by `DOCKER_HOST` (default: the local socket), speaking the
-/// newest API version both sides know.
+/// newest API version both sides know. It makes the few calls testcontainers has no method for
+/// (whether an image exists without pulling it, SIGKILL, the server's process id, removing a
+/// container that failed to start); everything else goes through testcontainers.
 pub(crate) async fn connect() -> Result<Docker, HarnessError> {
     let unavailable = |reason: String| HarnessError::DockerUnavailable { reason };
     let docker = Docker::connect_with_defaults().map_err(|err| unavailable(err.to_string()))?;
@@ -85,6 +88,8 @@ pub(crate) async fn connect() -> Result<Docker, HarnessError> {
     }
 }
 
+// testcontainers pulls an image it does not find; nothing may be pulled here, so the engine
+// is asked directly.
 async fn ensure_image(docker: &Docker, image: &str) -> Result<(), HarnessError> {
     match tokio::time::timeout(API_TIMEOUT, docker.inspect_image(image)).await {
         Ok(Ok(_)) => Ok(()),
@@ -102,58 +107,48 @@ async fn ensure_image(docker: &Docker, image: &str) -> Result<(), HarnessError> 
     }
 }
 
-/// Runs one Engine API call to completion from synchronous code: on a helper thread with its
-/// own runtime (so it works inside a current-thread runtime too), waiting at most
-/// [`API_TIMEOUT`].
-pub(super) fn blocking<F, Fut>(
+/// Runs one container call to completion from synchronous code: on a helper thread with its
+/// own runtime (so it works inside a current-thread runtime too, whose thread is the caller's),
+/// waiting at most [`API_TIMEOUT`]. The thread is scoped, so `call` may borrow the container.
+pub(super) fn blocking<F, Fut, E>(
     index: usize,
     action: &'static str,
-    docker: Docker,
     call: F,
 ) -> Result<(), HarnessError>
 where
-    F: FnOnce(Docker) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<(), bollard::errors::Error>>,
+    F: FnOnce() -> Fut + Send,
+    Fut: Future<Output = Result<(), E>>,
+    E: std::error::Error + Send + Sync + 'static,
 {
-    let (result_tx, result_rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new()
-        .name("quorumlock-docker-call".into())
-        .spawn(move || {
-            let result = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|err| Box::new(err) as BoxError)
-                .and_then(|runtime| {
-                    runtime
-                        .block_on(async { tokio::time::timeout(API_TIMEOUT, call(docker)).await })
-                        .map_err(|elapsed| Box::new(elapsed) as BoxError)
-                        .and_then(|result| result.map_err(|err| Box::new(err) as BoxError))
-                });
-            let _ = result_tx.send(result);
-        })?;
-    match result_rx.recv_timeout(API_TIMEOUT + Duration::from_secs(1)) {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(source)) => Err(HarnessError::Docker {
-            node: index,
-            action,
-            source,
-        }),
-        Err(_) => Err(HarnessError::Docker {
-            node: index,
-            action,
-            source: format!("no result within {API_TIMEOUT:?}").into(),
-        }),
-    }
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("quorumlock-docker-call".into())
+            .spawn_scoped(scope, move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                runtime.block_on(api(index, action, call()))
+            })?;
+        worker.join().unwrap_or_else(|_| {
+            Err(HarnessError::Docker {
+                node: index,
+                action,
+                source: "the helper thread panicked".into(),
+            })
+        })
+    })
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// One Engine API call for node `index`, bounded by [`API_TIMEOUT`].
-pub(super) async fn api<T>(
+/// One container call for node `index` (testcontainers' or the engine's), bounded by
+/// [`API_TIMEOUT`].
+pub(super) async fn api<T, E>(
     index: usize,
     action: &'static str,
-    call: impl Future<Output = Result<T, bollard::errors::Error>>,
-) -> Result<T, HarnessError> {
+    call: impl Future<Output = Result<T, E>>,
+) -> Result<T, HarnessError>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     match tokio::time::timeout(API_TIMEOUT, call).await {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(source)) => Err(HarnessError::Docker {
@@ -184,7 +179,8 @@ pub(super) fn is_port_conflict_error(error: &HarnessError) -> bool {
     matches!(error, HarnessError::Docker { source, .. } if is_port_conflict(source.as_ref()))
 }
 
-/// Whether starting a container failed because its host port is taken.
+/// Whether starting a container failed because its host port is taken. The engine says so only
+/// in its message, which testcontainers' errors carry in theirs.
 pub(super) fn is_port_conflict(error: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
     let message = error.to_string();
     message.contains("port is already allocated") || message.contains("address already in use")

@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use bollard::Docker;
+use testcontainers::bollard::Docker;
+use testcontainers::core::{AccessMode, Mount};
 use tracing::debug;
 
 use crate::docker::container::{CONTAINER_PORT_NUMBER, ContainerSpec, DockerServer};
@@ -52,21 +53,22 @@ impl DockerServer {
         args.extend(options.persistence_args());
         args.extend(options.extra_args.iter().cloned());
         let clock_file = clock_dir.map(|_| Path::new(CLOCK_DIR_IN_CONTAINER).join(CLOCK_FILE_NAME));
-        let env = options
-            .clock_env(
-                index,
-                Path::new(LIBFAKETIME_IN_IMAGE),
-                clock_file.as_deref(),
-            )
-            .into_iter()
-            .map(|(name, value)| format!("{name}={value}"))
-            .collect();
-        let mut binds = transport
+        let env = options.clock_env(
+            index,
+            Path::new(LIBFAKETIME_IN_IMAGE),
+            clock_file.as_deref(),
+        );
+        let read_only = |host: &Path, container: &str| {
+            Mount::bind_mount(host.display().to_string(), container)
+                .with_access_mode(AccessMode::ReadOnly)
+        };
+        let mut mounts: Vec<Mount> = transport
             .host_dir()
-            .map(|dir| vec![format!("{}:{TLS_DIR_IN_CONTAINER}:ro", dir.display())])
-            .unwrap_or_default();
+            .map(|dir| read_only(dir, TLS_DIR_IN_CONTAINER))
+            .into_iter()
+            .collect();
         if let Some(dir) = clock_dir {
-            binds.push(format!("{}:{CLOCK_DIR_IN_CONTAINER}:ro", dir.display()));
+            mounts.push(read_only(dir, CLOCK_DIR_IN_CONTAINER));
         }
         // With AOF, /data is a host directory (on tmpfs by default): it survives the container
         // being stopped and started, and fsync there is cheap. A tmpfs mount would be emptied
@@ -74,7 +76,10 @@ impl DockerServer {
         let data = match options.persistence_mode() {
             Persistence::AofAlways => {
                 let dir = options.node_data_dir(index)?;
-                binds.push(format!("{}:{DATA_DIR_IN_CONTAINER}", dir.path().display()));
+                mounts.push(Mount::bind_mount(
+                    dir.path().display().to_string(),
+                    DATA_DIR_IN_CONTAINER,
+                ));
                 Some(dir)
             }
             _ => None,
@@ -83,7 +88,7 @@ impl DockerServer {
             image,
             args,
             env,
-            binds,
+            mounts,
             transport,
             ready_timeout: options.ready_timeout,
         };
