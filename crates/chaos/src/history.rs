@@ -638,14 +638,25 @@ impl Recorder {
         finished: Instant,
         outcome: Outcome,
     ) {
-        let attempt = Attempt::new(
+        let attempt = self.new_attempt(resource, holder, (started, finished), outcome);
+        self.lock().attempts.push(attempt);
+    }
+
+    /// An attempt between two instants, on the history's clock.
+    fn new_attempt(
+        &self,
+        resource: &str,
+        holder: usize,
+        (started, finished): (Instant, Instant),
+        outcome: Outcome,
+    ) -> Attempt {
+        Attempt::new(
             resource,
             holder,
             self.clock.us(started),
             self.clock.us(finished),
             outcome,
-        );
-        self.lock().attempts.push(attempt);
+        )
     }
 
     /// Records a call that waited up to `wait` for the lock (one attempt in the history, with
@@ -658,14 +669,9 @@ impl Recorder {
         wait: Duration,
         outcome: Outcome,
     ) {
-        let attempt = Attempt::new(
-            resource,
-            holder,
-            self.clock.us(started),
-            self.clock.us(finished),
-            outcome,
-        )
-        .waited(micros(wait));
+        let attempt = self
+            .new_attempt(resource, holder, (started, finished), outcome)
+            .waited(micros(wait));
         self.lock().attempts.push(attempt);
     }
 

@@ -321,20 +321,8 @@ async fn waiters_under_faults_in_turn_never_hold_at_once() {
     assert!(waits.acquired_after_waiting > 0, "{waits:#?}");
     assert!(waits.slack_us.is_some_and(|slack| slack > 0), "{waits:#?}");
     let planned = report.nemesis.as_ref().expect("the faults in turn");
-    let done: Vec<(String, &[usize])> = report
-        .history
-        .faults
-        .iter()
-        .filter(|fault| fault.end_us.is_some())
-        .map(|fault| (fault.label.clone(), fault.nodes.as_slice()))
-        .collect();
-    let wanted: Vec<(String, &[usize])> = planned
-        .events
-        .iter()
-        .map(|event| (event.kind.label(), event.nodes.as_slice()))
-        .collect();
-    assert_eq!(done, wanted);
-    assert!(!wanted.is_empty());
+    assert_every_planned_fault_applied(&report, planned);
+    assert!(!planned.events.is_empty());
     assert_eq!(report.seed, None, "nothing drawn: no seed to replay");
 }
 
@@ -365,20 +353,7 @@ async fn a_seeded_nemesis_is_safe() {
         "{:#?}",
         planned.events
     );
-    // Every planned fault was applied to its nodes, and lifted.
-    let done: Vec<(String, &[usize])> = report
-        .history
-        .faults
-        .iter()
-        .filter(|fault| fault.end_us.is_some())
-        .map(|fault| (fault.label.clone(), fault.nodes.as_slice()))
-        .collect();
-    let wanted: Vec<(String, &[usize])> = planned
-        .events
-        .iter()
-        .map(|event| (event.kind.label(), event.nodes.as_slice()))
-        .collect();
-    assert_eq!(done, wanted);
+    assert_every_planned_fault_applied(&report, &planned);
 }
 
 /// The nemesis's restarts at once: with a lock that ignores the restart guard, the seeded
@@ -563,4 +538,21 @@ fn checker_finds_a_stale_write() {
     assert_eq!(stale.reason, StaleReason::AfterValidity);
     assert_eq!(stale.late_by_us, 150);
     assert_eq!(stale.during_hold_of, Some(2));
+}
+
+/// Every fault of `planned` was applied to its nodes, and lifted, in order.
+fn assert_every_planned_fault_applied(report: &ScenarioReport, planned: &Schedule) {
+    let done: Vec<(String, &[usize])> = report
+        .history
+        .faults
+        .iter()
+        .filter(|fault| fault.end_us.is_some())
+        .map(|fault| (fault.label.clone(), fault.nodes.as_slice()))
+        .collect();
+    let wanted: Vec<(String, &[usize])> = planned
+        .events
+        .iter()
+        .map(|event| (event.kind.label(), event.nodes.as_slice()))
+        .collect();
+    assert_eq!(done, wanted);
 }
