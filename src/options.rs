@@ -1,6 +1,9 @@
 //! Configuration: where the nodes are ([`Topology`]) and how the lock behaves ([`LockOptions`]),
 //! validated once into `Settings` (`settings.rs`) so that no operation can meet a nonsensical
 //! value.
+//!
+//! (Just over 500 lines: one documented builder method per setting, the validation that relates
+//! them, and its tests; splitting the builder from its checks would scatter each setting.)
 
 use std::time::Duration;
 

@@ -5,10 +5,13 @@
 use testcontainers::bollard::Docker;
 use testcontainers::bollard::errors::Error as EngineError;
 use testcontainers::bollard::query_parameters::RemoveContainerOptionsBuilder;
+use testcontainers::{ContainerAsync, GenericImage};
 use tracing::{debug, warn};
 
-use crate::docker::container::NodeContainer;
 use crate::docker::engine::API_TIMEOUT;
+
+/// A node's container, as testcontainers runs it.
+pub(crate) type NodeContainer = ContainerAsync<GenericImage>;
 
 /// Label put on every container the harness creates (value `1`). Each container also carries
 /// `org.quorumlock.harness.owner-pid`, the id of the process that created it, so that one

@@ -15,20 +15,17 @@ use testcontainers::bollard::query_parameters::{
 };
 use testcontainers::core::{IntoContainerPort as _, Mount};
 use testcontainers::runners::AsyncRunner as _;
-use testcontainers::{ContainerAsync, ContainerRequest, GenericImage, ImageExt as _};
+use testcontainers::{ContainerRequest, GenericImage, ImageExt as _};
 use tokio::io::AsyncReadExt as _;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::docker::cleanup::{LABEL, remove_all_blocking, remove_by_name};
+use crate::docker::cleanup::{LABEL, NodeContainer, remove_all_blocking, remove_by_name};
 use crate::docker::engine::{API_TIMEOUT, api, blocking, is_port_conflict, status_of};
 use crate::error::HarnessError;
 use crate::netfilter::ServerSocket;
 use crate::probe::{PROBE_TIMEOUT, ProbeBackoff};
 use crate::transport::Transport;
-
-/// A node's container.
-pub(crate) type NodeContainer = ContainerAsync<GenericImage>;
 
 /// The port redis listens on inside the container.
 pub(crate) const CONTAINER_PORT_NUMBER: u16 = 6379;
