@@ -189,12 +189,11 @@ async fn the_recommended_user_retries_with_the_acquire_or_renew_script() {
         let holders = holders(guard.outcomes());
         assert!(holders.len() >= 2, "{holders:?}");
         // The first attempt's plain SET found the key held elsewhere; the holders took the key
-        // in a retry, which runs the acquire-or-renew script with EVAL. The first attempt sent
-        // no release: every node had answered that the key was held, so nothing of ours was
-        // there.
+        // in a retry, which runs the acquire-or-renew script with EVAL (a node may also have
+        // run it in a retry that still found the key held, or got a failed attempt's release).
         for node in holders {
             let evals = calls(&cluster, node, "eval").await;
-            assert_eq!(evals, 1, "node {node}: {evals} EVALs");
+            assert!(evals >= 1, "node {node}: {evals} EVALs");
         }
         guard.release().await;
         lock.settle().await;
