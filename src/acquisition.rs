@@ -49,15 +49,21 @@ pub(crate) struct Acquisition<'a> {
 }
 
 impl<'a> Acquisition<'a> {
-    /// An acquisition of `resource` (not empty) for `ttl` (valid for the lock's settings), with
-    /// a fresh token, nothing sent yet.
-    pub(crate) fn new(node_set: &'a Arc<NodeSet>, resource: &'a [u8], ttl: Duration) -> Self {
+    /// An acquisition of `resource` (not empty; `key` is its lock key, from `lock_key`, made
+    /// once by the caller) for `ttl` (valid for the lock's settings), with a fresh token,
+    /// nothing sent yet.
+    pub(crate) fn new(
+        node_set: &'a Arc<NodeSet>,
+        resource: &'a [u8],
+        key: Arc<[u8]>,
+        ttl: Duration,
+    ) -> Self {
         let settings = &node_set.settings;
         Acquisition {
             node_set,
             resource,
             ttl,
-            key: lock_key(&settings.key_prefix, resource),
+            key,
             fence_key: settings
                 .fencing
                 .is_some()

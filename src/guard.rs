@@ -158,15 +158,10 @@ impl Guard {
         self.hold.valid_until().to_instant()
     }
 
-    /// Validity left now (zero once expired), counting time spent suspended (see
-    /// [`valid_until`](Guard::valid_until)).
+    /// Validity left now (zero once expired, or once a keep-alive of this hold found the lock
+    /// lost), counting time spent suspended (see [`valid_until`](Guard::valid_until)).
     pub fn remaining(&self) -> Duration {
-        if self.hold.lost_reason().is_some() {
-            return Duration::ZERO;
-        }
-        self.hold
-            .valid_until()
-            .saturating_duration_since(Moment::now())
+        self.hold.remaining()
     }
 
     /// Whether the validity has time left, counting time spent suspended (see

@@ -112,6 +112,14 @@ impl Hold {
         self.lost_reason().is_none() && Moment::now() < self.valid_until()
     }
 
+    /// Validity left now: zero once expired or found lost.
+    pub(crate) fn remaining(&self) -> Duration {
+        if self.lost_reason().is_some() {
+            return Duration::ZERO;
+        }
+        self.valid_until().saturating_duration_since(Moment::now())
+    }
+
     /// The signal a keep-alive marks the lock lost on, and leases wait on.
     pub(crate) fn lost_signal(&self) -> &watch::Sender<Option<Lost>> {
         self.lost.get_or_init(|| watch::Sender::new(None))

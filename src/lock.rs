@@ -18,6 +18,7 @@ use crate::round::NodeSet;
 use crate::round::fencing::delete_counters;
 use crate::rules::identity::{Claims, first_duplicate};
 use crate::rules::retry::RetryPolicy;
+use crate::rules::token::lock_key;
 use crate::settings::check_retry;
 
 /// A distributed lock client over one Redis server or a quorum of independent masters.
@@ -199,7 +200,9 @@ impl Lock {
             return Err(ConfigError::EmptyResource.into());
         }
         check_retry(policy)?;
-        Acquisition::new(&self.node_set, resource, self.node_set.settings.ttl)
+        let settings = &self.node_set.settings;
+        let key = lock_key(&settings.key_prefix, resource);
+        Acquisition::new(&self.node_set, resource, key, settings.ttl)
             .run(policy, cancel)
             .await
     }

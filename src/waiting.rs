@@ -126,9 +126,9 @@ impl Lock {
             .await
     }
 
-    /// Acquires `resource` as `options` say: with their TTL, and waiting as
-    /// [`acquire_within`](Lock::acquire_within) does if they give a wait, else with the lock's
-    /// retry policy as [`acquire`](Lock::acquire) does.
+    /// Acquires `resource` as `options` say: with their TTL and owner, and waiting as
+    /// [`acquire_within`](Lock::acquire_within) does if they give a wait, else as
+    /// [`acquire`](Lock::acquire) does (the lock's wait, or its retry policy).
     ///
     /// # Errors
     ///
@@ -171,7 +171,7 @@ impl Lock {
                     .await
             }
             Patience::Retry => {
-                Acquisition::new(self.node_set(), resource, ttl)
+                Acquisition::new(self.node_set(), resource, key, ttl)
                     .for_owner(self.owned_by(options.owner))
                     .run(&settings.retry, cancel)
                     .await
@@ -280,7 +280,7 @@ impl Lock {
                 }
                 // Not cut short by the deadline: an attempt is bounded by the node timeouts, and
                 // one cut short would only have to be released again.
-                let attempt = Acquisition::new(node_set, resource, ttl)
+                let attempt = Acquisition::new(node_set, resource, Arc::clone(key), ttl)
                     .for_owner(self.owned_by(owner))
                     .run(&RetryPolicy::once(), cancel.as_mut())
                     .await;
