@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use quorumlock::{Error, Lock, LockOptions, RetryPolicy};
 
-use crate::common::{assert_no_keys, bounded, cluster, command_calls};
+use crate::common::{assert_no_keys, bounded, cluster, command_calls, waiting};
 
 /// Timeouts no loaded machine trips, and the default way of acquiring.
 fn waiting_by_default(ttl: Duration) -> LockOptions {
@@ -14,17 +14,6 @@ fn waiting_by_default(ttl: Duration) -> LockOptions {
         .ttl(ttl)
         .node_timeout(Duration::from_secs(5))
         .connect_timeout(Duration::from_secs(5))
-}
-
-/// Until `lock` has `count` callers waiting for `resource` (at most 10 s).
-async fn waiting(lock: &Lock, resource: &str, count: usize) {
-    for _ in 0..2000 {
-        if lock.waiters(resource) == count {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("not {count} waiters for {resource}");
 }
 
 #[tokio::test]

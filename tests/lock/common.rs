@@ -145,6 +145,17 @@ pub async fn command_calls(cluster: &TestCluster, node: usize, command: &str) ->
         .map_or(0, |count| count.parse().unwrap())
 }
 
+/// Until `lock` has `count` callers waiting for `resource` (at most 10 s).
+pub async fn waiting(lock: &Lock, resource: &str, count: usize) {
+    for _ in 0..2000 {
+        if lock.waiters(resource) == count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("not {count} waiters for {resource}");
+}
+
 /// Number of keys on one node.
 pub async fn key_count(cluster: &TestCluster, node: usize) -> usize {
     let mut connection = cluster.connection(node).await.unwrap();

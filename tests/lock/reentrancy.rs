@@ -10,7 +10,7 @@ use std::time::Duration;
 use quorumlock::{AcquireOptions, Error, KeepAlive, Lock, LockOptions, Owner};
 use redis::AsyncCommands;
 
-use crate::common::{assert_no_keys, bounded, cluster, once, stored};
+use crate::common::{assert_no_keys, bounded, cluster, once, stored, waiting};
 
 const NODES: usize = 3;
 
@@ -180,13 +180,7 @@ async fn an_owners_task_waiting_behind_another_of_its_tasks_joins_its_hold() {
                 tokio::spawn(async move { lock.acquire_with_options("shared", &job).await })
             })
             .collect();
-        for _ in 0..1000 {
-            if lock.waiters("shared") == 2 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        assert_eq!(lock.waiters("shared"), 2);
+        waiting(&lock, "shared", 2).await;
         holder.release().await;
         let mut guards = Vec::new();
         for task in tasks {
