@@ -25,8 +25,9 @@ use crate::round::ledger::Ledger;
 use crate::round::release::{release_all, release_in_background};
 use crate::rules::clock::Moment;
 use crate::rules::quorum::Verdict;
+use crate::rules::resources::Keys;
 use crate::rules::retry::RetryPolicy;
-use crate::rules::token::{Token, lock_key};
+use crate::rules::token::Token;
 use crate::rules::validity::ttl_millis;
 
 /// With fencing, each node's new counter value, 0 until it has answered with one.
@@ -39,9 +40,9 @@ pub(crate) struct Acquisition<'a> {
     resource: &'a [u8],
     /// The TTL every attempt asks for.
     ttl: Duration,
-    key: Arc<[u8]>,
-    /// The fence counter's key, with fencing on.
-    fence_key: Option<Arc<[u8]>>,
+    keys: Keys,
+    /// The fence counters' keys (one per key), with fencing on.
+    fence_keys: Option<Keys>,
     token: Token,
     ledger: Arc<Ledger>,
     /// The owner the hold is for, if reentrant, and the lock's registry of such holds.
@@ -49,13 +50,13 @@ pub(crate) struct Acquisition<'a> {
 }
 
 impl<'a> Acquisition<'a> {
-    /// An acquisition of `resource` (not empty; `key` is its lock key, from `lock_key`, made
-    /// once by the caller) for `ttl` (valid for the lock's settings), with a fresh token,
-    /// nothing sent yet.
+    /// An acquisition of `resource` (not empty; `keys` is its lock key, from `lock_key`, made
+    /// once by the caller, or for a set its first resource and the set's keys) for `ttl` (valid
+    /// for the lock's settings), with a fresh token, nothing sent yet.
     pub(crate) fn new(
         node_set: &'a Arc<NodeSet>,
         resource: &'a [u8],
-        key: Arc<[u8]>,
+        keys: Keys,
         ttl: Duration,
     ) -> Self {
         let settings = &node_set.settings;
@@ -63,11 +64,11 @@ impl<'a> Acquisition<'a> {
             node_set,
             resource,
             ttl,
-            key,
-            fence_key: settings
+            fence_keys: settings
                 .fencing
                 .is_some()
-                .then(|| lock_key(&settings.fence_prefix, resource)),
+                .then(|| keys.with_prefix(settings.key_prefix.len(), &settings.fence_prefix)),
+            keys,
             token: Token::generate(),
             ledger: Arc::new(Ledger::new(node_set.nodes.len())),
             owner: None,
@@ -137,7 +138,7 @@ impl<'a> Acquisition<'a> {
             acquisition: self,
             armed: true,
         };
-        let fences: Option<Fences> = self.fence_key.as_ref().map(|_| {
+        let fences: Option<Fences> = self.fence_keys.as_ref().map(|_| {
             self.node_set
                 .nodes
                 .iter()
@@ -162,7 +163,7 @@ impl<'a> Acquisition<'a> {
             cleanup.armed = false;
             return Err(error);
         }
-        release_all(self.node_set, &self.key, &self.token, &self.ledger, false).await;
+        release_all(self.node_set, &self.keys, &self.token, &self.ledger, false).await;
         cleanup.armed = false;
         Err(error)
     }
@@ -184,8 +185,8 @@ impl<'a> Acquisition<'a> {
         let attempt = self.ledger.begin();
         // Built once and shared: every node gets the same bytes.
         let command = Arc::new(AcquireCommand::new(&AcquireRequest {
-            key: &self.key,
-            fence_key: self.fence_key.as_deref(),
+            keys: &self.keys,
+            fence_keys: self.fence_keys.as_ref(),
             token: self.token.as_str(),
             ttl_ms: ttl_millis(self.ttl),
             renew_leftover,
@@ -244,11 +245,11 @@ impl<'a> Acquisition<'a> {
         if let Some(unanswered) = round.unanswered {
             node_set.background.finish_unanswered(unanswered);
         }
-        let (decided, outcomes, fence) = match (&self.fence_key, fences) {
-            (Some(fence_key), Some(fences)) => {
+        let (decided, outcomes, fence) = match (&self.fence_keys, fences) {
+            (Some(fence_keys), Some(fences)) => {
                 let fence = highest_fence(&fences, &round.outcomes);
                 let (decided, outcomes) =
-                    write_back_all(node_set, &self.key, fence_key, &self.token, fence, cancel)
+                    write_back_all(node_set, &self.keys, fence_keys, &self.token, fence, cancel)
                         .await?;
                 (decided, outcomes, Some(fence))
             }
@@ -303,8 +304,7 @@ impl<'a> Acquisition<'a> {
     fn into_guard(self, grant: Grant, outcomes: Vec<NodeOutcome>) -> Guard {
         let acquired = Acquired {
             node_set: Arc::clone(self.node_set),
-            key: self.key,
-            resource_len: self.resource.len(),
+            keys: self.keys,
             token: self.token,
             ledger: self.ledger,
             owner: self.owner,
@@ -330,7 +330,7 @@ impl Drop for ReleaseOnDrop<'_> {
             acquisition.ledger.decide();
             release_in_background(
                 acquisition.node_set,
-                Arc::clone(&acquisition.key),
+                acquisition.keys.clone(),
                 acquisition.token.clone(),
                 Arc::clone(&acquisition.ledger),
                 None,

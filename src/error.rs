@@ -176,6 +176,24 @@ pub enum ConfigError {
     /// An empty resource name.
     #[error("the resource name is empty")]
     EmptyResource,
+    /// A set of resources with none in it.
+    #[error("the set of resources is empty")]
+    EmptySet,
+    /// A resource given twice in one set: a set holds each resource once.
+    #[error("resource {:?} is in the set twice", String::from_utf8_lossy(.resource))]
+    DuplicateResource {
+        /// The resource given twice.
+        resource: Vec<u8>,
+    },
+    /// More resources in one set than [`MAX_RESOURCES`](crate::MAX_RESOURCES), so that taking
+    /// a set never keeps a node busy for long.
+    #[error("{count} resources in one set; at most {max} fit")]
+    TooManyResources {
+        /// How many were given.
+        count: usize,
+        /// The most one set may hold.
+        max: usize,
+    },
     /// Two node URLs point at the same server: the same host (ASCII case ignored) and port, or
     /// the same Unix socket, whatever the database number, credentials or scheme. One server
     /// must never count as two votes.

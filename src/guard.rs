@@ -11,12 +11,15 @@ use tokio::runtime::Handle;
 use crate::error::Error;
 use crate::hold::Hold;
 use crate::node::extend::extend;
-use crate::outcome::{NodeOutcome, NodeReply};
+use crate::node::set::extend_set;
+use crate::outcome::{NodeOutcome, NodeReply, SetOutcome};
 use crate::round::NodeSet;
 use crate::round::fan_out::{Until, fan_out};
 use crate::round::release::{release_all, release_in_background};
+use crate::round::set_answers::SetAnswers;
 use crate::rules::clock::Moment;
 use crate::rules::quorum::Verdict;
+use crate::rules::resources::holds_all;
 use crate::rules::token::Token;
 use crate::rules::validity::ttl_millis;
 use crate::settings::validate_ttl;
@@ -35,6 +38,8 @@ pub struct Guard {
     /// What this guard shares with the other guards of its owner's hold, if any.
     hold: Arc<Hold>,
     outcomes: Vec<NodeOutcome>,
+    /// For a set, what each node that answered the last extension held of it.
+    set_outcomes: Vec<SetOutcome>,
     released: bool,
 }
 
@@ -53,6 +58,10 @@ pub struct ReleaseReport {
     /// How many guards of the same [`Owner`](crate::Owner) still hold the lock after this one.
     /// Above zero, the lock stays held and nothing was sent (`held` is 0, `outcomes` empty).
     pub still_held_by: usize,
+    /// For a set of resources, what each node that answered held of it, key by key: a key that
+    /// had expired there is reported, not an error. `held` counts the nodes that held every key.
+    /// Empty for a single resource.
+    pub set_outcomes: Vec<SetOutcome>,
 }
 
 impl ReleaseReport {
@@ -62,6 +71,7 @@ impl ReleaseReport {
             held: 0,
             outcomes: Vec::new(),
             still_held_by,
+            set_outcomes: Vec::new(),
         }
     }
 }
@@ -74,6 +84,7 @@ impl Guard {
         Guard {
             hold,
             outcomes,
+            set_outcomes: Vec::new(),
             released: false,
         }
     }
@@ -83,18 +94,26 @@ impl Guard {
         Guard {
             hold,
             outcomes: Vec::new(),
+            set_outcomes: Vec::new(),
             released: false,
         }
     }
 
-    /// The resource name, as given to `acquire`.
+    /// The resource name, as given to `acquire`; for a set of resources, the first of the set
+    /// (see [`resources`](Guard::resources)).
     pub fn resource(&self) -> &[u8] {
         self.hold.resource()
     }
 
-    /// The Redis key the lock is stored under (prefix and resource).
+    /// Every resource this guard holds, in order: the one given to `acquire`, or the set's
+    /// (in the [`Resources`](crate::Resources) order).
+    pub fn resources(&self) -> impl Iterator<Item = &[u8]> {
+        self.hold.resources()
+    }
+
+    /// The Redis key the lock is stored under (prefix and resource); for a set, the first key.
     pub fn key(&self) -> &[u8] {
-        &self.hold.key
+        self.hold.keys.first()
     }
 
     /// This acquisition's token.
@@ -181,8 +200,17 @@ impl Guard {
         &self.outcomes
     }
 
+    /// For a set of resources, what each node that answered the last extension (successful or
+    /// not) held of it, key by key; empty for a single resource and before any extension. A
+    /// node counts for an extension of a set only if it still held every key.
+    pub fn set_outcomes(&self) -> &[SetOutcome] {
+        &self.set_outcomes
+    }
+
     /// Sets the keys' expiry to `ttl` from now on every node that still holds our token, and
-    /// recomputes the validity by the same quorum rule as an acquisition.
+    /// recomputes the validity by the same quorum rule as an acquisition. For a set, a node
+    /// extends and counts only if it still holds every key of the set; what each node held is
+    /// in [`set_outcomes`](Guard::set_outcomes).
     ///
     /// # Errors
     ///
@@ -197,7 +225,8 @@ impl Guard {
         validate_ttl(ttl)?;
         self.hold.node_set.settings.check_guarded_ttl(ttl)?;
         let node_set = &self.hold.node_set;
-        let (key, token, ttl_ms) = (&self.hold.key, &self.hold.token, ttl_millis(ttl));
+        let (keys, token, ttl_ms) = (&self.hold.keys, &self.hold.token, ttl_millis(ttl));
+        let sets = SetAnswers::for_keys(keys);
         let quorum = node_set.settings.quorum;
         // Test-only: one node that extended is enough.
         #[cfg(feature = "chaos-defects")]
@@ -206,21 +235,33 @@ impl Guard {
             _ => quorum,
         };
         let started = Moment::now();
-        let round =
-            fan_out(
-                &node_set.nodes,
-                quorum,
-                Until::Decided,
-                pin!(std::future::pending::<()>()),
-                |node| {
-                    let (key, token) = (Arc::clone(key), token.clone());
-                    async move {
-                        NodeReply::from_flag(extend(&node, &key, token.as_str(), ttl_ms).await)
-                    }
-                },
-            )
-            .await;
+        let round = fan_out(
+            &node_set.nodes,
+            quorum,
+            Until::Decided,
+            pin!(std::future::pending::<()>()),
+            |node| {
+                let (keys, token, sets) = (keys.clone(), token.clone(), sets.clone());
+                async move {
+                    let (keys, token) = (keys.all(), token.as_str());
+                    NodeReply::from_flag(match (keys, sets) {
+                        ([key], None) => extend(&node, key, token, ttl_ms).await,
+                        (keys, sets) => extend_set(&node, keys, token, ttl_ms).await.map(|held| {
+                            let extended = holds_all(&held);
+                            if let Some(sets) = sets {
+                                sets.record(node.index(), held);
+                            }
+                            extended
+                        }),
+                    })
+                }
+            },
+        )
+        .await;
         let decided = Moment::now();
+        if let Some(sets) = sets {
+            self.set_outcomes = sets.answered_in(&round);
+        }
         let left = node_set
             .settings
             .validity(ttl, decided.saturating_duration_since(started));
@@ -283,11 +324,13 @@ impl Guard {
         if still_held_by > 0 {
             return ReleaseReport::nothing_sent(still_held_by);
         }
-        let round = release_all(&hold.node_set, &hold.key, &hold.token, &hold.ledger, true).await;
+        let released =
+            release_all(&hold.node_set, &hold.keys, &hold.token, &hold.ledger, true).await;
         ReleaseReport {
-            held: round.ours(),
-            outcomes: round.outcomes,
+            held: released.round.ours(),
+            outcomes: released.round.outcomes,
             still_held_by: 0,
+            set_outcomes: released.sets,
         }
     }
 }
@@ -298,7 +341,7 @@ impl Drop for Guard {
         if !self.released && hold.leave_guard() == 0 {
             release_in_background(
                 &hold.node_set,
-                Arc::clone(&hold.key),
+                hold.keys.clone(),
                 hold.token.clone(),
                 Arc::clone(&hold.ledger),
                 hold.runtime.as_ref(),

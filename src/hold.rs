@@ -16,13 +16,14 @@ use crate::owner::Owner;
 use crate::round::NodeSet;
 use crate::round::ledger::Ledger;
 use crate::rules::clock::Moment;
+use crate::rules::resources::Keys;
 use crate::rules::token::Token;
 
 /// What the guards of one acquisition share.
 pub(crate) struct Hold {
     pub(crate) node_set: Arc<NodeSet>,
-    pub(crate) key: Arc<[u8]>,
-    pub(crate) resource_len: usize,
+    /// The resource's key, or the set's keys.
+    pub(crate) keys: Keys,
     pub(crate) token: Token,
     /// The acquisition's requests per node, which the release is ordered after.
     pub(crate) ledger: Arc<Ledger>,
@@ -47,8 +48,7 @@ pub(crate) struct Hold {
 /// The parts of a won acquisition a hold is made of.
 pub(crate) struct Acquired {
     pub(crate) node_set: Arc<NodeSet>,
-    pub(crate) key: Arc<[u8]>,
-    pub(crate) resource_len: usize,
+    pub(crate) keys: Keys,
     pub(crate) token: Token,
     pub(crate) ledger: Arc<Ledger>,
     pub(crate) owner: Option<(Owner, Arc<Owners>)>,
@@ -70,8 +70,7 @@ impl Hold {
     pub(crate) fn new(acquired: Acquired, grant: Grant) -> Hold {
         Hold {
             node_set: acquired.node_set,
-            key: acquired.key,
-            resource_len: acquired.resource_len,
+            keys: acquired.keys,
             token: acquired.token,
             ledger: acquired.ledger,
             decided: grant.decided,
@@ -85,10 +84,18 @@ impl Hold {
         }
     }
 
-    /// The resource name: the key without the lock's prefix.
+    /// The resource name: the key without the lock's prefix (for a set, its first resource).
     pub(crate) fn resource(&self) -> &[u8] {
-        let prefix_len = self.key.len().saturating_sub(self.resource_len);
-        self.key.get(prefix_len..).unwrap_or_default()
+        self.resources().next().unwrap_or_default()
+    }
+
+    /// Every resource name, in order: the keys without the lock's prefix.
+    pub(crate) fn resources(&self) -> impl Iterator<Item = &[u8]> {
+        let prefix_len = self.node_set.settings.key_prefix.len();
+        self.keys
+            .all()
+            .iter()
+            .map(move |key| key.get(prefix_len..).unwrap_or_default())
     }
 
     /// When the validity ends, on the lease clock.
@@ -177,8 +184,8 @@ impl Hold {
     }
 }
 
-/// Holds by owner and lock key; weak, so that a hold is freed with its last guard.
-type ByOwner = HashMap<(Owner, Arc<[u8]>), Weak<Hold>>;
+/// Holds by owner and lock keys; weak, so that a hold is freed with its last guard.
+type ByOwner = HashMap<(Owner, Keys), Weak<Hold>>;
 
 /// One lock's holds made for an owner, by owner and key.
 #[derive(Default)]
@@ -191,19 +198,19 @@ impl Owners {
         self.holds.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// `owner`'s hold of `key`, joined by one more guard, if it has one that is still valid. A
+    /// `owner`'s hold of `keys`, joined by one more guard, if it has one that is still valid. A
     /// hold whose validity ran out or that was found lost is not joined: the caller acquires
     /// anew, as any other would.
-    pub(crate) fn join(&self, owner: Owner, key: &Arc<[u8]>) -> Option<Arc<Hold>> {
+    pub(crate) fn join(&self, owner: Owner, keys: Keys) -> Option<Arc<Hold>> {
         let holds = self.holds();
-        let hold = holds.get(&(owner, Arc::clone(key)))?.upgrade()?;
+        let hold = holds.get(&(owner, keys))?.upgrade()?;
         (hold.is_valid() && hold.join()).then_some(hold)
     }
 
     /// Records a hold just acquired for its owner (replacing one that is no longer joined).
     fn register(&self, owner: Owner, hold: &Arc<Hold>) {
         self.holds()
-            .insert((owner, Arc::clone(&hold.key)), Arc::downgrade(hold));
+            .insert((owner, hold.keys.clone()), Arc::downgrade(hold));
     }
 
     /// One of `hold`'s guards leaves; how many are left. The last one forgets the hold, unless
@@ -212,7 +219,7 @@ impl Owners {
         let mut holds = self.holds();
         let left = hold.leave();
         if left == 0 {
-            let entry = (owner, Arc::clone(&hold.key));
+            let entry = (owner, hold.keys.clone());
             if holds
                 .get(&entry)
                 .is_some_and(|known| std::ptr::eq(known.as_ptr(), Arc::as_ptr(hold)))

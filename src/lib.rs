@@ -58,8 +58,8 @@
 //!   of its votes, and the lock's commands on it, one per file.
 //! - `round/`: all members at once: the fan-out and its early decision, the ledger that orders a
 //!   release after our requests, the release round, fencing's write-back, background work.
-//! - The API at the top: [`Lock`] (`lock`, with one acquisition's flow in `acquisition`, and
-//!   waiting for a held lock in `waiting`),
+//! - The API at the top: [`Lock`] (`lock`, with one acquisition's flow in `acquisition`,
+//!   waiting for a held lock in `waiting`, and sets of [`Resources`] in `resources`),
 //!   [`Guard`], [`KeptGuard`] and [`Lease`] (`keep_alive`, `lease`), [`LockOptions`] and
 //!   [`Topology`] (`options`, validated into `settings`), [`Error`] (`error`) and what each node
 //!   did (`outcome`).
@@ -83,6 +83,7 @@ mod node;
 mod options;
 mod outcome;
 mod owner;
+mod resources;
 mod round;
 mod rules;
 mod settings;
@@ -94,12 +95,14 @@ pub use keep_alive::{KeepAlive, KeptGuard};
 pub use lease::Lease;
 pub use lock::Lock;
 pub use options::{LockOptions, Topology};
-pub use outcome::{NodeError, NodeOutcome, NodeReply};
+pub use outcome::{NodeError, NodeOutcome, NodeReply, SetOutcome};
 pub use owner::Owner;
+pub use resources::Resources;
 #[cfg(feature = "chaos-defects")]
 #[doc(hidden)]
 pub use rules::defect::{Defect, UnknownDefect};
 pub use rules::replacement::Replacement;
+pub use rules::resources::MAX_RESOURCES;
 pub use rules::retry::RetryPolicy;
 pub use rules::token::Token;
 pub use rules::validity::MAX_TTL;

@@ -17,6 +17,7 @@ use crate::outcome::NodeOutcome;
 use crate::round::NodeSet;
 use crate::round::fencing::delete_counters;
 use crate::rules::identity::{Claims, first_duplicate};
+use crate::rules::resources::Keys;
 use crate::rules::retry::RetryPolicy;
 use crate::rules::token::lock_key;
 use crate::settings::check_retry;
@@ -202,7 +203,7 @@ impl Lock {
         check_retry(policy)?;
         let settings = &self.node_set.settings;
         let key = lock_key(&settings.key_prefix, resource);
-        Acquisition::new(&self.node_set, resource, key, settings.ttl)
+        Acquisition::new(&self.node_set, resource, Keys::One(key), settings.ttl)
             .run(policy, cancel)
             .await
     }

@@ -79,6 +79,27 @@ impl fmt::Display for NodeReply {
     }
 }
 
+/// What one node held of a set of resources (see [`Resources`](crate::Resources)) when a
+/// release or an extension of it looked: per resource, in the set's order, whether its key
+/// still held our token. A key that was not is merely expired (or was deleted by someone): it
+/// is reported here, never as an error. A node holds the set only where every key was ours.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SetOutcome {
+    /// Position of the node in the configured list.
+    pub node: usize,
+    /// Per resource of the set, in its order ([`Resources::iter`](crate::Resources::iter)):
+    /// whether the key was still ours.
+    pub held: Vec<bool>,
+}
+
+impl SetOutcome {
+    /// Whether the node still held every key of the set.
+    pub fn held_all(&self) -> bool {
+        crate::rules::resources::holds_all(&self.held)
+    }
+}
+
 /// Why a command on one node failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -23,6 +23,7 @@ use crate::hold::Owners;
 use crate::lock::Lock;
 use crate::owner::Owner;
 use crate::round::wait_list::free_by_expiry_after;
+use crate::rules::resources::Keys;
 use crate::rules::retry::RetryPolicy;
 use crate::rules::token::lock_key;
 use crate::settings::{Patience, validate_ttl};
@@ -171,7 +172,7 @@ impl Lock {
                     .await
             }
             Patience::Retry => {
-                Acquisition::new(self.node_set(), resource, key, ttl)
+                Acquisition::new(self.node_set(), resource, Keys::One(key), ttl)
                     .for_owner(self.owned_by(options.owner))
                     .run(&settings.retry, cancel)
                     .await
@@ -181,7 +182,7 @@ impl Lock {
 
     /// Another guard of `owner`'s hold of `key`, if it has one still valid.
     fn reenter(&self, owner: Option<Owner>, key: &Arc<[u8]>) -> Option<Guard> {
-        let hold = self.owners().join(owner?, key)?;
+        let hold = self.owners().join(owner?, Keys::One(Arc::clone(key)))?;
         Some(Guard::joined(hold))
     }
 
@@ -280,7 +281,7 @@ impl Lock {
                 }
                 // Not cut short by the deadline: an attempt is bounded by the node timeouts, and
                 // one cut short would only have to be released again.
-                let attempt = Acquisition::new(node_set, resource, Arc::clone(key), ttl)
+                let attempt = Acquisition::new(node_set, resource, Keys::One(Arc::clone(key)), ttl)
                     .for_owner(self.owned_by(owner))
                     .run(&RetryPolicy::once(), cancel.as_mut())
                     .await;

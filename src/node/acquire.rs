@@ -5,7 +5,9 @@
 
 use redis::{Cmd, RedisResult, Value};
 
+use super::set::{acquire_set_command, acquire_set_refused, read_acquire_set};
 use super::wire::sized;
+use crate::rules::resources::Keys;
 
 /// Sets the key to our token, or, when it already holds our token (a leftover of an earlier
 /// attempt of the same acquisition), renews its expiry: our own leftovers count for us.
@@ -32,10 +34,10 @@ return fence";
 
 /// One acquire request: what to set on the node.
 pub(crate) struct AcquireRequest<'a> {
-    /// The lock key.
-    pub(crate) key: &'a [u8],
-    /// The fence counter's key, with fencing on.
-    pub(crate) fence_key: Option<&'a [u8]>,
+    /// The lock key, or a set's keys.
+    pub(crate) keys: &'a Keys,
+    /// The fence counters' keys (one per lock key), with fencing on.
+    pub(crate) fence_keys: Option<&'a Keys>,
     /// The acquisition's token.
     pub(crate) token: &'a str,
     /// The TTL, in milliseconds.
@@ -60,21 +62,41 @@ enum AcquireReply {
     Renew,
     /// [`ACQUIRE_FENCED`]: the counter, or nil.
     Fenced,
+    /// A set's script (`set.rs`): the fence (or 1), 0 when held, -1 when held with a leftover
+    /// of ours there.
+    AllOrNone {
+        /// Whether the positive answer is a fence.
+        fenced: bool,
+    },
 }
 
 impl AcquireCommand {
     /// Without fencing, the first attempt uses a plain `SET NX PX` (its token is new, so no key
     /// of ours can exist yet); later attempts use the script that also accepts and renews a
     /// leftover of an earlier attempt. With fencing, every attempt uses the script that also
-    /// takes the next fence from the counter.
+    /// takes the next fence from the counter. A set always uses its script, which takes every
+    /// key or none.
     pub(crate) fn new(request: &AcquireRequest<'_>) -> AcquireCommand {
         let AcquireRequest {
-            key,
-            fence_key,
+            keys,
+            fence_keys,
             token,
             ttl_ms,
             renew_leftover,
         } = *request;
+        let key = match keys {
+            Keys::One(key) => &key[..],
+            Keys::Set(keys) => {
+                let fence_keys = fence_keys.map(Keys::all);
+                return AcquireCommand {
+                    command: acquire_set_command(keys, fence_keys, token, ttl_ms, renew_leftover),
+                    reply: AcquireReply::AllOrNone {
+                        fenced: fence_keys.is_some(),
+                    },
+                };
+            }
+        };
+        let fence_key = fence_keys.map(Keys::first);
         let (mut command, reply) = match (fence_key, renew_leftover) {
             (Some(fence_key), _) => {
                 let mut command = sized(
@@ -113,7 +135,6 @@ impl AcquireCommand {
         AcquireCommand { command, reply }
     }
 
-    /// Reads a node's reply (already checked for an error reply).
     /// Whether `reply` says this request did not set the key: it was held (by another token,
     /// or by none of ours to renew). Only the exact "no" of each form counts; anything else may
     /// have set it.
@@ -123,11 +144,19 @@ impl AcquireCommand {
                 matches!(reply, Value::Nil | Value::Boolean(false))
             }
             AcquireReply::Renew => matches!(reply, Value::Int(0)),
+            AcquireReply::AllOrNone { .. } => acquire_set_refused(reply),
         }
     }
 
+    /// Reads a node's reply (already checked for an error reply).
     pub(crate) fn taken(&self, reply: Value) -> RedisResult<Taken> {
         let taken = match self.reply {
+            AcquireReply::AllOrNone { fenced } => {
+                return Ok(match read_acquire_set(reply)? {
+                    Some(fence) => Taken::Ours(fenced.then_some(fence)),
+                    None => Taken::NotOurs,
+                });
+            }
             AcquireReply::Set => match reply {
                 Value::Okay => true,
                 Value::Nil => false,

@@ -14,6 +14,7 @@
 //! - `subscription`: one connection per node that hears released keys for the lock's waiters.
 //! - `extend`: compare-and-`PEXPIRE`.
 //! - `write_back`: the fence's write-back (counter = max(counter, fence) while the key is ours).
+//! - `set`: a set of resources' acquire, release, extend and write-back, each one atomic script.
 //! - `delete_counter`: `DEL` of a retired resource's fence counter.
 
 pub(crate) mod acquire;
@@ -26,6 +27,7 @@ mod identify;
 pub(crate) mod pttl;
 mod redis_error;
 pub(crate) mod release;
+pub(crate) mod set;
 pub(crate) mod subscription;
 mod vote;
 pub(crate) mod wire;

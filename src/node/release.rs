@@ -2,9 +2,12 @@
 //! one Lua script. How a release is
 //! ordered after the acquisition's requests is `round/release.rs`.
 
-use redis::Cmd;
+use redis::{Cmd, Value};
 
-use super::wire::sized;
+use super::set::{read_found, release_set_command};
+use super::wire::{one_or_zero, sized};
+use crate::outcome::NodeError;
+use crate::rules::resources::Keys;
 
 /// Deletes the key only while it holds our token (a failed acquisition's cleanup: nobody else
 /// held the lock, so nobody is woken).
@@ -25,12 +28,56 @@ redis.call('DEL', KEYS[1])
 redis.pcall('PUBLISH', KEYS[1], '')
 return 1";
 
-/// The compare-and-delete of `key` for `token`, as one `EVAL`: built once per release and sent to
-/// every node. It answers 1 (deleted) or 0 (not ours).
-/// With `wake`, the release of a held lock: waiters are woken.
-pub(crate) fn release_command(key: &[u8], token: &str, wake: bool) -> Cmd {
-    let script = if wake { RELEASE_AND_WAKE } else { RELEASE };
-    let mut command = sized(5, &[script.as_bytes(), key, token.as_bytes()]);
-    command.arg("EVAL").arg(script).arg(1).arg(key).arg(token);
-    command
+/// A release as one command, built once per release and sent to every node.
+pub(crate) struct ReleaseCommand {
+    pub(crate) command: Cmd,
+    /// For a set, how many keys it releases (its answer has one flag per key).
+    set_keys: Option<usize>,
+}
+
+/// What a node's release found: whether the key was still ours, or for a set, each key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Found {
+    One(bool),
+    Set(Vec<bool>),
+}
+
+impl ReleaseCommand {
+    /// The compare-and-delete of `keys` for `token`, as one `EVAL`: for one key it answers 1
+    /// (deleted) or 0 (not ours), for a set one such flag per key (`set.rs`). With `wake`, the
+    /// release of a held lock: waiters are woken.
+    pub(crate) fn new(keys: &Keys, token: &str, wake: bool) -> ReleaseCommand {
+        match keys {
+            Keys::One(key) => {
+                let script = if wake { RELEASE_AND_WAKE } else { RELEASE };
+                let mut command = sized(5, &[script.as_bytes(), key, token.as_bytes()]);
+                command
+                    .arg("EVAL")
+                    .arg(script)
+                    .arg(1)
+                    .arg(&key[..])
+                    .arg(token);
+                ReleaseCommand {
+                    command,
+                    set_keys: None,
+                }
+            }
+            Keys::Set(keys) => ReleaseCommand {
+                command: release_set_command(keys, token, wake),
+                set_keys: Some(keys.len()),
+            },
+        }
+    }
+
+    /// Reads a node's answer (already checked for an error reply).
+    pub(crate) fn read(&self, reply: Value) -> Result<Found, NodeError> {
+        match self.set_keys {
+            None => {
+                let deleted: i64 = redis::from_redis_value(reply)
+                    .map_err(|error| NodeError::Protocol(error.to_string()))?;
+                one_or_zero(deleted).map(Found::One)
+            }
+            Some(keys) => read_found(reply, keys).map(Found::Set),
+        }
+    }
 }

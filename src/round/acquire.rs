@@ -65,6 +65,7 @@ pub(super) mod tests {
     use crate::LockOptions;
     use crate::node::acquire::AcquireRequest;
     use crate::rules::ordering::Plan;
+    use crate::rules::resources::Keys;
     use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
     use redis::AsyncCommands;
     use std::time::Duration;
@@ -90,9 +91,10 @@ pub(super) mod tests {
         ledger: &Ledger,
         attempt: u32,
     ) -> Result<bool, NodeError> {
+        let keys = Keys::One(Arc::from(key));
         let request = AcquireRequest {
-            key,
-            fence_key: None,
+            keys: &keys,
+            fence_keys: None,
             token,
             ttl_ms,
             renew_leftover,

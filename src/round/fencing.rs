@@ -16,20 +16,22 @@ use super::fan_out::{Until, fan_out};
 use super::node_set::NodeSet;
 use crate::error::{ConfigError, Error};
 use crate::node::delete_counter::delete_counter;
+use crate::node::set::write_back_set;
 use crate::node::write_back::write_back;
 use crate::outcome::{NodeOutcome, NodeReply};
 use crate::rules::clock::Moment;
 use crate::rules::quorum::Verdict;
+use crate::rules::resources::Keys;
 use crate::rules::token::{Token, lock_key};
 
 /// The fence's write-back over every node: raises the counter to `fence` wherever our key still
-/// holds, and returns when a quorum has confirmed (with the moment it did), else fails with
+/// holds (for a set, every counter of it wherever every key still holds), and returns when a quorum has confirmed (with the moment it did), else fails with
 /// [`Error::FenceUnconfirmed`] (or [`Error::Cancelled`]). The write-backs to slower nodes finish
 /// in the background.
 pub(crate) async fn write_back_all<C>(
     node_set: &NodeSet,
-    key: &Arc<[u8]>,
-    fence_key: &Arc<[u8]>,
+    keys: &Keys,
+    fence_keys: &Keys,
     token: &Token,
     fence: u64,
     cancel: Pin<&mut C>,
@@ -43,11 +45,13 @@ where
         Until::Decided,
         cancel,
         |node| {
-            let (key, fence_key, token) = (Arc::clone(key), Arc::clone(fence_key), token.clone());
+            let (keys, fence_keys, token) = (keys.clone(), fence_keys.clone(), token.clone());
             async move {
-                NodeReply::from_flag(
-                    write_back(&node, &key, &fence_key, token.as_str(), fence).await,
-                )
+                let (keys, fence_keys, token) = (keys.all(), fence_keys.all(), token.as_str());
+                NodeReply::from_flag(match (keys, fence_keys) {
+                    ([key], [fence_key]) => write_back(&node, key, fence_key, token, fence).await,
+                    _ => write_back_set(&node, keys, fence_keys, token, fence).await,
+                })
             }
         },
     )
@@ -139,10 +143,14 @@ mod tests {
         let mut direct = cluster.connection(0).await.unwrap();
         let ledger = Ledger::new(1);
         let attempt = ledger.begin();
+        let (lock_key, fence_key) = (
+            Keys::One(Arc::from(&b"lock"[..])),
+            Keys::One(Arc::from(&b"fence"[..])),
+        );
         let request = |token, renew_leftover| {
             AcquireCommand::new(&AcquireRequest {
-                key: b"lock",
-                fence_key: Some(b"fence"),
+                keys: &lock_key,
+                fence_keys: Some(&fence_key),
                 token,
                 ttl_ms: 60_000,
                 renew_leftover,

@@ -6,6 +6,7 @@
 //! - `ledger`: one acquisition's per-node records under a lock; requests handed over by the ordering rule.
 //! - `acquire`: one node's acquire request, handed over through the ledger.
 //! - `release`: one node's compare-and-delete after our requests there; the release round.
+//! - `set_answers`: what each node of a round said about each key of a set.
 //! - `fencing`: the fence of a won round, its write-back to a quorum, counters deleted.
 //! - `wait_list`: per resource, the waiters in arrival order, their wake-ups and the expiry bound.
 //! - `background`: counted tasks (releases from `Drop`, requests left after a decision); `settle`.
@@ -17,6 +18,7 @@ pub(crate) mod fencing;
 pub(crate) mod ledger;
 pub(crate) mod node_set;
 pub(crate) mod release;
+pub(crate) mod set_answers;
 pub(crate) mod wait_list;
 
 pub(crate) use node_set::NodeSet;

@@ -8,45 +8,61 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Cmd;
 use tokio::runtime::Handle;
 
 use super::fan_out::{Round, Until, fan_out};
 use super::ledger::Ledger;
 use super::node_set::NodeSet;
+use super::set_answers::SetAnswers;
 use crate::node::Node;
-use crate::node::release::release_command;
-use crate::node::wire::{answered, one_or_zero, send};
-use crate::outcome::NodeReply;
+use crate::node::release::{Found, ReleaseCommand};
+use crate::node::wire::{answered, send};
+use crate::outcome::{NodeReply, SetOutcome};
 use crate::rules::ordering::{End, Plan};
+use crate::rules::resources::{Keys, holds_all};
 use crate::rules::token::Token;
+
+/// What a release round found: the round, and for a set what each node that answered held of
+/// it.
+pub(crate) struct Released {
+    pub(crate) round: Round,
+    /// For a set, one entry per node that answered, in node order; empty for one key.
+    pub(crate) sets: Vec<SetOutcome>,
+}
 
 /// Compare-and-delete on every node a request of ours went out to, never retrying, each after
 /// the request of ours still in flight there has finished (see [`release`]). Returns
-/// as soon as a quorum of nodes is known to be free of our key (from then on the lock is free
+/// as soon as a quorum of nodes is known to be free of our keys (from then on the lock is free
 /// for others); the requests to the other nodes finish as counted background work. Without such
 /// a quorum, waits for every node (each within its timeouts). `held`: the lock was held (a
 /// guard's release, not a failed acquisition's cleanup), so its waiters everywhere are woken:
 /// through the nodes (the release publishes) and, once the quorum is free, this lock's own.
 pub(crate) async fn release_all(
     node_set: &NodeSet,
-    key: &Arc<[u8]>,
+    keys: &Keys,
     token: &Token,
     ledger: &Arc<Ledger>,
     held: bool,
-) -> Round {
+) -> Released {
     let never = pin!(pending::<()>());
     let wait = node_set.request_bound();
     // Built once and shared: every node gets the same bytes.
-    let command = Arc::new(release_command(key, token.as_str(), held));
+    let command = Arc::new(ReleaseCommand::new(keys, token.as_str(), held));
+    let sets = SetAnswers::for_keys(keys);
     let mut round = fan_out(
         &node_set.nodes,
         node_set.settings.quorum,
         Until::Freed,
         never,
         |node| {
-            let (command, ledger) = (Arc::clone(&command), Arc::clone(ledger));
-            async move { release(&node, &command, &ledger, wait).await }
+            let (command, ledger, sets) = (Arc::clone(&command), Arc::clone(ledger), sets.clone());
+            async move {
+                let (reply, found) = release(&node, &command, &ledger, wait).await;
+                if let (Some(sets), Some(held)) = (sets, found) {
+                    sets.record(node.index(), held);
+                }
+                reply
+            }
         },
     )
     .await;
@@ -54,15 +70,20 @@ pub(crate) async fn release_all(
         node_set.background.finish_unanswered(unanswered);
     }
     if held {
-        node_set.wait_list.wake(key);
+        for key in keys.all() {
+            node_set.wait_list.wake(key);
+        }
     }
-    round
+    let sets = sets
+        .map(|sets| sets.answered_in(&round))
+        .unwrap_or_default();
+    Released { round, sets }
 }
 
 /// Starts [`release_all`] as a counted background task. Used from `Drop`, which cannot wait.
 pub(crate) fn release_in_background(
     node_set: &Arc<NodeSet>,
-    key: Arc<[u8]>,
+    keys: Keys,
     token: Token,
     ledger: Arc<Ledger>,
     fallback: Option<&Handle>,
@@ -70,31 +91,34 @@ pub(crate) fn release_in_background(
 ) {
     let task_node_set = Arc::clone(node_set);
     let spawned = node_set.background.spawn(fallback, async move {
-        let round = release_all(&task_node_set, &key, &token, &ledger, held).await;
-        tracing::debug!(released = round.ours(), "background release finished");
+        let released = release_all(&task_node_set, &keys, &token, &ledger, held).await;
+        tracing::debug!(
+            released = released.round.ours(),
+            "background release finished"
+        );
     });
     if !spawned {
         tracing::warn!("no tokio runtime to release a lock on; it will expire after its TTL");
     }
 }
 
-/// Deletes the key if it still holds the token (`command`, from [`release_command`]), by the
-/// ledger's plan for the node: nothing is sent where no request that could set the key went
-/// out ([`NodeReply::NotSent`]); a request still in flight is waited for first, at most `wait`;
-/// the answer counts as free ([`NodeReply::Ours`], [`NodeReply::NotOurs`]) only if it clears
-/// the node, else [`NodeReply::InDoubt`].
+/// Deletes the keys that still hold the token (`command`), by the ledger's plan for the node:
+/// nothing is sent where no request that could set a key went out ([`NodeReply::NotSent`]); a
+/// request still in flight is waited for first, at most `wait`; the answer counts as free
+/// ([`NodeReply::Ours`]: every key was ours, [`NodeReply::NotOurs`]) only if it clears the node,
+/// else [`NodeReply::InDoubt`]. For a set, also what each key held, once the node answered.
 pub(crate) async fn release(
     node: &Node,
-    command: &Cmd,
+    command: &ReleaseCommand,
     ledger: &Ledger,
     wait: Duration,
-) -> NodeReply {
+) -> (NodeReply, Option<Vec<bool>>) {
     let index = node.index();
     if ledger.plan(index) == Plan::Wait {
         ledger.wait_quiet(Some(index), wait).await;
     }
     if ledger.plan(index) == Plan::Skip {
-        return NodeReply::NotSent;
+        return (NodeReply::NotSent, None);
     }
     let mut sent_on = None;
     let result = node
@@ -102,24 +126,32 @@ pub(crate) async fn release(
             sent_on = Some(generation);
             async move {
                 let (in_flight, after_all) = ledger.hand_release(index, generation);
-                let reply = send(&mut connection, command).await;
+                let reply = send(&mut connection, &command.command).await;
                 in_flight.finish(End::replied(answered(&reply)));
-                Ok((redis::from_redis_value::<i64>(reply?)?, after_all))
+                Ok((reply?, after_all))
             }
         })
         .await
-        .and_then(|(reply, after_all)| Ok((one_or_zero(reply)?, after_all)));
-    match (result, sent_on) {
-        (Err(error), _) => NodeReply::Failed(error),
-        (Ok((held, true)), Some(generation)) if ledger.cleared_by(index, generation) => {
+        .and_then(|(reply, after_all)| Ok((command.read(reply)?, after_all)));
+    let (found, after_all) = match result {
+        Ok(answer) => answer,
+        Err(error) => return (NodeReply::Failed(error), None),
+    };
+    let (held, per_key) = match found {
+        Found::One(held) => (held, None),
+        Found::Set(per_key) => (holds_all(&per_key), Some(per_key)),
+    };
+    let reply = match sent_on {
+        Some(generation) if after_all && ledger.cleared_by(index, generation) => {
             if held {
                 NodeReply::Ours
             } else {
                 NodeReply::NotOurs
             }
         }
-        (Ok(_), _) => NodeReply::InDoubt,
-    }
+        _ => NodeReply::InDoubt,
+    };
+    (reply, per_key)
 }
 
 #[cfg(test)]
@@ -141,9 +173,9 @@ mod tests {
             .unwrap_err();
         assert_eq!(error, NodeError::ConnectionRefused);
         ledger.decide();
-        let reply = release(
+        let (reply, _) = release(
             &node,
-            &release_command(b"k", "t", true),
+            &ReleaseCommand::new(&Keys::One(Arc::from(&b"k"[..])), "t", true),
             &ledger,
             Duration::from_secs(1),
         )
@@ -172,9 +204,9 @@ mod tests {
                 .unwrap(),
         );
         ledger.decide();
-        let reply = release(
+        let (reply, _) = release(
             &node,
-            &release_command(b"k", "t", true),
+            &ReleaseCommand::new(&Keys::One(Arc::from(&b"k"[..])), "t", true),
             &ledger,
             Duration::from_secs(1),
         )
@@ -192,9 +224,9 @@ mod tests {
                 .unwrap()
         );
         ledger.decide();
-        let reply = release(
+        let (reply, _) = release(
             &node,
-            &release_command(b"k", "t", true),
+            &ReleaseCommand::new(&Keys::One(Arc::from(&b"k"[..])), "t", true),
             &ledger,
             Duration::from_secs(1),
         )

@@ -11,6 +11,7 @@
 //! - `replacement`: whether the server at a node's address is still the one the lock knew (failover).
 //! - `identity`: one server, one vote: duplicate addresses, and which node votes for which `run_id`.
 //! - `clock`: the lease clock (CLOCK_BOOTTIME where there is one: counts suspended time).
+//! - `resources`: the keys of one acquisition, and a set's checks, order and vote rule.
 //! - `token`: [`Token`](crate::Token)s and the key of a resource.
 //! - `wait`: when a waiter tries again without a wake-up: the key's expiry on a quorum.
 //! - `defect`: test-only (`chaos-defects`): the deliberate defects the chaos tooling scores.
@@ -24,6 +25,7 @@ pub(crate) mod quorum;
 pub(crate) mod recovery;
 pub(crate) mod renewal;
 pub(crate) mod replacement;
+pub(crate) mod resources;
 pub(crate) mod retry;
 pub(crate) mod token;
 pub(crate) mod validity;

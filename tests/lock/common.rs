@@ -4,7 +4,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use quorumlock::{
-    Guard, Lock, LockOptions, NodeError, NodeOutcome, NodeReply, RetryPolicy, Topology,
+    Error, Guard, Lock, LockOptions, NodeError, NodeOutcome, NodeReply, RetryPolicy, Topology,
 };
 use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 use redis::AsyncCommands;
@@ -258,4 +258,18 @@ pub async fn quorum_lock(nodes: usize, options: LockOptions) -> (TestCluster, Lo
     let cluster = cluster(nodes).await;
     let lock = Lock::quorum(cluster.urls(), options).expect("a valid lock configuration");
     (cluster, lock)
+}
+
+/// The guards of the contending acquisitions `attempts` that won; each of the others must have
+/// found the lock held.
+pub async fn winners(attempts: Vec<tokio::task::JoinHandle<Result<Guard, Error>>>) -> Vec<Guard> {
+    let mut winners = Vec::new();
+    for attempt in attempts {
+        match attempt.await.unwrap() {
+            Ok(guard) => winners.push(guard),
+            Err(Error::Held { .. }) => {}
+            Err(other) => panic!("unexpected error {other}"),
+        }
+    }
+    winners
 }

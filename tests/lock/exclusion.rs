@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use quorumlock::{Error, Guard, Lock, NodeReply, RetryPolicy};
+use quorumlock::{Error, Lock, NodeReply, RetryPolicy};
 
 use crate::common::*;
 
@@ -26,14 +26,7 @@ async fn twenty_concurrent_try_locks_on_one_key_exactly_one_wins() {
                     tokio::spawn(async move { lock.acquire(resource).await })
                 })
                 .collect();
-            let mut winners: Vec<Guard> = Vec::new();
-            for attempt in attempts {
-                match attempt.await.unwrap() {
-                    Ok(guard) => winners.push(guard),
-                    Err(Error::Held { .. }) => {}
-                    Err(other) => panic!("{kind}: unexpected error {other}"),
-                }
-            }
+            let mut winners = winners(attempts).await;
             assert_eq!(winners.len(), 1, "{kind}: exactly one of 20 wins");
             let report = winners.pop().unwrap().release().await;
             assert!(report.held >= 1, "{kind}: {report:?}");

@@ -24,6 +24,7 @@ mod per_call;
 mod reentrancy;
 mod restart_guard;
 mod server_errors;
+mod sets;
 mod timing;
 mod tls;
 mod waiting;
