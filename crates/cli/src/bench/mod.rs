@@ -24,6 +24,7 @@ mod progress;
 mod report;
 mod rslock;
 mod scenarios;
+mod sets;
 mod stats;
 mod table;
 mod targets;
@@ -59,6 +60,7 @@ Examples:
   quorumlock bench --json bench.json --plots bench-plots/
   quorumlock bench --ttl 2s --contenders 32
   quorumlock bench --only contended
+  quorumlock bench --only sets
   quorumlock bench --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379")]
 pub struct BenchArgs {
     /// Comma-separated node URLs of your own deployment (redis://host:port). The first one is
@@ -93,6 +95,8 @@ pub struct BenchArgs {
 enum Section {
     /// Waiters wanting one key over five local nodes (waiting, polling, rslock).
     Contended,
+    /// Sets of 1, 4 and 16 resources beside as many single locks in sequence.
+    Sets,
 }
 
 /// The longest `--ttl`.
@@ -132,8 +136,10 @@ async fn raw_floor(name: &str, urls: &[String]) -> Result<RawFloor, String> {
 /// Runs `quorumlock bench`.
 pub async fn run(args: BenchArgs) -> Result<(), String> {
     let plan = Plan::new(args.quick);
-    if args.only == Some(Section::Contended) {
-        return run_contended_alone(&args, plan).await;
+    match args.only {
+        Some(Section::Contended) => return run_contended_alone(&args, plan).await,
+        Some(Section::Sets) => return run_sets_alone(&args, &plan).await,
+        None => {}
     }
     let ttl = args.ttl;
     let run = format!("{}:{:08x}", std::process::id(), rand::random::<u32>());
@@ -263,7 +269,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         + plan.tasks.len() as u64 * 2
         + references.len() as u64
         + 2
-        + if local { 8 + contended::steps() } else { 0 };
+        + if local { 9 + contended::steps() } else { 0 };
     let progress = Progress::new(steps);
 
     // 1. Sequential acquire+release, 2. allocations per cycle.
@@ -310,6 +316,17 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
             )
             .await?;
             Some(cost)
+        }
+        None => None,
+    };
+    // 6b. Sets of resources beside single locks in sequence, on the local five nodes.
+    let sets = match direct.as_ref() {
+        Some(cluster) => {
+            progress.step("sets of resources".to_owned());
+            let lock = Lock::quorum(urls.iter().take(TARGET_NODES).cloned(), options.clone())
+                .map_err(|e| format!("sets: {e}"))?;
+            let cap = Duration::from_millis(plan.cycle_cap_ms);
+            Some(sets::sets(cluster, &lock, sets::cycles(args.quick), plan.rounds, cap).await?)
         }
         None => None,
     };
@@ -365,6 +382,9 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         notes,
     };
     print!("{}", render(&report));
+    if let Some(sets) = &sets {
+        print!("{}", sets::render(sets));
+    }
 
     if let Some(path) = &args.json {
         report.write_json(path)?;
@@ -380,6 +400,37 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     }
     // Dropping the clusters kills and reaps every server and proxy started above.
     drop((direct, proxied));
+    Ok(())
+}
+
+/// `--only sets`: the sets section alone, on five fresh local nodes.
+async fn run_sets_alone(args: &BenchArgs, plan: &Plan) -> Result<(), String> {
+    eprintln!("starting {TARGET_NODES} local redis-server processes on 127.0.0.1 …");
+    let aof = ClusterOptions::default().persistence(Persistence::AofAlways);
+    let cluster = TestCluster::start(aof.nodes(TARGET_NODES))
+        .await
+        .map_err(|e| format!("starting local Redis masters: {e}"))?;
+    let urls = cluster.urls();
+    let version = match urls.first() {
+        Some(url) => redis_version(url).await,
+        None => return Err("no node URLs".to_owned()),
+    };
+    let lock = Lock::quorum(
+        urls,
+        LockOptions::new().ttl(args.ttl).retry(RetryPolicy::once()),
+    )
+    .map_err(|e| format!("sets: {e}"))?;
+    let cap = Duration::from_millis(plan.cycle_cap_ms);
+    let sets = sets::sets(&cluster, &lock, sets::cycles(args.quick), plan.rounds, cap).await?;
+    let nproc = std::thread::available_parallelism().map_or(0, usize::from);
+    println!(
+        "\nquorumlock bench --only sets ({}) — {nproc} CPUs ({}), redis {version}; ttl {} ms",
+        if args.quick { "quick" } else { "full" },
+        cpu_model(),
+        args.ttl.as_millis()
+    );
+    print!("{}", sets::render(&sets));
+    drop(cluster);
     Ok(())
 }
 
