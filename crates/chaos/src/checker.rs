@@ -517,6 +517,29 @@ mod tests {
 
     /// A token names one acquisition: two holds under it that overlap are two holders at once
     /// (a lock that handed one grant to two clients), not one.
+    /// A set is recorded as one hold per resource with the set's token and window: two sets
+    /// that share a resource and overlap in time are a violation on that resource only, and a
+    /// set beside a disjoint one is none.
+    #[test]
+    fn overlapping_sets_are_a_violation_on_the_resource_they_share() {
+        let set = |resources: &[&str], holder, token, from, to| {
+            resources
+                .iter()
+                .map(move |&resource| Hold::new(resource, holder, token, from, to))
+                .collect::<Vec<_>>()
+        };
+        let holds = [
+            set(&["a", "b"], 1, "s1", 0, 100),
+            set(&["b", "c"], 2, "s2", 60, 200),
+            set(&["d", "e"], 3, "s3", 0, 200),
+        ]
+        .concat();
+        let report = check(&history(holds, vec![]));
+        assert_eq!(report.violations.len(), 1, "{report:#?}");
+        assert_eq!(report.violations[0].resource, "b");
+        assert_eq!(report.violations[0].overlap_us, 40);
+    }
+
     #[test]
     fn overlapping_holds_under_one_token_are_a_violation() {
         let report = check(&history(

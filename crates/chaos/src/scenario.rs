@@ -96,6 +96,11 @@ pub enum Scenario {
     /// ([`Lock::attempt_bound`](quorumlock::Lock::attempt_bound)); the run fails its self-check if
     /// no waiter got the lock after waiting behind a holder, or no fault was injected.
     Waiters,
+    /// Sets of resources ([`Lock::try_acquire_all`](quorumlock::Lock::try_acquire_all)): each
+    /// client takes two neighbouring resources as one set, so every set overlaps two others,
+    /// under the seeded nemesis of [`Random`](Scenario::Random). Safe: no two holders of any
+    /// resource at once, whether they hold it in a set or alone.
+    Sets,
     /// The clients skip the lock and write anyway: the control for the store check. Unsafe:
     /// shows interleaved (and usually lost) writes.
     NoLock,
@@ -109,7 +114,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 24] = [
+    pub const ALL: [Scenario; 25] = [
         Scenario::Baseline,
         Scenario::MinorityCrash,
         Scenario::MinorityFreeze,
@@ -132,6 +137,7 @@ impl Scenario {
         Scenario::ClientStallFenced,
         Scenario::KeepAliveLoss,
         Scenario::Waiters,
+        Scenario::Sets,
         Scenario::NoLock,
         Scenario::Random,
     ];
@@ -161,6 +167,7 @@ impl Scenario {
             Scenario::ClientStallFenced => "client-stall-fenced",
             Scenario::KeepAliveLoss => "keep-alive-loss",
             Scenario::Waiters => "waiters",
+            Scenario::Sets => "sets",
             Scenario::NoLock => "no-lock",
             Scenario::Random => "random",
         }
@@ -220,6 +227,9 @@ impl Scenario {
             }
             Scenario::Waiters => {
                 "3 waiters per client (acquire_within, 0.75-5×TTL each); nodes killed, frozen, partitioned in turn"
+            }
+            Scenario::Sets => {
+                "each client takes 2 neighbouring resources as one set; seeded nemesis as random"
             }
             Scenario::NoLock => "clients skip the lock and write anyway",
             Scenario::Random => {

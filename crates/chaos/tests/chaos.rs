@@ -326,6 +326,35 @@ async fn waiters_under_faults_in_turn_never_hold_at_once() {
     assert_eq!(report.seed, None, "nothing drawn: no seed to replay");
 }
 
+/// Overlapping sets of resources under the seeded nemesis: no two holders of any resource at
+/// once, and the holds really were sets (two resources under one token, each overlapping
+/// another client's set).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_sets_under_the_nemesis_never_hold_a_resource_twice() {
+    let options = options().seed(NEMESIS_SEED);
+    let report = assert_safe_with(Scenario::Sets, &options).await;
+    assert_eq!(report.seed, Some(NEMESIS_SEED));
+    let mut resources_by_token = std::collections::BTreeMap::<&str, Vec<&str>>::new();
+    for hold in &report.history.holds {
+        resources_by_token
+            .entry(hold.token.as_str())
+            .or_default()
+            .push(hold.resource.as_str());
+    }
+    assert!(
+        resources_by_token
+            .values()
+            .any(|resources| resources.len() == 2),
+        "no set was held: {resources_by_token:#?}"
+    );
+    assert!(
+        resources_by_token
+            .values()
+            .all(|resources| resources.len() <= 2),
+        "{resources_by_token:#?}"
+    );
+}
+
 /// A seed whose 3 s schedule (TTL 400 ms, five nodes) has 5 faults: a kill of node 3, a
 /// restart at once of nodes 0, 2 and 3, packets dropped on 1 and 4, latency on four nodes and a
 /// freeze of four; 3 of them on a majority.

@@ -91,7 +91,8 @@ pub(super) struct Faults<'a> {
     pub(super) recorder: &'a Recorder,
     pub(super) deadline: Instant,
     pub(super) ttl: Duration,
-    /// The nemesis's faults, for [`Scenario::Random`] and [`Scenario::Waiters`].
+    /// The nemesis's faults, for [`Scenario::Random`], [`Scenario::Sets`] and
+    /// [`Scenario::Waiters`].
     pub(super) nemesis: Option<&'a Schedule>,
 }
 
@@ -216,7 +217,7 @@ impl Faults<'_> {
             Scenario::ClockFast => {
                 fast_clocks(cluster, keys, self.recorder, self.deadline, notes).await?;
             }
-            Scenario::Random | Scenario::Waiters => {
+            Scenario::Random | Scenario::Sets | Scenario::Waiters => {
                 if let Some(schedule) = self.nemesis {
                     self.unleash(schedule, cluster).await?;
                 }

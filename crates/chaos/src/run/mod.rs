@@ -150,7 +150,9 @@ fn cluster_options(scenario: Scenario, options: &RunOptions, clocks: bool) -> Cl
 fn persistence(scenario: Scenario, options: &RunOptions) -> Persistence {
     match scenario {
         Scenario::RestartAof => Persistence::AofAlways,
-        Scenario::Random if !options.restart_guard_for(scenario) => Persistence::AofAlways,
+        Scenario::Random | Scenario::Sets if !options.restart_guard_for(scenario) => {
+            Persistence::AofAlways
+        }
         _ => Persistence::None,
     }
 }
@@ -266,18 +268,21 @@ async fn run_on(
             clients.spawn(client.run_without_lock());
         } else if waiting {
             clients.spawn(client.wait_in_turn(lock));
+        } else if scenario == Scenario::Sets {
+            clients.spawn(client.take_sets(lock));
         } else {
             clients.spawn(client.run(lock));
         }
     }
 
     let in_turn = waiting.then(|| waiters_in_turn(options.duration, options.ttl, LOCAL_NODES));
-    let nemesis = (scenario == Scenario::Random).then(|| {
+    let nemesis = matches!(scenario, Scenario::Random | Scenario::Sets).then(|| {
         let seed = options.seed.unwrap_or_else(rand::random);
         let schedule = Schedule::generate(seed, options.duration, options.ttl, LOCAL_NODES);
         notes.push(format!(
-            "{} (replay: --scenario random --seed {seed} --duration {:?} --ttl {:?})",
+            "{} (replay: --scenario {} --seed {seed} --duration {:?} --ttl {:?})",
             schedule.summary(),
+            scenario.name(),
             options.duration,
             options.ttl
         ));

@@ -7,12 +7,15 @@
 //! [`Scenario::NoLock`](crate::Scenario::NoLock) the clients skip the lock and just write; in
 //! [`Scenario::KeepAliveLoss`](crate::Scenario::KeepAliveLoss) every hold is kept alive
 //! (`workload/kept.rs`); in [`Scenario::Waiters`](crate::Scenario::Waiters) each client is
-//! several callers waiting for the lock (`workload/waiters.rs`).
+//! several callers waiting for the lock (`workload/waiters.rs`); in
+//! [`Scenario::Sets`](crate::Scenario::Sets) each takes two resources as one set
+//! (`workload/sets.rs`).
 //!
 //! (Just over 500 lines: the behaviours, the stall and the writes all work on one client's
 //! state and timing constants, which are easier to check side by side.)
 
 mod kept;
+mod sets;
 mod waiters;
 
 use std::sync::Arc;

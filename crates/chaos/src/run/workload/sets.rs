@@ -1,0 +1,121 @@
+//! The clients of [`Scenario::Sets`](crate::Scenario::Sets): each takes two neighbouring
+//! resources as one set ([`Lock::try_acquire_all`]: client `i` the resources `i` and `i + 1`,
+//! round the ring), so every set overlaps two others, and writes to both under the set's
+//! validity, then releases or lets the keys expire. A set's hold is recorded as one hold per
+//! resource with the set's token and window, so the checker's per-resource overlap check sees
+//! two sets sharing a resource exactly as it sees two single holds of it.
+
+use std::time::{Duration, Instant};
+
+use quorumlock::{Lock, Resources};
+
+use super::{Client, Credentials, MAX_ATTEMPTS_PER_CLIENT, random_between};
+use crate::history::Outcome;
+
+impl Client {
+    /// The set of the client's resource and the next one (the one resource if there is no
+    /// other), by index into the plan's resources.
+    fn set_indexes(&self) -> Vec<usize> {
+        let count = self.plan.resources.len();
+        let next = (self.index + 1) % count.max(1);
+        if next == self.index {
+            vec![self.index]
+        } else {
+            vec![self.index, next]
+        }
+    }
+
+    /// Takes the client's set (one round), writes to each of its resources under the set's
+    /// validity, releases it (or, a quarter of the holds, lets its keys expire); until the
+    /// deadline.
+    pub(in crate::run) async fn take_sets(mut self, lock: Lock) {
+        let indexes = self.set_indexes();
+        let names: Vec<String> = indexes
+            .iter()
+            .filter_map(|&index| self.plan.resources.get(index).cloned())
+            .collect();
+        let Ok(set) = Resources::new(&names) else {
+            return;
+        };
+        let label = names.join("+");
+        let ms = Duration::from_millis;
+        for _ in 0..MAX_ATTEMPTS_PER_CLIENT {
+            if Instant::now() >= self.plan.deadline {
+                break;
+            }
+            let started = Instant::now();
+            let result = lock.try_acquire_all(&set).await;
+            let finished = Instant::now();
+            let recorder = self.plan.recorder.clone();
+            recorder.attempt(&label, self.id, started, finished, Outcome::of(&result));
+            let Ok(guard) = result else {
+                tokio::time::sleep(random_between(ms(5), ms(25))).await;
+                continue;
+            };
+            let credentials = Credentials {
+                token: guard.token().as_str().to_owned(),
+                fence: guard.fence(),
+            };
+            let valid_until = guard.valid_until();
+            let holds: Vec<_> = names
+                .iter()
+                .map(|name| {
+                    recorder.begin_hold(
+                        name,
+                        self.id,
+                        &credentials.token,
+                        started,
+                        guard.decided_at(),
+                        valid_until,
+                    )
+                })
+                .collect();
+            let mut expire = rand::random_range(0..4u8) == 0;
+            for &index in &indexes {
+                if Instant::now() >= valid_until {
+                    break;
+                }
+                if self
+                    .write_to(index, &credentials, valid_until)
+                    .await
+                    .ends_hold()
+                    == Some(super::End::Expire)
+                {
+                    expire = true;
+                    break;
+                }
+            }
+            if expire {
+                self.plan.let_expire(guard).await;
+            } else {
+                let released = Instant::now();
+                for hold in holds {
+                    recorder.end_hold(hold, released);
+                }
+                let _report = guard.release().await;
+            }
+            tokio::time::sleep(random_between(Duration::ZERO, ms(20))).await;
+        }
+        lock.settle().await;
+    }
+
+    /// One protected write to the plan's resource `index` (one of the client's set), given up
+    /// at `deadline`: the client writes as if that resource were its own for the one write.
+    async fn write_to(
+        &mut self,
+        index: usize,
+        credentials: &Credentials,
+        deadline: Instant,
+    ) -> super::Written {
+        let Some(resource) = self.plan.resources.get(index).cloned() else {
+            return super::Written::Settled;
+        };
+        let own = (
+            std::mem::replace(&mut self.resource, resource),
+            std::mem::replace(&mut self.index, index),
+        );
+        let written = self.write(credentials, deadline).await;
+        (self.resource, self.index) = own;
+        written
+    }
+}
