@@ -14,7 +14,8 @@ use crate::lock::Lock;
 use crate::rules::resources::{Keys, MAX_RESOURCES, SetDefect, canonical_set};
 use crate::rules::retry::RetryPolicy;
 use crate::rules::token::lock_key;
-use crate::settings::check_retry;
+use crate::settings::{check_retry, validate_ttl};
+use crate::waiting::AcquireOptions;
 
 /// A set of resources to lock together with [`Lock::acquire_all`]: not empty, each name once,
 /// at most [`MAX_RESOURCES`]. The order the names are given in does not matter: a set is kept
@@ -115,7 +116,8 @@ impl Lock {
     /// policy ([`LockOptions::retry`](crate::LockOptions::retry); by default three attempts
     /// 100–200 ms apart), as [`acquire_with`](Lock::acquire_with) does. With fencing, the set
     /// gets one fence, larger than the last fence of each of its resources (`docs/fencing.md`).
-    /// No owner: a set is not reentrant.
+    /// [`acquire_all_with_options`](Lock::acquire_all_with_options) gives one set its own TTL,
+    /// wait and owner.
     ///
     /// # Errors
     ///
@@ -136,8 +138,40 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn acquire_all(&self, resources: &Resources) -> Result<Guard, Error> {
-        let policy = self.node_set().settings.retry.clone();
-        self.acquire_all_with(resources, &policy, pending()).await
+        self.acquire_all_with_options(resources, &AcquireOptions::new())
+            .await
+    }
+
+    /// [`acquire_all`](Lock::acquire_all) as `options` say: with their TTL; with their wait, the
+    /// set is tried again on the lock's retry pause until that wait has passed (a set polls: it
+    /// is not queued); with their owner, re-entrant as one resource is ([`AcquireOptions::owner`]:
+    /// the owner's later acquisition of the same set joins its hold).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`acquire_all`](Lock::acquire_all), and [`Error::Config`] for a TTL Redis
+    /// cannot store or, with the restart guard on, above `max_ttl`, before anything is sent.
+    pub async fn acquire_all_with_options(
+        &self,
+        resources: &Resources,
+        options: &AcquireOptions,
+    ) -> Result<Guard, Error> {
+        let settings = &self.node_set().settings;
+        let ttl = options.ttl.unwrap_or(settings.ttl);
+        validate_ttl(ttl)?;
+        settings.check_guarded_ttl(ttl)?;
+        let keys = resources.keys(&settings.key_prefix);
+        if let Some(guard) = self.reenter(options.owner, keys.clone()) {
+            return Ok(guard);
+        }
+        let policy = match options.wait {
+            Some(wait) => settings.retry.clone().attempts(u32::MAX).max_wait(wait),
+            None => settings.retry.clone(),
+        };
+        Acquisition::new(self.node_set(), resources.first(), keys, ttl)
+            .for_owner(self.owned_by(options.owner))
+            .run(&policy, pending())
+            .await
     }
 
     /// [`acquire_all`](Lock::acquire_all) with one attempt: [`Error::Held`] at once if

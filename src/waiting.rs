@@ -51,9 +51,9 @@ const LONGEST_WAIT: Duration = Duration::from_secs(1 << 30);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AcquireOptions {
-    ttl: Option<Duration>,
-    wait: Option<Duration>,
-    owner: Option<Owner>,
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) wait: Option<Duration>,
+    pub(crate) owner: Option<Owner>,
 }
 
 impl AcquireOptions {
@@ -163,7 +163,7 @@ impl Lock {
         validate_ttl(ttl)?;
         settings.check_guarded_ttl(ttl)?;
         let key = lock_key(&settings.key_prefix, resource);
-        if let Some(guard) = self.reenter(options.owner, &key) {
+        if let Some(guard) = self.reenter(options.owner, Keys::One(Arc::clone(&key))) {
             return Ok(guard);
         }
         match options.wait.map_or(settings.acquire, Patience::Wait) {
@@ -180,14 +180,14 @@ impl Lock {
         }
     }
 
-    /// Another guard of `owner`'s hold of `key`, if it has one still valid.
-    fn reenter(&self, owner: Option<Owner>, key: &Arc<[u8]>) -> Option<Guard> {
-        let hold = self.owners().join(owner?, Keys::One(Arc::clone(key)))?;
+    /// Another guard of `owner`'s hold of `keys`, if it has one still valid.
+    pub(crate) fn reenter(&self, owner: Option<Owner>, keys: Keys) -> Option<Guard> {
+        let hold = self.owners().join(owner?, keys)?;
         Some(Guard::joined(hold))
     }
 
     /// An acquisition's owner with this lock's registry of owned holds.
-    fn owned_by(&self, owner: Option<Owner>) -> Option<(Owner, Arc<Owners>)> {
+    pub(crate) fn owned_by(&self, owner: Option<Owner>) -> Option<(Owner, Arc<Owners>)> {
         owner.map(|owner| (owner, Arc::clone(self.owners())))
     }
 
@@ -276,7 +276,7 @@ impl Lock {
             let woken = place.wake().notified();
             let pause = if place.is_head() {
                 // The task ahead may have been this owner's, and now holds the lock.
-                if let Some(guard) = self.reenter(owner, key) {
+                if let Some(guard) = self.reenter(owner, Keys::One(Arc::clone(key))) {
                     return Ok(guard);
                 }
                 // Not cut short by the deadline: an attempt is bounded by the node timeouts, and

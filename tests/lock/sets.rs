@@ -346,3 +346,56 @@ async fn a_set_of_one_is_a_single_lock() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_set_takes_its_own_ttl_and_owner_and_waits_as_its_options_say() {
+    bounded(async {
+        let (cluster, lock) = quorum_lock(3, once()).await;
+        warm_up(&lock).await;
+        let owner = quorumlock::Owner::new();
+        let options = quorumlock::AcquireOptions::new()
+            .ttl(Duration::from_secs(7))
+            .owner(owner);
+        let first = lock
+            .acquire_all_with_options(&set(&["p", "q"]), &options)
+            .await
+            .unwrap();
+        assert_eq!(first.ttl(), Duration::from_secs(7));
+        let mut direct = cluster.connection(0).await.unwrap();
+        let left: i64 = direct.pttl(key("q")).await.unwrap();
+        assert!((1..=7_000).contains(&left), "{left} ms");
+        // The owner's second acquisition of the same set joins its hold: nothing is sent.
+        let second = lock
+            .acquire_all_with_options(&set(&["q", "p"]), &options)
+            .await
+            .unwrap();
+        assert_eq!(second.hold_count(), 2);
+        assert_eq!(second.token(), first.token());
+
+        // Another caller waits for the set, trying again past the three attempts of the
+        // default retry policy, and gets it once the owner has let go.
+        let evals_before = command_calls(&cluster, 0, "eval").await;
+        let waiter = {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                let wait = quorumlock::AcquireOptions::new().wait(Duration::from_secs(60));
+                lock.acquire_all_with_options(&set(&["p", "q"]), &wait)
+                    .await
+            })
+        };
+        for _ in 0..2_000 {
+            if command_calls(&cluster, 0, "eval").await >= evals_before + 5 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(command_calls(&cluster, 0, "eval").await >= evals_before + 5);
+        assert_eq!(second.release().await.still_held_by, 1);
+        first.release().await;
+        let guard = waiter.await.unwrap().unwrap();
+        guard.release().await;
+        lock.settle().await;
+        assert_no_keys(&cluster, 0..3).await;
+    })
+    .await;
+}
