@@ -23,6 +23,7 @@ mod plots;
 mod progress;
 mod report;
 mod rslock;
+mod saturation;
 mod scenarios;
 mod stats;
 mod table;
@@ -59,6 +60,7 @@ Examples:
   quorumlock bench --json bench.json --plots bench-plots/
   quorumlock bench --ttl 2s --contenders 32
   quorumlock bench --only contended
+  quorumlock bench --only single
   quorumlock bench --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379")]
 pub struct BenchArgs {
     /// Comma-separated node URLs of your own deployment (redis://host:port). The first one is
@@ -93,6 +95,9 @@ pub struct BenchArgs {
 enum Section {
     /// Waiters wanting one key over five local nodes (waiting, polling, rslock).
     Contended,
+    /// The single-node lock against its raw floors (with and without `TCP_NODELAY`), one task
+    /// and 64, on one local node.
+    Single,
 }
 
 /// The longest `--ttl`.
@@ -132,8 +137,10 @@ async fn raw_floor(name: &str, urls: &[String]) -> Result<RawFloor, String> {
 /// Runs `quorumlock bench`.
 pub async fn run(args: BenchArgs) -> Result<(), String> {
     let plan = Plan::new(args.quick);
-    if args.only == Some(Section::Contended) {
-        return run_contended_alone(&args, plan).await;
+    match args.only {
+        Some(Section::Contended) => return run_contended_alone(&args, plan).await,
+        Some(Section::Single) => return saturation::run_single_alone(&args, plan).await,
+        None => {}
     }
     let ttl = args.ttl;
     let run = format!("{}:{:08x}", std::process::id(), rand::random::<u32>());
@@ -177,8 +184,8 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     };
     let version = redis_version(&first_url).await;
 
-    let single =
-        Lock::single(first_url, options.clone()).map_err(|e| format!("single-node lock: {e}"))?;
+    let single = Lock::single(first_url.clone(), options.clone())
+        .map_err(|e| format!("single-node lock: {e}"))?;
     let mut subjects = vec![Subject {
         name: "single".to_owned(),
         lock: single.clone(),
@@ -230,8 +237,9 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         redis_version: version,
     };
 
-    // What our locks are measured against in the same rounds: the raw commands over one node and
-    // over the main quorum's nodes (with TCP_NODELAY, as the lock), rslock over those nodes as a
+    // What our locks are measured against in the same rounds: the raw commands over one node (with
+    // TCP_NODELAY, as the lock, and with redis-rs's default socket) and over the main quorum's
+    // nodes (with TCP_NODELAY), rslock over those nodes as a
     // new user gets it (redis-rs's default: Nagle on), and the like-for-like pair: rslock with
     // TCP_NODELAY, our quorum lock without.
     let main_urls = urls.get(..main_n).unwrap_or(&urls);
@@ -245,11 +253,8 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         options.clone().tcp_nodelay(false),
     )
     .map_err(|e| format!("quorum lock without TCP_NODELAY: {e}"))?;
-    let references = vec![
-        (
-            "raw-1".to_owned(),
-            Contender::Raw(raw_floor("raw-1", urls.get(..1).unwrap_or(&urls)).await?),
-        ),
+    let mut references = saturation::floors(&first_url).await?;
+    references.extend([
         (
             format!("raw-{main_n}"),
             Contender::Raw(raw_floor(&format!("raw-{main_n}"), main_urls).await?),
@@ -257,7 +262,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         rslock(format!("rslock-{main_n}"), false)?,
         rslock(format!("rslock-{main_n}-nodelay"), true)?,
         (format!("{main_name}-nagle"), Contender::Lock(nagle)),
-    ];
+    ]);
 
     let steps = subjects.len() as u64 * 2
         + plan.tasks.len() as u64 * 2
