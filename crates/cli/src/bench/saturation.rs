@@ -1,7 +1,7 @@
 //! `--only single`: the single-node lock against the same commands over plain redis-rs, at one
 //! task and at 64, on one fresh local node, in one run: against `raw-1` (`TCP_NODELAY`, as the
-//! lock) and `raw-1-nagle` (redis-rs's default socket), interleaved in rounds. It takes about a
-//! minute (`--quick`: 20 s), so a change to how the lock talks to a node can be measured before
+//! lock) and `raw-1-nagle` (redis-rs's default socket), interleaved in rounds. It takes about
+//! 20 s (`--quick`: 5 s), so a change to how the lock talks to a node can be measured before
 //! and after without the whole bench.
 
 use quorumlock::{Lock, LockOptions, RetryPolicy};
