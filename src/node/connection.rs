@@ -7,7 +7,8 @@
 //! the next command connects again: a node that comes back is used without restarting anything.
 //! Each connection gets a new generation number, which commands are told, so that a release can
 //! tell whether an earlier request went out over the same connection (`rules/ordering.rs`). Every
-//! new connection first asks its server who it is (`identify.rs`).
+//! new connection first asks its server who it is (`identify.rs`). A plain TCP connection runs on
+//! a socket of ours whose writes gather the requests ready to go (`stream.rs`).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -21,6 +22,7 @@ use redis::{AsyncConnectionConfig, ConnectionAddr, RedisResult};
 use super::client;
 use super::history::History;
 use super::identify::{Identity, identify, log_identity};
+use super::stream::Gathering;
 use super::subscription::{OnMessage, Subscription};
 use crate::error::ConfigError;
 use crate::outcome::NodeError;
@@ -231,18 +233,17 @@ impl Node {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(None);
-        let (index, addr, restart_guard, command_timeout) = (
+        let (index, addr, restart_guard, command_timeout, connect_timeout) = (
             self.index,
             self.addr.clone(),
             self.restart_guard,
             self.command_timeout,
+            self.connect_timeout,
         );
         let history = Arc::clone(&self.history);
         let task = tokio::spawn(async move {
             let result = async {
-                let connection = client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await?;
+                let connection = open_connection(&client, &config, connect_timeout).await?;
                 let identify = identify(&connection, restart_guard, &history);
                 let identity = tokio::time::timeout(command_timeout, identify)
                     .await
@@ -277,4 +278,37 @@ impl Node {
             guard.1 = Slot::Idle;
         }
     }
+}
+
+/// A multiplexed connection to the client's server. Over plain TCP the socket is ours, wrapped so
+/// that its writes gather every request ready to go (`stream.rs`), with the client's
+/// `TCP_NODELAY`; TLS and Unix sockets go through redis-rs's own connect. Both run the same
+/// handshake (`AUTH`, `SELECT`, protocol) and are bounded by `timeout`.
+async fn open_connection(
+    client: &redis::Client,
+    config: &AsyncConnectionConfig,
+    timeout: Duration,
+) -> RedisResult<MultiplexedConnection> {
+    let info = client.get_connection_info();
+    let ConnectionAddr::Tcp(host, port) = info.addr() else {
+        return client
+            .get_multiplexed_async_connection_with_config(config)
+            .await;
+    };
+    let connect = async {
+        let socket = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+        socket.set_nodelay(info.tcp_settings().nodelay())?;
+        let (connection, driver) = MultiplexedConnection::new_with_config(
+            info.redis_settings(),
+            Gathering::new(socket),
+            config.clone(),
+        )
+        .await?;
+        // The driver ends once the last handle of the connection is dropped (its queue closes).
+        tokio::spawn(driver);
+        Ok(connection)
+    };
+    tokio::time::timeout(timeout, connect)
+        .await
+        .unwrap_or_else(|_elapsed| Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into()))
 }

@@ -3,6 +3,7 @@
 //!
 //! - `connection`: [`Node`]: the lazy shared connection, its generations, connect and command timeouts.
 //! - `client`: a node URL as a `redis::Client`: `TCP_NODELAY`, TLS roots, credentials redacted.
+//! - `stream`: the TCP socket under a connection, whose writes gather what is ready to go.
 //! - `identify`: what a new connection's server says about itself (`INFO`, `CONFIG GET appendfsync`).
 //! - `history`: which server the node knew at its address, when it last heard from it, who sits out.
 //! - `vote`: the gates: may this node vote in an acquisition now, may it be counted after one.
@@ -28,6 +29,7 @@ pub(crate) mod pttl;
 mod redis_error;
 pub(crate) mod release;
 pub(crate) mod set;
+mod stream;
 pub(crate) mod subscription;
 mod vote;
 pub(crate) mod wire;

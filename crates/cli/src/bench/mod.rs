@@ -23,6 +23,7 @@ mod plots;
 mod progress;
 mod report;
 mod rslock;
+mod saturation;
 mod scenarios;
 mod sets;
 mod stats;
@@ -61,6 +62,7 @@ Examples:
   quorumlock bench --ttl 2s --contenders 32
   quorumlock bench --only contended
   quorumlock bench --only sets
+  quorumlock bench --only single
   quorumlock bench --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379")]
 pub struct BenchArgs {
     /// Comma-separated node URLs of your own deployment (redis://host:port). The first one is
@@ -97,6 +99,9 @@ enum Section {
     Contended,
     /// Sets of 1, 4 and 16 resources beside as many single locks in sequence.
     Sets,
+    /// The single-node lock against its raw floors (with and without `TCP_NODELAY`), one task
+    /// and 64, on one local node.
+    Single,
 }
 
 /// The longest `--ttl`.
@@ -139,6 +144,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     match args.only {
         Some(Section::Contended) => return run_contended_alone(&args, plan).await,
         Some(Section::Sets) => return run_sets_alone(&args, &plan).await,
+        Some(Section::Single) => return saturation::run_single_alone(&args, plan).await,
         None => {}
     }
     let ttl = args.ttl;
@@ -183,8 +189,8 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     };
     let version = redis_version(&first_url).await;
 
-    let single =
-        Lock::single(first_url, options.clone()).map_err(|e| format!("single-node lock: {e}"))?;
+    let single = Lock::single(first_url.clone(), options.clone())
+        .map_err(|e| format!("single-node lock: {e}"))?;
     let mut subjects = vec![Subject {
         name: "single".to_owned(),
         lock: single.clone(),
@@ -236,8 +242,9 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         redis_version: version,
     };
 
-    // What our locks are measured against in the same rounds: the raw commands over one node and
-    // over the main quorum's nodes (with TCP_NODELAY, as the lock), rslock over those nodes as a
+    // What our locks are measured against in the same rounds: the raw commands over one node (with
+    // TCP_NODELAY, as the lock, and with redis-rs's default socket) and over the main quorum's
+    // nodes (with TCP_NODELAY), rslock over those nodes as a
     // new user gets it (redis-rs's default: Nagle on), and the like-for-like pair: rslock with
     // TCP_NODELAY, our quorum lock without.
     let main_urls = urls.get(..main_n).unwrap_or(&urls);
@@ -251,11 +258,8 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         options.clone().tcp_nodelay(false),
     )
     .map_err(|e| format!("quorum lock without TCP_NODELAY: {e}"))?;
-    let references = vec![
-        (
-            "raw-1".to_owned(),
-            Contender::Raw(raw_floor("raw-1", urls.get(..1).unwrap_or(&urls)).await?),
-        ),
+    let mut references = saturation::floors(&first_url).await?;
+    references.extend([
         (
             format!("raw-{main_n}"),
             Contender::Raw(raw_floor(&format!("raw-{main_n}"), main_urls).await?),
@@ -263,7 +267,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         rslock(format!("rslock-{main_n}"), false)?,
         rslock(format!("rslock-{main_n}-nodelay"), true)?,
         (format!("{main_name}-nagle"), Contender::Lock(nagle)),
-    ];
+    ]);
 
     let steps = subjects.len() as u64 * 2
         + plan.tasks.len() as u64 * 2

@@ -97,6 +97,7 @@ pub(super) fn render(report: &Report) -> String {
          acquire/release-only rows: ops/s counts time inside the timed call only.\n\
          raw-N = the lock's commands sent over redis-rs alone, no lock logic (the floor on this\n\
          machine, TCP_NODELAY on as for the lock); its ×1 is relative to raw-1.\n\
+         raw-1-nagle = raw-1 with redis-rs's default socket (Nagle on).\n\
          rslock-N = rslock 0.10 over the same nodes, one try, its defaults (Nagle on);\n\
          rslock-N-nodelay = the same with TCP_NODELAY; quorum-N-nagle = quorum-N without it.\n\
          quorum-N-fenced = quorum-N with fencing on.\n"
@@ -108,7 +109,7 @@ pub(super) fn render(report: &Report) -> String {
     let floor = report
         .rows
         .iter()
-        .find(|r| r.id.starts_with("cycle/raw-") && r.id != "cycle/raw-1")
+        .find(|r| r.id.starts_with("cycle/raw-") && !r.id.starts_with("cycle/raw-1"))
         .and_then(|r| r.vs_single.map(|v| (r.lock.clone(), v)));
     let net = report.rows.iter().find(|r| r.id == "net/quorum-5");
     if let Some(v) = net.and_then(|r| r.vs_single) {
