@@ -10,6 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use tracing::Instrument;
+
 use crate::error::Error;
 use crate::guard::Guard;
 use crate::hold::Owners;
@@ -28,7 +30,7 @@ use crate::rules::quorum::Verdict;
 use crate::rules::resources::Keys;
 use crate::rules::retry::RetryPolicy;
 use crate::rules::token::Token;
-use crate::rules::validity::ttl_millis;
+use crate::rules::validity::whole_millis;
 
 /// With fencing, each node's new counter value, 0 until it has answered with one.
 type Fences = Arc<[AtomicU64]>;
@@ -86,10 +88,54 @@ impl<'a> Acquisition<'a> {
     /// failed attempt's releases still in flight on slower nodes finish (within their timeouts)
     /// before the next attempt sends anything, so none of them can delete its key: every attempt
     /// uses the same token.
+    ///
+    /// Runs in a `quorumlock.acquire` span (named the OpenTelemetry way), with a child per node
+    /// request (`round/fan_out.rs`); the span records the attempts made, the outcome and the
+    /// validity left.
     pub(crate) async fn run(
         self,
         policy: &RetryPolicy,
         cancel: impl Future<Output = ()>,
+    ) -> Result<Guard, Error> {
+        let span = tracing::info_span!(
+            "quorumlock.acquire",
+            otel.name = "quorumlock acquire",
+            otel.kind = "client",
+            resource = %String::from_utf8_lossy(self.resource),
+            resources = self.keys.all().len(),
+            attempts = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+            validity_left_ms = tracing::field::Empty,
+        );
+        let record = span.clone();
+        let result = if span.is_disabled() {
+            self.attempts(policy, cancel, &record).await
+        } else {
+            self.attempts(policy, cancel, &record)
+                .instrument(span)
+                .await
+        };
+        if record.is_disabled() {
+            return result;
+        }
+        match &result {
+            Ok(guard) => {
+                record.record("outcome", "acquired");
+                record.record("validity_left_ms", whole_millis(guard.remaining()));
+            }
+            Err(error) => {
+                record.record("outcome", error.label());
+            }
+        }
+        result
+    }
+
+    /// [`run`](Acquisition::run)'s attempts, each counted in `span`.
+    async fn attempts(
+        self,
+        policy: &RetryPolicy,
+        cancel: impl Future<Output = ()>,
+        span: &tracing::Span,
     ) -> Result<Guard, Error> {
         let mut cancel = pin!(cancel);
         let first_started = Instant::now();
@@ -97,6 +143,7 @@ impl<'a> Acquisition<'a> {
         loop {
             let result = self.attempt(attempts_made > 0, cancel.as_mut()).await;
             attempts_made = attempts_made.saturating_add(1);
+            span.record("attempts", attempts_made);
             let error = match result {
                 Ok((grant, outcomes)) => return Ok(self.into_guard(grant, outcomes)),
                 Err(error @ Error::Cancelled { .. }) => return Err(error),
@@ -188,7 +235,7 @@ impl<'a> Acquisition<'a> {
             keys: &self.keys,
             fence_keys: self.fence_keys.as_ref(),
             token: self.token.as_str(),
-            ttl_ms: ttl_millis(self.ttl),
+            ttl_ms: whole_millis(self.ttl),
             renew_leftover,
         }));
         let round = fan_out(
@@ -196,6 +243,7 @@ impl<'a> Acquisition<'a> {
             settings.quorum,
             Until::Decided,
             cancel,
+            "acquire",
             |node| {
                 let (command, ledger, fences) = (
                     Arc::clone(&command),

@@ -115,6 +115,21 @@ pub enum Error {
 }
 
 impl Error {
+    /// A short name of the kind of error, for spans and logs: `held`, `unavailable`,
+    /// `validity_expired`, `cancelled`, `fence_unconfirmed`, `lost`, `extend_failed`, `config`.
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Error::Config(_) => "config",
+            Error::Held { .. } => "held",
+            Error::Unavailable { .. } => "unavailable",
+            Error::ValidityExpired { .. } => "validity_expired",
+            Error::Cancelled { .. } => "cancelled",
+            Error::FenceUnconfirmed { .. } => "fence_unconfirmed",
+            Error::Lost(_) => "lost",
+            Error::ExtendFailed { .. } => "extend_failed",
+        }
+    }
+
     /// The per-node outcomes carried by this error (empty for configuration errors).
     pub fn outcomes(&self) -> &[NodeOutcome] {
         match self {

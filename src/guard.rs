@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
+use tracing::Instrument;
 
 use crate::error::Error;
 use crate::hold::Hold;
@@ -21,7 +22,7 @@ use crate::rules::clock::Moment;
 use crate::rules::quorum::Verdict;
 use crate::rules::resources::holds_all;
 use crate::rules::token::Token;
-use crate::rules::validity::ttl_millis;
+use crate::rules::validity::whole_millis;
 use crate::settings::validate_ttl;
 
 /// A held lock. Owned, `Send + Sync + 'static`: it can move between tasks and outlive the
@@ -222,10 +223,34 @@ impl Guard {
     ///   ([`ConfigError::TtlAboveMaxTtl`](crate::ConfigError::TtlAboveMaxTtl)), which the guard
     ///   would not cover. Nothing is sent.
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
+        let span = tracing::info_span!(
+            "quorumlock.extend",
+            otel.name = "quorumlock extend",
+            otel.kind = "client",
+            resource = %String::from_utf8_lossy(self.resource()),
+            ttl_ms = whole_millis(ttl),
+            outcome = tracing::field::Empty,
+            validity_left_ms = tracing::field::Empty,
+        );
+        if span.is_disabled() {
+            return self.extend_now(ttl).await;
+        }
+        let record = span.clone();
+        let result = self.extend_now(ttl).instrument(span).await;
+        record.record(
+            "outcome",
+            result.as_ref().map_or_else(Error::label, |()| "extended"),
+        );
+        record.record("validity_left_ms", whole_millis(self.remaining()));
+        result
+    }
+
+    /// [`extend`](Guard::extend), inside its span.
+    async fn extend_now(&mut self, ttl: Duration) -> Result<(), Error> {
         validate_ttl(ttl)?;
         self.hold.node_set.settings.check_guarded_ttl(ttl)?;
         let node_set = &self.hold.node_set;
-        let (keys, token, ttl_ms) = (&self.hold.keys, &self.hold.token, ttl_millis(ttl));
+        let (keys, token, ttl_ms) = (&self.hold.keys, &self.hold.token, whole_millis(ttl));
         let sets = SetAnswers::for_keys(keys);
         let quorum = node_set.settings.quorum;
         // Test-only: one node that extended is enough.
@@ -240,6 +265,7 @@ impl Guard {
             quorum,
             Until::Decided,
             pin!(std::future::pending::<()>()),
+            "extend",
             |node| {
                 let (keys, token, sets) = (keys.clone(), token.clone(), sets.clone());
                 async move {
@@ -324,8 +350,22 @@ impl Guard {
         if still_held_by > 0 {
             return ReleaseReport::nothing_sent(still_held_by);
         }
-        let released =
-            release_all(&hold.node_set, &hold.keys, &hold.token, &hold.ledger, true).await;
+        let span = tracing::info_span!(
+            "quorumlock.release",
+            otel.name = "quorumlock release",
+            otel.kind = "client",
+            resource = %String::from_utf8_lossy(hold.resource()),
+            held = tracing::field::Empty,
+        );
+        let release = release_all(&hold.node_set, &hold.keys, &hold.token, &hold.ledger, true);
+        let released = if span.is_disabled() {
+            release.await
+        } else {
+            let record = span.clone();
+            let released = release.instrument(span).await;
+            record.record("held", released.round.ours());
+            released
+        };
         ReleaseReport {
             held: released.round.ours(),
             outcomes: released.round.outcomes,

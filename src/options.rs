@@ -531,6 +531,6 @@ mod tests {
     #[test]
     fn the_largest_ttl_fits_in_redis_milliseconds() {
         validate_ttl(MAX_TTL).unwrap();
-        assert!(crate::rules::validity::ttl_millis(MAX_TTL) <= i64::MAX as u64 / 2);
+        assert!(crate::rules::validity::whole_millis(MAX_TTL) <= i64::MAX as u64 / 2);
     }
 }

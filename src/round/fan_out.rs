@@ -11,10 +11,12 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Instant;
 
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, Either};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
+use tracing::Instrument;
 
 use crate::node::Node;
 use crate::outcome::{NodeOutcome, NodeReply};
@@ -51,12 +53,14 @@ impl Round {
     }
 }
 
-/// Runs `op` on every node concurrently and tallies the answers against `quorum`.
+/// Runs `op` on every node concurrently and tallies the answers against `quorum`; `request`
+/// names what `op` sends, in each node's span.
 pub(crate) async fn fan_out<Op, Fut, Cancel>(
     nodes: &[Arc<Node>],
     quorum: usize,
     until: Until,
     mut cancel: Pin<&mut Cancel>,
+    request: &'static str,
     op: Op,
 ) -> Round
 where
@@ -83,7 +87,7 @@ where
     if let [node] = nodes {
         // One node: its reply decides, and nothing is left unanswered, so the request needs no
         // set of futures around it.
-        let reply = op(Arc::clone(node));
+        let reply = traced(node, request, op(Arc::clone(node)));
         let verdict = tokio::select! {
             biased;
             () = cancel.as_mut() => None,
@@ -100,7 +104,7 @@ where
         .map(|node| {
             let index = node.index();
             // `map`, not an `async` block, which would hold the request's future twice.
-            op(Arc::clone(node)).map(move |reply| (index, reply))
+            traced(node, request, op(Arc::clone(node))).map(move |reply| (index, reply))
         })
         .collect();
     let verdict = loop {
@@ -128,6 +132,42 @@ where
         outcomes,
         unanswered,
     }
+}
+
+/// One node's request (`request` names it: `acquire`, `extend`, `release`, `write_back`)
+/// inside a `quorumlock.node` span, a child of the operation's span: which node, what it replied
+/// and how long it took, named the OpenTelemetry way. Without a subscriber that wants it the span
+/// is disabled, and nothing is timed or formatted.
+fn traced<Fut>(
+    node: &Node,
+    request: &'static str,
+    future: Fut,
+) -> impl Future<Output = NodeReply> + use<Fut>
+where
+    Fut: Future<Output = NodeReply>,
+{
+    let span = tracing::debug_span!(
+        "quorumlock.node",
+        otel.name = "quorumlock node",
+        otel.kind = "client",
+        request,
+        node = node.index(),
+        addr = %node.addr(),
+        reply = tracing::field::Empty,
+        latency_us = tracing::field::Empty,
+    );
+    if span.is_disabled() {
+        // Nothing wraps the request: a disabled span would still be entered at every poll.
+        return Either::Left(future);
+    }
+    let started = Instant::now();
+    let record = span.clone();
+    Either::Right(future.instrument(span).map(move |reply| {
+        let latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        record.record("latency_us", latency_us);
+        record.record("reply", tracing::field::display(&reply));
+        reply
+    }))
 }
 
 /// What one node's reply counts as: for a release, `Ours` means "answered, and free of our key".

@@ -44,6 +44,7 @@ where
         node_set.settings.quorum,
         Until::Decided,
         cancel,
+        "write_back",
         |node| {
             let (keys, fence_keys, token) = (keys.clone(), fence_keys.clone(), token.clone());
             async move {

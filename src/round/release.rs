@@ -54,6 +54,7 @@ pub(crate) async fn release_all(
         node_set.settings.quorum,
         Until::Freed,
         never,
+        "release",
         |node| {
             let (command, ledger, sets) = (Arc::clone(&command), Arc::clone(ledger), sets.clone());
             async move {

@@ -10,8 +10,9 @@ use std::time::Duration;
 /// room for the server's own clock in `now + ttl` (≈ 146 million years).
 pub const MAX_TTL: Duration = Duration::from_millis(i64::MAX as u64 / 2);
 
-/// A TTL as the whole milliseconds Redis takes (validated TTLs always fit).
-pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
+/// A duration in whole milliseconds, as Redis takes a TTL (validated TTLs always fit), and as
+/// spans record times.
+pub(crate) fn whole_millis(ttl: Duration) -> u64 {
     u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -90,9 +91,9 @@ mod tests {
 
     #[test]
     fn a_ttl_is_sent_as_its_whole_milliseconds() {
-        assert_eq!(ttl_millis(Duration::from_secs(30)), 30_000);
-        assert_eq!(ttl_millis(Duration::from_micros(1_999)), 1);
-        assert_eq!(ttl_millis(Duration::MAX), u64::MAX);
+        assert_eq!(whole_millis(Duration::from_secs(30)), 30_000);
+        assert_eq!(whole_millis(Duration::from_micros(1_999)), 1);
+        assert_eq!(whole_millis(Duration::MAX), u64::MAX);
     }
 
     #[test]

@@ -25,6 +25,7 @@ mod reentrancy;
 mod restart_guard;
 mod server_errors;
 mod sets;
+mod spans;
 mod timing;
 mod tls;
 mod waiting;
