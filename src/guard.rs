@@ -198,13 +198,7 @@ impl Guard {
         self.hold.node_set.settings.check_guarded_ttl(ttl)?;
         let node_set = &self.hold.node_set;
         let (key, token, ttl_ms) = (&self.hold.key, &self.hold.token, ttl_millis(ttl));
-        let quorum = node_set.settings.quorum;
-        // Test-only: one node that extended is enough.
-        #[cfg(feature = "chaos-defects")]
-        let quorum = match node_set.settings.defect {
-            Some(crate::rules::defect::Defect::ExtendMinority) => 1,
-            _ => quorum,
-        };
+        let quorum = node_set.settings.extend_quorum();
         let started = Moment::now();
         let round =
             fan_out(
@@ -221,17 +215,14 @@ impl Guard {
             )
             .await;
         let decided = Moment::now();
-        let left = node_set
-            .settings
-            .validity(ttl, decided.saturating_duration_since(started));
-        match (round.verdict, left) {
-            (Some(Verdict::Won), Some(left)) => {
+        let valid_until = node_set.settings.extended_until(ttl, started, decided);
+        match (round.verdict, valid_until) {
+            (Some(Verdict::Won), Some(valid_until)) => {
                 if let Some(unanswered) = round.unanswered {
                     // Slower nodes get the new expiry too, as in an acquisition.
                     node_set.background.finish_unanswered(unanswered);
                 }
-                self.hold
-                    .extended(decided.checked_add(left).unwrap_or(decided));
+                self.hold.extended(valid_until);
                 self.outcomes = round.outcomes;
                 Ok(())
             }
@@ -240,11 +231,6 @@ impl Guard {
                 outcomes: round.outcomes,
             }),
         }
-    }
-
-    /// When the acquisition was decided, on the lease clock.
-    pub(crate) fn decided_moment(&self) -> Moment {
-        self.hold.decided
     }
 
     /// What this guard shares with the other guards of its hold.

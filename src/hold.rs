@@ -91,6 +91,11 @@ impl Hold {
         self.key.get(prefix_len..).unwrap_or_default()
     }
 
+    /// The lock key (prefix and resource).
+    pub(crate) fn key(&self) -> &[u8] {
+        &self.key
+    }
+
     /// When the validity ends, on the lease clock.
     pub(crate) fn valid_until(&self) -> Moment {
         *self

@@ -90,6 +90,7 @@ impl Lock {
                 settings,
                 background: Arc::default(),
                 wait_list: Arc::default(),
+                keeper: Arc::default(),
             }),
             owners: Arc::default(),
         })

@@ -1,0 +1,213 @@
+//! One batch of the batched keep-alive over every node at once: the same leases, one command per
+//! node (`node/extend_batch.rs`), each lease tallied on its own by the quorum rule as the
+//! answers arrive. A lease is extended the moment its quorum is reached, with the validity of
+//! this batch's round trip (sent at `started`, decided at its quorum-th answer), whatever the
+//! other leases of the batch do; the batch ends when every node has answered or failed, each
+//! within its timeouts, and says per lease what came of it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
+
+use super::keeper::Kept;
+use super::node_set::NodeSet;
+use crate::error::Error;
+use crate::node::Node;
+use crate::node::extend_batch::{BatchKey, batch_command, extend_batch};
+use crate::outcome::{NodeError, NodeOutcome, NodeReply, not_ours};
+use crate::round::ledger::InFlight;
+use crate::rules::batch::{KeyReply, Missing};
+use crate::rules::clock::Moment;
+use crate::rules::ordering::End;
+use crate::rules::quorum::{Tally, Verdict, Vote};
+use crate::rules::renewal::taken;
+use crate::rules::validity::ttl_millis;
+
+/// One lease in a batch.
+pub(crate) struct Item {
+    /// The lease's number in its keeper.
+    pub(crate) id: u64,
+    pub(crate) kept: Arc<dyn Kept>,
+    /// The TTL this extension asks for.
+    pub(crate) ttl: Duration,
+    /// Where its key is to be brought, if the node passes the gates.
+    pub(crate) missing: Missing,
+}
+
+/// What one batch did for one lease.
+pub(crate) struct Done {
+    pub(crate) id: u64,
+    /// Where its key is still missing by this batch's answers.
+    pub(crate) missing: Missing,
+    pub(crate) result: Outcome,
+}
+
+/// What came of one lease's extension.
+pub(crate) enum Outcome {
+    /// Extended: its quorum was reached at this moment (the hold's validity already moved).
+    Extended(Moment),
+    /// A majority answered that our key is not there: the lock is lost.
+    Taken(Vec<NodeOutcome>),
+    /// No quorum (or no validity left); tried again later.
+    Failed(Box<Error>),
+}
+
+/// Where one lease stands in the batch.
+#[derive(Clone, Copy)]
+struct Standing {
+    tally: Tally,
+    extended: Option<Moment>,
+}
+
+/// Runs one batch of `items` on every node of `node_set` and tallies each lease on its own.
+pub(crate) async fn run_batch(node_set: &NodeSet, items: &[Item]) -> Vec<Done> {
+    let nodes = &node_set.nodes;
+    let settings = &node_set.settings;
+    let quorum = settings.extend_quorum();
+    let mut standings = vec![
+        Standing {
+            tally: Tally::new(nodes.len(), quorum),
+            extended: None,
+        };
+        items.len()
+    ];
+    let mut missing: Vec<Missing> = items.iter().map(|item| item.missing).collect();
+    let mut answers: Vec<Option<Result<Vec<KeyReply>, NodeError>>> =
+        (0..nodes.len()).map(|_| None).collect();
+    let started = Moment::now();
+    let mut in_flight: FuturesUnordered<_> = nodes
+        .iter()
+        .map(|node| node_batch(node, items).map(move |answer| (node.index(), answer)))
+        .collect();
+    while let Some((index, answer)) = in_flight.next().await {
+        let now = Moment::now();
+        for (position, (standing, item)) in standings.iter_mut().zip(items).enumerate() {
+            let vote = match &answer {
+                Ok(replies) => match replies.get(position) {
+                    Some(reply) => {
+                        if let Some(missing) = missing.get_mut(position) {
+                            missing.record(index, *reply);
+                        }
+                        reply.vote()
+                    }
+                    None => Vote::Failed,
+                },
+                Err(_) => Vote::Failed,
+            };
+            let before = standing.tally.verdict();
+            if standing.tally.record(vote) == Verdict::Won && before == Verdict::Pending {
+                // This lease's quorum, now: its validity from this batch's round trip.
+                if let Some(valid_until) = settings.extended_until(item.ttl, started, now) {
+                    item.kept.extended(valid_until);
+                    standing.extended = Some(now);
+                }
+            }
+        }
+        if let Some(slot) = answers.get_mut(index) {
+            *slot = Some(answer);
+        }
+    }
+    items
+        .iter()
+        .zip(standings)
+        .zip(missing)
+        .enumerate()
+        .map(|(position, ((item, standing), missing))| Done {
+            id: item.id,
+            missing,
+            result: match standing.extended {
+                Some(at) => Outcome::Extended(at),
+                None => {
+                    let outcomes = outcomes(node_set, &answers, position);
+                    if taken(nodes.len(), quorum, not_ours(&outcomes)) {
+                        Outcome::Taken(outcomes)
+                    } else {
+                        Outcome::Failed(Box::new(Error::ExtendFailed {
+                            still_valid: item.kept.still_valid(),
+                            outcomes,
+                        }))
+                    }
+                }
+            },
+        })
+        .collect()
+}
+
+/// What each node said for the lease at `position`, for a failed extension's error.
+fn outcomes(
+    node_set: &NodeSet,
+    answers: &[Option<Result<Vec<KeyReply>, NodeError>>],
+    position: usize,
+) -> Vec<NodeOutcome> {
+    node_set
+        .nodes
+        .iter()
+        .zip(answers)
+        .map(|(node, answer)| NodeOutcome {
+            node: node.index(),
+            addr: Arc::clone(node.addr()),
+            reply: match answer {
+                None => NodeReply::NoReply,
+                Some(Err(error)) => NodeReply::Failed(error.clone()),
+                Some(Ok(replies)) => match replies.get(position).map(|reply| reply.vote()) {
+                    Some(Vote::Ours) => NodeReply::Ours,
+                    Some(_) => NodeReply::NotOurs,
+                    None => NodeReply::NoReply,
+                },
+            },
+        })
+        .collect()
+}
+
+/// The batch on one node: renews every lease's key there, and sets it where it is missing if
+/// the node passes the vote gates and the lease's ledger takes the request (the lock still
+/// held, nothing of ours in flight there). Each such request is recorded in the lease's ledger
+/// as one that may set the key, so its release is ordered after it.
+async fn node_batch(node: &Node, items: &[Item]) -> Result<Vec<KeyReply>, NodeError> {
+    let index = node.index();
+    let fill = items.iter().any(|item| item.missing.contains(index));
+    let (answer, flights) = extend_batch(node, items.len(), fill, |generation, gates_passed| {
+        let mut flights: Vec<(usize, InFlight<'_>)> = Vec::new();
+        let keys: Vec<BatchKey<'_>> = items
+            .iter()
+            .enumerate()
+            .map(|(position, item)| {
+                let fill = gates_passed
+                    && item.missing.contains(index)
+                    && match item
+                        .kept
+                        .ledger()
+                        .hand_fill(index, generation, || item.kept.held())
+                    {
+                        Some(flight) => {
+                            flights.push((position, flight));
+                            true
+                        }
+                        None => false,
+                    };
+                BatchKey {
+                    key: item.kept.key(),
+                    token: item.kept.token(),
+                    ttl_ms: ttl_millis(item.ttl),
+                    fill,
+                }
+            })
+            .collect();
+        (batch_command(&keys), flights)
+    })
+    .await;
+    if let (Ok(replies), Some(flights)) = (&answer, flights) {
+        for (position, flight) in flights {
+            // Answered: set it, or did not (the key was there); unanswered flights are
+            // dropped with the error, which records them as possibly landed.
+            let end = match replies.get(position) {
+                Some(KeyReply::Set) => End::Answered,
+                _ => End::Refused,
+            };
+            flight.finish(end);
+        }
+    }
+    answer
+}

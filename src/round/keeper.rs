@@ -1,0 +1,338 @@
+//! [`Keeper`]: one lock's batched keep-alive. Every lease the lock keeps alive is registered
+//! here; one task per lock (spawned when the first lease is kept, ending when none is left)
+//! sleeps until the earliest due extension or trusted deadline, sends the due leases out in
+//! batches of at most `BATCH_KEYS` (`round/keep_batch.rs`, each batch its own task, so a slow
+//! node delays no timer), and marks lost every lease whose trusted deadline came without an
+//! extension. Per lease it keeps a few words and two entries in sorted sets, no task or timer.
+//!
+//! What a lease is, beyond its key, is the API's (`keep_alive.rs`): it comes in as [`Kept`].
+
+use std::collections::{BTreeSet, HashMap};
+use std::pin::pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::sync::Notify;
+
+use super::keep_batch::{Done, Item, Outcome, run_batch};
+use super::ledger::Ledger;
+use super::node_set::NodeSet;
+use crate::error::{Error, Lost};
+use crate::rules::batch::{BATCH_KEYS, Missing, may_join};
+use crate::rules::clock::Moment;
+use crate::rules::renewal::Schedule;
+
+/// A kept lease as the keeper sees it.
+pub(crate) trait Kept: Send + Sync + 'static {
+    /// The lock key.
+    fn key(&self) -> &[u8];
+    /// The acquisition's token.
+    fn token(&self) -> &str;
+    /// The acquisition's ledger, which records a batch's requests that may set the key.
+    fn ledger(&self) -> &Ledger;
+    /// Whether a guard still holds the lock (a batch may set its key only then).
+    fn held(&self) -> bool;
+    /// The keep-alive's schedule.
+    fn schedule(&self) -> &Schedule;
+    /// When the acquisition was decided: the schedule's offsets count from here.
+    fn decided(&self) -> Moment;
+    /// Until when the lease is trusted now (its validity less the margin).
+    fn trusted_until(&self) -> Moment;
+    /// Whether the validity from before a failed extension still runs.
+    fn still_valid(&self) -> bool;
+    /// An extension succeeded: the validity now ends at `valid_until`.
+    fn extended(&self, valid_until: Moment);
+    /// The lease is lost: mark it so (its lost signal fires). Called once, after the keeper let
+    /// go of it.
+    fn lose(&self, lost: Lost);
+    /// Releases what is left of a lost lease's lock, after [`lose`](Kept::lose).
+    fn release_lost(&self);
+}
+
+/// One registered lease.
+struct Slot {
+    kept: Arc<dyn Kept>,
+    /// When its next extension is due; `None` while one is in flight, or once `max_hold`
+    /// leaves none to make.
+    due: Option<Moment>,
+    /// Its trusted deadline as entered in `deadlines` (re-read from the lease when it comes).
+    deadline: Moment,
+    missing: Missing,
+    last_error: Option<Box<Error>>,
+}
+
+#[derive(Default)]
+struct Registry {
+    slots: HashMap<u64, Slot>,
+    due: BTreeSet<(Moment, u64)>,
+    deadlines: BTreeSet<(Moment, u64)>,
+    next_id: u64,
+    /// Whether the keeper's task runs.
+    running: bool,
+}
+
+/// One lock's batched keep-alive: the registry of its kept leases and the task that extends them.
+#[derive(Default)]
+pub(crate) struct Keeper {
+    registry: Mutex<Registry>,
+    /// Wakes the task: a lease joined, or a batch finished.
+    wake: Notify,
+}
+
+/// What one look at the registry found to do.
+struct Tick {
+    lost: Vec<(Arc<dyn Kept>, Lost)>,
+    due: Vec<Item>,
+    /// When to look again; `None` once no lease is left (the task then ends).
+    next: Option<Moment>,
+}
+
+impl Keeper {
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers `kept`, its key missing on `missing`, and starts the task on `runtime` if it
+    /// is not running. Returns the lease's number, for [`leave`](Keeper::leave).
+    pub(crate) fn keep(
+        self: &Arc<Self>,
+        node_set: &Arc<NodeSet>,
+        kept: Arc<dyn Kept>,
+        missing: Missing,
+        runtime: &Handle,
+    ) -> u64 {
+        let first = kept.schedule().next_after_success(Duration::ZERO);
+        let due = kept.decided().checked_add(first);
+        let deadline = kept.trusted_until();
+        let (id, start) = {
+            let mut registry = self.registry();
+            let id = registry.next_id;
+            registry.next_id = id.wrapping_add(1);
+            if let Some(due) = due {
+                registry.due.insert((due, id));
+            }
+            registry.deadlines.insert((deadline, id));
+            registry.slots.insert(
+                id,
+                Slot {
+                    kept,
+                    due,
+                    deadline,
+                    missing,
+                    last_error: None,
+                },
+            );
+            let start = !registry.running;
+            registry.running = true;
+            (id, start)
+        };
+        if start {
+            runtime.spawn(run(Arc::clone(self), Arc::clone(node_set)));
+        }
+        self.wake.notify_one();
+        id
+    }
+
+    /// Takes lease `id` out (released or dropped); whether it was still there (else the keeper
+    /// found it lost and let go of it first).
+    pub(crate) fn leave(&self, id: u64) -> bool {
+        let mut registry = self.registry();
+        let Some(slot) = registry.slots.remove(&id) else {
+            return false;
+        };
+        registry.forget(id, &slot);
+        true
+    }
+
+    /// Lost leases and due ones at `now`, under the registry's lock.
+    fn tick(&self, now: Moment) -> Tick {
+        let mut guard = self.registry();
+        let registry = &mut *guard;
+        let mut lost = Vec::new();
+        while let Some(&(deadline, id)) = registry.deadlines.first() {
+            if deadline > now {
+                break;
+            }
+            registry.deadlines.pop_first();
+            let Some(slot) = registry.slots.get_mut(&id) else {
+                continue;
+            };
+            let trusted_until = slot.kept.trusted_until();
+            if trusted_until > now {
+                // Extended since (by a batch or by another guard of its hold).
+                slot.deadline = trusted_until;
+                registry.deadlines.insert((trusted_until, id));
+                continue;
+            }
+            if let Some(slot) = registry.slots.remove(&id) {
+                registry.forget(id, &slot);
+                let since_start = now.saturating_duration_since(slot.kept.decided());
+                let reason = out_of_time(slot.kept.schedule(), slot.last_error, since_start);
+                lost.push((slot.kept, reason));
+            }
+        }
+        let mut due = Vec::new();
+        while let Some(&(at, id)) = registry.due.first() {
+            let Some(slot) = registry.slots.get_mut(&id) else {
+                registry.due.pop_first();
+                continue;
+            };
+            let decided = slot.kept.decided();
+            let schedule = *slot.kept.schedule();
+            let (now_offset, due_offset) = (
+                now.saturating_duration_since(decided),
+                at.saturating_duration_since(decided),
+            );
+            if !may_join(now_offset, due_offset, schedule.every) {
+                // The rest are due later still (a lease of a longer interval behind it only
+                // misses the chance to go out early).
+                break;
+            }
+            registry.due.pop_first();
+            slot.due = None;
+            // Near `max_hold` no more extensions: the lease ends with its validity.
+            if let Some(ttl) = schedule.extension_ttl(now_offset) {
+                due.push(Item {
+                    id,
+                    kept: Arc::clone(&slot.kept),
+                    ttl,
+                    missing: slot.missing,
+                });
+            }
+        }
+        let next = if registry.slots.is_empty() {
+            registry.running = false;
+            None
+        } else {
+            // Every lease has a deadline entered, so there is always one.
+            [registry.due.first(), registry.deadlines.first()]
+                .into_iter()
+                .flatten()
+                .map(|&(at, _)| at)
+                .min()
+                .or_else(|| now.checked_add(Duration::from_secs(1)))
+        };
+        Tick { lost, due, next }
+    }
+
+    /// A batch's results, under the registry's lock: extended leases are due again an
+    /// interval after their extension, failed ones a quarter interval after now; taken ones are
+    /// let go of and returned, to be marked lost.
+    fn finish(&self, done: Vec<Done>) -> Vec<(Arc<dyn Kept>, Lost)> {
+        let now = Moment::now();
+        let mut guard = self.registry();
+        let registry = &mut *guard;
+        let mut lost = Vec::new();
+        for Done {
+            id,
+            missing,
+            result,
+        } in done
+        {
+            let Some(slot) = registry.slots.get_mut(&id) else {
+                // Released, dropped or lost while the batch was out.
+                continue;
+            };
+            slot.missing = missing;
+            let decided = slot.kept.decided();
+            let schedule = *slot.kept.schedule();
+            let due = match result {
+                Outcome::Extended(at) => {
+                    slot.last_error = None;
+                    schedule.next_after_success(at.saturating_duration_since(decided))
+                }
+                Outcome::Failed(error) => {
+                    tracing::debug!(%error, "keep-alive: extension failed; trying again");
+                    slot.last_error = Some(error);
+                    schedule.next_after_failure(now.saturating_duration_since(decided))
+                }
+                Outcome::Taken(outcomes) => {
+                    if let Some(slot) = registry.slots.remove(&id) {
+                        registry.forget(id, &slot);
+                        lost.push((slot.kept, Lost::Taken { outcomes }));
+                    }
+                    continue;
+                }
+            };
+            let due = decided.checked_add(due);
+            let trusted_until = slot.kept.trusted_until();
+            let old_deadline = std::mem::replace(&mut slot.deadline, trusted_until);
+            slot.due = due;
+            registry.deadlines.remove(&(old_deadline, id));
+            registry.deadlines.insert((trusted_until, id));
+            if let Some(due) = due {
+                registry.due.insert((due, id));
+            }
+        }
+        lost
+    }
+}
+
+impl Registry {
+    /// Takes lease `id`'s timers out.
+    fn forget(&mut self, id: u64, slot: &Slot) {
+        self.deadlines.remove(&(slot.deadline, id));
+        if let Some(due) = slot.due {
+            self.due.remove(&(due, id));
+        }
+    }
+}
+
+/// Why a lease whose trusted deadline came is lost: in the last stretch of a bounded hold, the
+/// bound's doing; else expired, with the last extension's error.
+fn out_of_time(schedule: &Schedule, last_error: Option<Box<Error>>, now: Duration) -> Lost {
+    match schedule.max_hold {
+        Some(max_hold) if schedule.ending(now) => Lost::MaxHold { max_hold },
+        _ => Lost::Expired { last_error },
+    }
+}
+
+/// Marks `lost` leases lost (the keeper has let go of them), then releases them: every signal
+/// fires before any release is started, so that no release delays another lease's signal.
+fn lose(lost: Vec<(Arc<dyn Kept>, Lost)>) {
+    let mut released = Vec::with_capacity(lost.len());
+    for (kept, reason) in lost {
+        kept.lose(reason);
+        released.push(kept);
+    }
+    for kept in released {
+        kept.release_lost();
+    }
+}
+
+/// The lease clock's `moment` on the tokio timer (the far future if it cannot be represented).
+fn at(moment: Moment) -> tokio::time::Instant {
+    tokio::time::Instant::from_std(moment.to_instant())
+}
+
+/// The keeper's task: until no lease is left, marks lost the leases whose trusted deadline came,
+/// sends the due ones out in batches, and sleeps until the next timer or a wake-up.
+async fn run(keeper: Arc<Keeper>, node_set: Arc<NodeSet>) {
+    loop {
+        let mut woken = pin!(keeper.wake.notified());
+        // Registered before the look, so a lease joining in between still wakes the task.
+        woken.as_mut().enable();
+        let Tick { lost, due, next } = keeper.tick(Moment::now());
+        lose(lost);
+        let Some(next) = next else {
+            // No lease left: the task ends (the next lease kept starts another).
+            return;
+        };
+        let mut due = due.into_iter().peekable();
+        while due.peek().is_some() {
+            let items: Vec<Item> = due.by_ref().take(BATCH_KEYS).collect();
+            let (keeper, node_set) = (Arc::clone(&keeper), Arc::clone(&node_set));
+            tokio::spawn(async move {
+                let done = run_batch(&node_set, &items).await;
+                drop(items);
+                lose(keeper.finish(done));
+                keeper.wake.notify_one();
+            });
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(at(next)) => {}
+            () = woken => {}
+        }
+    }
+}
