@@ -233,6 +233,12 @@ impl Guard {
         }
     }
 
+    /// Drops the outcomes the guard keeps (a kept guard never shows them), to keep a kept
+    /// lease small.
+    pub(crate) fn forget_outcomes(&mut self) {
+        self.outcomes = Vec::new();
+    }
+
     /// What this guard shares with the other guards of its hold.
     pub(crate) fn hold(&self) -> &Arc<Hold> {
         &self.hold

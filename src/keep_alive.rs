@@ -317,11 +317,13 @@ impl Guard {
                 missing.insert(outcome.node);
             }
         }
-        let node_set = Arc::clone(self.node_set());
+        let mut guard = self;
+        guard.forget_outcomes();
+        let node_set = Arc::clone(guard.node_set());
         let (report, reported) = oneshot::channel();
         let kept = Arc::new(KeptLease {
             state,
-            guard: Mutex::new(Some(self)),
+            guard: Mutex::new(Some(guard)),
             report: Mutex::new(Some(report)),
         });
         let keeper: &Arc<Keeper> = &node_set.keeper;

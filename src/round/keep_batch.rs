@@ -2,8 +2,9 @@
 //! node (`node/extend_batch.rs`), each lease tallied on its own by the quorum rule as the
 //! answers arrive. A lease is extended the moment its quorum is reached, with the validity of
 //! this batch's round trip (sent at `started`, decided at its quorum-th answer), whatever the
-//! other leases of the batch do; the batch ends when every node has answered or failed, each
-//! within its timeouts, and says per lease what came of it.
+//! other leases of the batch do; the batch ends when every lease is decided (or every node has
+//! answered or failed, each within its timeouts), and says per lease what came of it. The nodes
+//! still out then finish in the background, as an acquisition's slower requests do.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,7 +63,7 @@ struct Standing {
 }
 
 /// Runs one batch of `items` on every node of `node_set` and tallies each lease on its own.
-pub(crate) async fn run_batch(node_set: &NodeSet, items: &[Item]) -> Vec<Done> {
+pub(crate) async fn run_batch(node_set: &NodeSet, items: Arc<[Item]>) -> Vec<Done> {
     let nodes = &node_set.nodes;
     let settings = &node_set.settings;
     let quorum = settings.extend_quorum();
@@ -79,11 +80,22 @@ pub(crate) async fn run_batch(node_set: &NodeSet, items: &[Item]) -> Vec<Done> {
     let started = Moment::now();
     let mut in_flight: FuturesUnordered<_> = nodes
         .iter()
-        .map(|node| node_batch(node, items).map(move |answer| (node.index(), answer)))
+        .map(|node| {
+            let (node, items) = (Arc::clone(node), Arc::clone(&items));
+            async move {
+                let answer = node_batch(&node, &items).await;
+                (node.index(), answer)
+            }
+            .boxed()
+        })
         .collect();
-    while let Some((index, answer)) = in_flight.next().await {
+    let mut pending = items.len();
+    while pending > 0 {
+        let Some((index, answer)) = in_flight.next().await else {
+            break;
+        };
         let now = Moment::now();
-        for (position, (standing, item)) in standings.iter_mut().zip(items).enumerate() {
+        for (position, (standing, item)) in standings.iter_mut().zip(items.iter()).enumerate() {
             let vote = match &answer {
                 Ok(replies) => match replies.get(position) {
                     Some(reply) => {
@@ -97,7 +109,11 @@ pub(crate) async fn run_batch(node_set: &NodeSet, items: &[Item]) -> Vec<Done> {
                 Err(_) => Vote::Failed,
             };
             let before = standing.tally.verdict();
-            if standing.tally.record(vote) == Verdict::Won && before == Verdict::Pending {
+            let after = standing.tally.record(vote);
+            if before == Verdict::Pending && after != Verdict::Pending {
+                pending = pending.saturating_sub(1);
+            }
+            if after == Verdict::Won && before == Verdict::Pending {
                 // This lease's quorum, now: its validity from this batch's round trip.
                 if let Some(valid_until) = settings.extended_until(item.ttl, started, now) {
                     item.kept.extended(valid_until);
@@ -108,6 +124,12 @@ pub(crate) async fn run_batch(node_set: &NodeSet, items: &[Item]) -> Vec<Done> {
         if let Some(slot) = answers.get_mut(index) {
             *slot = Some(answer);
         }
+    }
+    if !in_flight.is_empty() {
+        // Slower nodes get the new expiry too (and their sets finish, recorded in the ledgers).
+        node_set
+            .background
+            .finish_unanswered(in_flight.for_each(|_| async {}).boxed());
     }
     items
         .iter()

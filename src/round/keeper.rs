@@ -70,7 +70,14 @@ struct Registry {
     next_id: u64,
     /// Whether the keeper's task runs.
     running: bool,
+    /// Batches sent and not yet decided for every lease in them.
+    batches: usize,
 }
+
+/// The most batches out at once. Each node runs its commands one after another, so batches sent
+/// together queue there and delay every other client's command behind them; two keep a node
+/// busy with ours for at most about two batches' time while one is decided and the next sent.
+const MAX_BATCHES: usize = 2;
 
 /// One lock's batched keep-alive: the registry of its kept leases and the task that extends them.
 #[derive(Default)]
@@ -173,7 +180,13 @@ impl Keeper {
             }
         }
         let mut due = Vec::new();
+        let room = MAX_BATCHES
+            .saturating_sub(registry.batches)
+            .saturating_mul(BATCH_KEYS);
         while let Some(&(at, id)) = registry.due.first() {
+            if due.len() >= room {
+                break;
+            }
             let Some(slot) = registry.slots.get_mut(&id) else {
                 registry.due.pop_first();
                 continue;
@@ -201,12 +214,22 @@ impl Keeper {
                 });
             }
         }
+        registry.batches = registry
+            .batches
+            .saturating_add(due.len().div_ceil(BATCH_KEYS));
+        // With no room for another batch, the next due lease waits for a batch to be decided
+        // (which wakes the task), not for its due time, which may have passed.
+        let waiting_due = if due.len() < room {
+            registry.due.first()
+        } else {
+            None
+        };
         let next = if registry.slots.is_empty() {
             registry.running = false;
             None
         } else {
             // Every lease has a deadline entered, so there is always one.
-            [registry.due.first(), registry.deadlines.first()]
+            [waiting_due, registry.deadlines.first()]
                 .into_iter()
                 .flatten()
                 .map(|&(at, _)| at)
@@ -223,6 +246,7 @@ impl Keeper {
         let now = Moment::now();
         let mut guard = self.registry();
         let registry = &mut *guard;
+        registry.batches = registry.batches.saturating_sub(1);
         let mut lost = Vec::new();
         for Done {
             id,
@@ -321,11 +345,10 @@ async fn run(keeper: Arc<Keeper>, node_set: Arc<NodeSet>) {
         };
         let mut due = due.into_iter().peekable();
         while due.peek().is_some() {
-            let items: Vec<Item> = due.by_ref().take(BATCH_KEYS).collect();
+            let items: Arc<[Item]> = due.by_ref().take(BATCH_KEYS).collect();
             let (keeper, node_set) = (Arc::clone(&keeper), Arc::clone(&node_set));
             tokio::spawn(async move {
-                let done = run_batch(&node_set, &items).await;
-                drop(items);
+                let done = run_batch(&node_set, items).await;
                 lose(keeper.finish(done));
                 keeper.wake.notify_one();
             });
