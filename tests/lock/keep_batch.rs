@@ -250,3 +250,45 @@ async fn a_kept_lock_acquired_on_a_bare_quorum_regains_the_fault_tolerance_of_al
     })
     .await;
 }
+
+/// A node held back by the restart guard never gets the key from a batch: two of five nodes
+/// restarted empty (and so recovering) while a kept lock holds the other three; once one of
+/// those three is killed, the lock is lost, as it must be (the two recovering nodes may have
+/// lost another's key in their crash), and neither of them ever held our key.
+#[tokio::test]
+async fn a_recovering_node_is_not_given_the_key_and_the_lock_is_lost_without_it() {
+    bounded(async {
+        let mut cluster = crate::common::volatile_cluster(5).await;
+        let lock = Lock::quorum(
+            cluster.urls(),
+            options(Duration::from_secs(1)).max_ttl(Duration::from_secs(8)),
+        )
+        .unwrap();
+        let guard = crate::common::acquire_once_voting(&lock, "gated").await;
+        let token = guard.token().as_str().to_owned();
+        lock.settle().await;
+        for node in [3, 4] {
+            cluster.restart(node).await.unwrap();
+        }
+        let kept = guard
+            .keep_alive(KeepAlive::new().every(Duration::from_millis(100)))
+            .unwrap();
+        cluster.kill(0).await.unwrap();
+        let given = async {
+            until(async || {
+                stored(&cluster, 3, b"quorumlock:gated").await.is_some()
+                    || stored(&cluster, 4, b"quorumlock:gated").await.is_some()
+            })
+            .await;
+        };
+        tokio::select! {
+            lost = kept.lost() => assert!(matches!(lost, Lost::Expired { .. }), "{lost}"),
+            () = given => panic!("a recovering node was given our key ({token})"),
+        }
+        for node in [3, 4] {
+            assert_eq!(stored(&cluster, node, b"quorumlock:gated").await, None);
+        }
+        kept.release().await;
+    })
+    .await;
+}
