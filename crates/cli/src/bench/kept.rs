@@ -13,6 +13,9 @@ use serde::Serialize;
 /// Acquisitions and releases in flight at once while the guards are taken and given back.
 const PARALLEL: usize = 64;
 
+/// Tries again after a failed acquire of a kept guard, at most this many times.
+const ACQUIRE_TRIES: usize = 4;
+
 /// The cost of one hold of many kept guards.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct KeptCost {
@@ -81,10 +84,16 @@ pub(super) async fn kept_guards(
     let rss_before = resident_bytes();
     let kept: Vec<KeptGuard> = stream::iter(0..count)
         .map(|i| async move {
-            let guard = lock
-                .try_acquire(format!("kept:{i}"))
-                .await
-                .map_err(|e| format!("kept guard {i}: {e}"))?;
+            // A few tries: while many leases are already being extended, a loaded machine can
+            // make one acquire time out on a quorum.
+            let mut tries = 0;
+            let guard = loop {
+                match lock.try_acquire(format!("kept:{i}")).await {
+                    Ok(guard) => break guard,
+                    Err(e) if tries >= ACQUIRE_TRIES => return Err(format!("kept guard {i}: {e}")),
+                    Err(_) => tries += 1,
+                }
+            };
             guard
                 .keep_alive(KeepAlive::new())
                 .map_err(|e| format!("kept guard {i}: {e}"))
