@@ -29,7 +29,8 @@ use crate::guard::{Guard, ReleaseReport};
 use crate::lease::{Lease, State};
 use crate::lock::Lock;
 use crate::outcome::NodeReply;
-use crate::round::keeper::{Keeper, Kept};
+use crate::round::keep_batch::{Kept, Members};
+use crate::round::keeper::Keeper;
 use crate::round::ledger::Ledger;
 use crate::rules::batch::Missing;
 use crate::rules::clock::Moment;
@@ -328,7 +329,11 @@ impl Guard {
         });
         let keeper: &Arc<Keeper> = &node_set.keeper;
         let id = keeper.keep(
-            &node_set,
+            || Members {
+                nodes: node_set.nodes.clone(),
+                settings: node_set.settings.clone(),
+                background: Arc::clone(&node_set.background),
+            },
             Arc::clone(&kept) as Arc<dyn Kept>,
             missing,
             &runtime,

@@ -12,19 +12,54 @@ use std::time::Duration;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 
-use super::keeper::Kept;
-use super::node_set::NodeSet;
-use crate::error::Error;
+use super::background::Background;
+use super::ledger::{InFlight, Ledger};
+use crate::error::{Error, Lost};
 use crate::node::Node;
 use crate::node::extend_batch::{BatchKey, batch_command, extend_batch};
 use crate::outcome::{NodeError, NodeOutcome, NodeReply, not_ours};
-use crate::round::ledger::InFlight;
 use crate::rules::batch::{KeyReply, Missing};
 use crate::rules::clock::Moment;
 use crate::rules::ordering::End;
 use crate::rules::quorum::{Tally, Verdict, Vote};
-use crate::rules::renewal::taken;
+use crate::rules::renewal::{Schedule, taken};
 use crate::rules::validity::ttl_millis;
+use crate::settings::Settings;
+
+/// A kept lease as the keeper and its batches see it (what it is, beyond its key, is the API's).
+pub(crate) trait Kept: Send + Sync + 'static {
+    /// The lock key.
+    fn key(&self) -> &[u8];
+    /// The acquisition's token.
+    fn token(&self) -> &str;
+    /// The acquisition's ledger, which records a batch's requests that may set the key.
+    fn ledger(&self) -> &Ledger;
+    /// Whether a guard still holds the lock (a batch may set its key only then).
+    fn held(&self) -> bool;
+    /// The keep-alive's schedule.
+    fn schedule(&self) -> &Schedule;
+    /// When the acquisition was decided: the schedule's offsets count from here.
+    fn decided(&self) -> Moment;
+    /// Until when the lease is trusted now (its validity less the margin).
+    fn trusted_until(&self) -> Moment;
+    /// Whether the validity from before a failed extension still runs.
+    fn still_valid(&self) -> bool;
+    /// An extension succeeded: the validity now ends at `valid_until`.
+    fn extended(&self, valid_until: Moment);
+    /// The lease is lost: mark it so (its lost signal fires). Called once, after the keeper let
+    /// go of it.
+    fn lose(&self, lost: Lost);
+    /// Releases what is left of a lost lease's lock, after [`lose`](Kept::lose).
+    fn release_lost(&self);
+}
+
+/// What a batch needs of its lock: the nodes, the settings, the background work (taken from the
+/// lock's node set when its keeper starts, so that the keeper needs nothing of the node set).
+pub(crate) struct Members {
+    pub(crate) nodes: Vec<Arc<Node>>,
+    pub(crate) settings: Settings,
+    pub(crate) background: Arc<Background>,
+}
 
 /// One lease in a batch.
 pub(crate) struct Item {
@@ -62,10 +97,10 @@ struct Standing {
     extended: Option<Moment>,
 }
 
-/// Runs one batch of `items` on every node of `node_set` and tallies each lease on its own.
-pub(crate) async fn run_batch(node_set: &NodeSet, items: Arc<[Item]>) -> Vec<Done> {
-    let nodes = &node_set.nodes;
-    let settings = &node_set.settings;
+/// Runs one batch of `items` on every node of `members` and tallies each lease on its own.
+pub(crate) async fn run_batch(members: &Members, items: Arc<[Item]>) -> Vec<Done> {
+    let nodes = &members.nodes;
+    let settings = &members.settings;
     let quorum = settings.extend_quorum();
     let mut standings = vec![
         Standing {
@@ -127,7 +162,7 @@ pub(crate) async fn run_batch(node_set: &NodeSet, items: Arc<[Item]>) -> Vec<Don
     }
     if !in_flight.is_empty() {
         // Slower nodes get the new expiry too (and their sets finish, recorded in the ledgers).
-        node_set
+        members
             .background
             .finish_unanswered(in_flight.for_each(|_| async {}).boxed());
     }
@@ -142,7 +177,7 @@ pub(crate) async fn run_batch(node_set: &NodeSet, items: Arc<[Item]>) -> Vec<Don
             result: match standing.extended {
                 Some(at) => Outcome::Extended(at),
                 None => {
-                    let outcomes = outcomes(node_set, &answers, position);
+                    let outcomes = outcomes(nodes, &answers, position);
                     if taken(nodes.len(), quorum, not_ours(&outcomes)) {
                         Outcome::Taken(outcomes)
                     } else {
@@ -159,12 +194,11 @@ pub(crate) async fn run_batch(node_set: &NodeSet, items: Arc<[Item]>) -> Vec<Don
 
 /// What each node said for the lease at `position`, for a failed extension's error.
 fn outcomes(
-    node_set: &NodeSet,
+    nodes: &[Arc<Node>],
     answers: &[Option<Result<Vec<KeyReply>, NodeError>>],
     position: usize,
 ) -> Vec<NodeOutcome> {
-    node_set
-        .nodes
+    nodes
         .iter()
         .zip(answers)
         .map(|(node, answer)| NodeOutcome {

@@ -5,7 +5,8 @@
 //! node delays no timer), and marks lost every lease whose trusted deadline came without an
 //! extension. Per lease it keeps a few words and two entries in sorted sets, no task or timer.
 //!
-//! What a lease is, beyond its key, is the API's (`keep_alive.rs`): it comes in as [`Kept`].
+//! What a lease is, beyond its key, is the API's (`keep_alive.rs`): it comes in as a `Kept`
+//! (`keep_batch.rs`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::pin::pin;
@@ -15,40 +16,11 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
 
-use super::keep_batch::{Done, Item, Outcome, run_batch};
-use super::ledger::Ledger;
-use super::node_set::NodeSet;
+use super::keep_batch::{Done, Item, Kept, Members, Outcome, run_batch};
 use crate::error::{Error, Lost};
 use crate::rules::batch::{BATCH_KEYS, Missing, may_join};
 use crate::rules::clock::Moment;
 use crate::rules::renewal::Schedule;
-
-/// A kept lease as the keeper sees it.
-pub(crate) trait Kept: Send + Sync + 'static {
-    /// The lock key.
-    fn key(&self) -> &[u8];
-    /// The acquisition's token.
-    fn token(&self) -> &str;
-    /// The acquisition's ledger, which records a batch's requests that may set the key.
-    fn ledger(&self) -> &Ledger;
-    /// Whether a guard still holds the lock (a batch may set its key only then).
-    fn held(&self) -> bool;
-    /// The keep-alive's schedule.
-    fn schedule(&self) -> &Schedule;
-    /// When the acquisition was decided: the schedule's offsets count from here.
-    fn decided(&self) -> Moment;
-    /// Until when the lease is trusted now (its validity less the margin).
-    fn trusted_until(&self) -> Moment;
-    /// Whether the validity from before a failed extension still runs.
-    fn still_valid(&self) -> bool;
-    /// An extension succeeded: the validity now ends at `valid_until`.
-    fn extended(&self, valid_until: Moment);
-    /// The lease is lost: mark it so (its lost signal fires). Called once, after the keeper let
-    /// go of it.
-    fn lose(&self, lost: Lost);
-    /// Releases what is left of a lost lease's lock, after [`lose`](Kept::lose).
-    fn release_lost(&self);
-}
 
 /// One registered lease.
 struct Slot {
@@ -104,10 +76,10 @@ impl Keeper {
     }
 
     /// Registers `kept`, its key missing on `missing`, and starts the task on `runtime` if it
-    /// is not running. Returns the lease's number, for [`leave`](Keeper::leave).
+    /// is not running (over `members()`). Returns the lease's number, for [`leave`](Keeper::leave).
     pub(crate) fn keep(
         self: &Arc<Self>,
-        node_set: &Arc<NodeSet>,
+        members: impl FnOnce() -> Members,
         kept: Arc<dyn Kept>,
         missing: Missing,
         runtime: &Handle,
@@ -138,7 +110,7 @@ impl Keeper {
             (id, start)
         };
         if start {
-            runtime.spawn(run(Arc::clone(self), Arc::clone(node_set)));
+            runtime.spawn(run(Arc::clone(self), Arc::new(members())));
         }
         self.wake.notify_one();
         id
@@ -335,7 +307,7 @@ fn at(moment: Moment) -> tokio::time::Instant {
 
 /// The keeper's task: until no lease is left, marks lost the leases whose trusted deadline came,
 /// sends the due ones out in batches, and sleeps until the next timer or a wake-up.
-async fn run(keeper: Arc<Keeper>, node_set: Arc<NodeSet>) {
+async fn run(keeper: Arc<Keeper>, members: Arc<Members>) {
     loop {
         let mut woken = pin!(keeper.wake.notified());
         // Registered before the look, so a lease joining in between still wakes the task.
@@ -349,9 +321,9 @@ async fn run(keeper: Arc<Keeper>, node_set: Arc<NodeSet>) {
         let mut due = due.into_iter().peekable();
         while due.peek().is_some() {
             let items: Arc<[Item]> = due.by_ref().take(BATCH_KEYS).collect();
-            let (keeper, node_set) = (Arc::clone(&keeper), Arc::clone(&node_set));
+            let (keeper, members) = (Arc::clone(&keeper), Arc::clone(&members));
             tokio::spawn(async move {
-                let done = run_batch(&node_set, items).await;
+                let done = run_batch(&members, items).await;
                 lose(keeper.finish(done));
                 keeper.wake.notify_one();
             });
