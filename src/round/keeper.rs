@@ -305,9 +305,29 @@ fn at(moment: Moment) -> tokio::time::Instant {
     tokio::time::Instant::from_std(moment.to_instant())
 }
 
+/// Marks the keeper stopped if its task is dropped before it ended by itself (its runtime shut
+/// down), so that a lease kept later, on another runtime, starts a new one.
+struct Running {
+    keeper: Arc<Keeper>,
+    /// The task ended by itself, having marked the keeper stopped under its lock.
+    ended: bool,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.keeper.registry().running = false;
+        }
+    }
+}
+
 /// The keeper's task: until no lease is left, marks lost the leases whose trusted deadline came,
 /// sends the due ones out in batches, and sleeps until the next timer or a wake-up.
 async fn run(keeper: Arc<Keeper>, members: Arc<Members>) {
+    let mut running = Running {
+        keeper: Arc::clone(&keeper),
+        ended: false,
+    };
     loop {
         let mut woken = pin!(keeper.wake.notified());
         // Registered before the look, so a lease joining in between still wakes the task.
@@ -316,6 +336,7 @@ async fn run(keeper: Arc<Keeper>, members: Arc<Members>) {
         lose(lost);
         let Some(next) = next else {
             // No lease left: the task ends (the next lease kept starts another).
+            running.ended = true;
             return;
         };
         let mut due = due.into_iter().peekable();
