@@ -252,13 +252,7 @@ impl Guard {
         let node_set = &self.hold.node_set;
         let (keys, token, ttl_ms) = (&self.hold.keys, &self.hold.token, whole_millis(ttl));
         let sets = SetAnswers::for_keys(keys);
-        let quorum = node_set.settings.quorum;
-        // Test-only: one node that extended is enough.
-        #[cfg(feature = "chaos-defects")]
-        let quorum = match node_set.settings.defect {
-            Some(crate::rules::defect::Defect::ExtendMinority) => 1,
-            _ => quorum,
-        };
+        let quorum = node_set.settings.extend_quorum();
         let started = Moment::now();
         let round = fan_out(
             &node_set.nodes,
@@ -288,17 +282,14 @@ impl Guard {
         if let Some(sets) = sets {
             self.set_outcomes = sets.answered_in(&round);
         }
-        let left = node_set
-            .settings
-            .validity(ttl, decided.saturating_duration_since(started));
-        match (round.verdict, left) {
-            (Some(Verdict::Won), Some(left)) => {
+        let valid_until = node_set.settings.extended_until(ttl, started, decided);
+        match (round.verdict, valid_until) {
+            (Some(Verdict::Won), Some(valid_until)) => {
                 if let Some(unanswered) = round.unanswered {
                     // Slower nodes get the new expiry too, as in an acquisition.
                     node_set.background.finish_unanswered(unanswered);
                 }
-                self.hold
-                    .extended(decided.checked_add(left).unwrap_or(decided));
+                self.hold.extended(valid_until);
                 self.outcomes = round.outcomes;
                 Ok(())
             }
@@ -309,9 +300,10 @@ impl Guard {
         }
     }
 
-    /// When the acquisition was decided, on the lease clock.
-    pub(crate) fn decided_moment(&self) -> Moment {
-        self.hold.decided
+    /// Drops the outcomes the guard keeps (a kept guard never shows them), to keep a kept
+    /// lease small.
+    pub(crate) fn forget_outcomes(&mut self) {
+        self.outcomes = Vec::new();
     }
 
     /// What this guard shares with the other guards of its hold.

@@ -1,37 +1,42 @@
-//! The keep-alive: a [`Guard`] handed to a background task that extends it on the quorum rule
-//! (every third of the TTL by default, see `renewal.rs`), and says through a [`Lease`] whether
-//! the lock is still held and, once it is not, why ([`Lost`]). [`Lock::with_lock`] runs the
-//! caller's work under such a lease and drops it the moment the lock is lost.
+//! The keep-alive: a [`Guard`] handed to its lock's keeper (`round/keeper.rs`), which extends
+//! it with every other lease the lock keeps, in batches, on the quorum rule (every third of the
+//! TTL by default, see `renewal.rs`), and says through a [`Lease`] whether the lock is still held
+//! and, once it is not, why ([`Lost`]). [`Lock::with_lock`] runs the caller's work under such a
+//! lease and drops it the moment the lock is lost.
 //!
-//! Life cycle: [`Guard::keep_alive`] spawns the task, which owns the guard. The task sleeps until
-//! the next extension is due, extends, and on success moves the lease's deadline; a failed
-//! extension is tried again a quarter interval later while the lease is still trusted. It stops
-//! in one of two ways. Released ([`KeptGuard::release`], or the [`KeptGuard`] dropped): it stops
-//! extending and releases. Lost (a majority answered that our key is gone; the deadline came
-//! without a successful extension; `max_hold` reached): it marks the lease lost (from then on
-//! [`Lease::is_valid`] is false and [`Lease::lost`] completes), then releases whatever keys of
-//! ours are left.
+//! Life cycle: [`Guard::keep_alive`] registers the lease with the keeper, which owns the guard
+//! from then on. Each batch that reaches a quorum for it moves the lease's deadline; a failed
+//! extension is tried again a quarter interval later while the lease is still trusted. It ends
+//! in one of two ways. Released ([`KeptGuard::release`], or the [`KeptGuard`] dropped): it leaves
+//! the keeper and is released. Lost (a majority answered that our key is gone; the deadline came
+//! without a successful extension; `max_hold` reached): the keeper marks the lease lost (from
+//! then on [`Lease::is_valid`] is false and [`Lease::lost`] completes), then releases whatever
+//! keys of ours are left.
 
 use std::fmt;
 use std::future::Future;
 use std::ops::Deref;
 use std::pin::pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use crate::error::{ConfigError, Error, Lost};
 use crate::guard::{Guard, ReleaseReport};
 use crate::lease::{Lease, State};
 use crate::lock::Lock;
-use crate::outcome::not_ours;
-use crate::round::background::Background;
+use crate::outcome::NodeReply;
+use crate::round::keep_batch::{Kept, Members};
+use crate::round::keeper::Keeper;
+use crate::round::ledger::Ledger;
+use crate::rules::batch::Missing;
 use crate::rules::clock::Moment;
-use crate::rules::renewal::{Schedule, default_interval, margin, taken};
+use crate::rules::renewal::{Schedule, default_interval, margin};
 
 /// How a [`KeptGuard`] keeps its lock alive: the interval between extensions and an optional
 /// bound on the whole hold.
@@ -101,13 +106,101 @@ impl KeepAlive {
 #[must_use = "dropping a kept guard releases the lock at once"]
 pub struct KeptGuard {
     lease: Lease,
-    /// Dropped to stop the task.
-    stop: Option<oneshot::Sender<()>>,
-    /// The keep-alive task; it releases the lock when it stops and returns what the release
-    /// found.
-    task: Option<JoinHandle<ReleaseReport>>,
-    background: Arc<Background>,
-    runtime: Option<Handle>,
+    /// The lease in its keeper, and its number there; `None` without a runtime.
+    kept: Option<(Arc<KeptLease>, u64)>,
+    /// What the release made at a loss found.
+    report: Option<oneshot::Receiver<ReleaseReport>>,
+}
+
+/// A kept lease as its keeper holds it: the lease's state and the guard, until it is released
+/// (by the holder) or lost (by the keeper, which then releases it).
+struct KeptLease {
+    state: Arc<State>,
+    guard: Mutex<Option<Guard>>,
+    /// Where the release made at a loss reports to.
+    report: Mutex<Option<oneshot::Sender<ReleaseReport>>>,
+}
+
+impl KeptLease {
+    fn take_guard(&self) -> Option<Guard> {
+        self.guard
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
+impl Kept for KeptLease {
+    fn keys(&self) -> &[Arc<[u8]>] {
+        self.state.hold.keys.all()
+    }
+
+    fn token(&self) -> &str {
+        self.state.hold.token.as_str()
+    }
+
+    fn ledger(&self) -> &Ledger {
+        &self.state.hold.ledger
+    }
+
+    fn held(&self) -> bool {
+        self.state.hold.guards() > 0
+    }
+
+    fn schedule(&self) -> &Schedule {
+        &self.state.schedule
+    }
+
+    fn decided(&self) -> Moment {
+        self.state.hold.decided
+    }
+
+    fn trusted_until(&self) -> Moment {
+        self.state.trusted_until()
+    }
+
+    fn still_valid(&self) -> bool {
+        self.state.hold.is_valid()
+    }
+
+    fn extended(&self, valid_until: Moment) {
+        // A batch still out when the lease was found lost moves nothing: a lost lease stays
+        // with the validity it was lost with.
+        if self.state.hold.lost_reason().is_some() {
+            return;
+        }
+        // The hold's validity moves, and with it the lease's and every guard's of the hold.
+        self.state.hold.extended(valid_until);
+        self.state.extensions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn lose(&self, lost: Lost) {
+        let hold = &self.state.hold;
+        tracing::warn!(
+            resource = %String::from_utf8_lossy(hold.resource()),
+            reason = %lost,
+            "lock lost"
+        );
+        hold.mark_lost(lost);
+    }
+
+    fn release_lost(&self) -> Option<BoxFuture<'static, ()>> {
+        let guard = self.take_guard()?;
+        let report = self
+            .report
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        Some(
+            async move {
+                let released = guard.release().await;
+                if let Some(report) = report {
+                    let _ = report.send(released);
+                }
+            }
+            .boxed(),
+        )
+    }
 }
 
 impl KeptGuard {
@@ -119,13 +212,25 @@ impl KeptGuard {
     /// Stops the keep-alive and releases the lock (as [`Guard::release`]). After a loss, returns
     /// what the release made at the loss found.
     pub async fn release(mut self) -> ReleaseReport {
-        drop(self.stop.take());
-        match self.task.take() {
-            Some(task) => task
+        if let Some(guard) = self.leave() {
+            return guard.release().await;
+        }
+        match self.report.take() {
+            Some(report) => report
                 .await
                 .unwrap_or_else(|_| ReleaseReport::nothing_sent(0)),
             None => ReleaseReport::nothing_sent(0),
         }
+    }
+
+    /// Takes the lease out of its keeper and returns the guard, unless the keeper found it lost
+    /// first (and releases it itself).
+    fn leave(&mut self) -> Option<Guard> {
+        let (kept, id) = self.kept.take()?;
+        if !self.lease.state.hold.node_set.keeper.leave(id) {
+            return None;
+        }
+        kept.take_guard()
     }
 }
 
@@ -139,14 +244,8 @@ impl Deref for KeptGuard {
 
 impl Drop for KeptGuard {
     fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(task) = self.task.take() {
-            // Counted, so that `Lock::settle` waits until the task has stopped and handed its
-            // release to the background work.
-            self.background.spawn(self.runtime.as_ref(), async move {
-                let _ = task.await;
-            });
-        }
+        // The guard's own drop releases in the background, counted for `Lock::settle`.
+        drop(self.leave());
     }
 }
 
@@ -163,8 +262,11 @@ impl Guard {
     /// is still held; its [`lost`](Lease::lost) future completes when it is not.
     ///
     /// Each extension asks for the guard's TTL ([`Guard::ttl`]: the lock's, or the one the
-    /// acquisition gave; never more than is left of `max_hold`) and costs
-    /// one round trip to every node; nothing of it runs on the caller's task.
+    /// acquisition gave; never more than is left of `max_hold`). The lock's kept leases are
+    /// extended together, in batches of up to a few hundred keys per command to each node;
+    /// nothing of it runs on the caller's task. A batch also brings the key back to a reachable
+    /// node that lacks it (one the acquisition's request did not reach), if that node may vote
+    /// as it could in an acquisition, so the lock regains the fault tolerance of all its nodes.
     ///
     /// # Errors
     ///
@@ -193,124 +295,54 @@ impl Guard {
             schedule,
             extensions: AtomicU64::new(0),
         });
-        let background = Arc::clone(&self.node_set().background);
-        let runtime = Handle::try_current()
-            .ok()
-            .or_else(|| self.runtime().cloned());
         let lease = Lease {
             state: Arc::clone(&state),
         };
-        let Some(handle) = runtime.clone() else {
+        let Some(runtime) = Handle::try_current()
+            .ok()
+            .or_else(|| self.runtime().cloned())
+        else {
             state.hold.mark_lost(Lost::NoRuntime);
             return Ok(KeptGuard {
                 lease,
-                stop: None,
-                task: None,
-                background,
-                runtime,
+                kept: None,
+                report: None,
             });
         };
-        let (stop, stopped) = oneshot::channel();
-        let task = handle.spawn(keep(self, state, schedule, stopped));
+        // The nodes the acquisition did not see holding our key: the first batch brings it
+        // there if they may vote.
+        let mut missing = Missing::default();
+        for outcome in self.outcomes() {
+            if outcome.reply != NodeReply::Ours {
+                missing.insert(outcome.node);
+            }
+        }
+        let mut guard = self;
+        guard.forget_outcomes();
+        let node_set = Arc::clone(guard.node_set());
+        let (report, reported) = oneshot::channel();
+        let kept = Arc::new(KeptLease {
+            state,
+            guard: Mutex::new(Some(guard)),
+            report: Mutex::new(Some(report)),
+        });
+        let keeper: &Arc<Keeper> = &node_set.keeper;
+        let id = keeper.keep(
+            || Members {
+                nodes: node_set.nodes.clone(),
+                settings: node_set.settings.clone(),
+                background: Arc::clone(&node_set.background),
+            },
+            Arc::clone(&kept) as Arc<dyn Kept>,
+            missing,
+            &runtime,
+        );
         Ok(KeptGuard {
             lease,
-            stop: Some(stop),
-            task: Some(task),
-            background,
-            runtime,
+            kept: Some((kept, id)),
+            report: Some(reported),
         })
     }
-}
-
-/// The lease clock's moment `offset` after `start` (the far future if it cannot be represented).
-fn at(start: Moment, offset: Duration) -> tokio::time::Instant {
-    match start.checked_add(offset) {
-        Some(moment) => tokio::time::Instant::from_std(moment.to_instant()),
-        None => tokio::time::Instant::now() + Duration::from_secs(86_400 * 365),
-    }
-}
-
-/// The keep-alive task: extends `guard` on `schedule` until `stopped` completes or the lock is
-/// lost, then releases it.
-async fn keep(
-    mut guard: Guard,
-    state: Arc<State>,
-    schedule: Schedule,
-    mut stopped: oneshot::Receiver<()>,
-) -> ReleaseReport {
-    let start = guard.decided_moment();
-    let since_start = || Moment::now().saturating_duration_since(start);
-    let (nodes, quorum) = (
-        guard.node_set().nodes.len(),
-        guard.node_set().settings.quorum,
-    );
-    let mut due = schedule.next_after_success(Duration::ZERO);
-    let mut last_error: Option<Box<Error>> = None;
-    // Out of time in the last stretch of a bounded hold is the bound's doing.
-    let out_of_time = |last_error: Option<Box<Error>>, now: Duration| match schedule.max_hold {
-        Some(max_hold) if schedule.ending(now) => Lost::MaxHold { max_hold },
-        _ => Lost::Expired { last_error },
-    };
-    let lost = loop {
-        let deadline = at(
-            start,
-            state.trusted_until().saturating_duration_since(start),
-        );
-        tokio::select! {
-            biased;
-            _ = &mut stopped => break None,
-            () = tokio::time::sleep_until(deadline) => {
-                break Some(out_of_time(last_error, since_start()));
-            }
-            () = tokio::time::sleep_until(at(start, due)) => {}
-        }
-        let Some(ttl) = schedule.extension_ttl(since_start()) else {
-            // `max_hold` is (nearly) reached: no more extensions; the lease ends with its
-            // validity.
-            tokio::select! {
-                biased;
-                _ = &mut stopped => break None,
-                () = tokio::time::sleep_until(deadline) => {
-                    break Some(out_of_time(last_error, since_start()));
-                }
-            }
-        };
-        let result = tokio::select! {
-            biased;
-            _ = &mut stopped => break None,
-            () = tokio::time::sleep_until(deadline) => {
-                break Some(out_of_time(last_error, since_start()));
-            }
-            result = guard.extend(ttl) => result,
-        };
-        match result {
-            Ok(()) => {
-                // The hold's validity moved, and with it the lease's.
-                state.extensions.fetch_add(1, Ordering::Relaxed);
-                due = schedule.next_after_success(since_start());
-                last_error = None;
-            }
-            Err(Error::ExtendFailed { outcomes, .. })
-                if taken(nodes, quorum, not_ours(&outcomes)) =>
-            {
-                break Some(Lost::Taken { outcomes });
-            }
-            Err(error) => {
-                tracing::debug!(%error, "keep-alive: extension failed; trying again");
-                last_error = Some(Box::new(error));
-                due = schedule.next_after_failure(since_start());
-            }
-        }
-    };
-    if let Some(lost) = lost {
-        tracing::warn!(
-            resource = %String::from_utf8_lossy(guard.resource()),
-            reason = %lost,
-            "lock lost"
-        );
-        state.hold.mark_lost(lost);
-    }
-    guard.release().await
 }
 
 impl Lock {

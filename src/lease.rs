@@ -1,6 +1,6 @@
-//! [`Lease`]: the view of a kept lock that the keep-alive task updates and the holder reads
-//! (validity, fence, the lost signal; why it was lost is a [`Lost`], in `error.rs`). The task
-//! itself is in `keep_alive.rs`.
+//! [`Lease`]: the view of a kept lock that the lock's keeper updates and the holder reads
+//! (validity, fence, the lost signal; why it was lost is a [`Lost`], in `error.rs`). The keeper
+//! is `round/keeper.rs`; how a guard is handed to it, `keep_alive.rs`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use crate::rules::clock::Moment;
 use crate::rules::renewal::Schedule;
 use crate::rules::token::Token;
 
-/// What the keep-alive task and every [`Lease`] handle share: the hold (its validity, which
+/// What the keeper and every [`Lease`] handle share: the hold (its validity, which
 /// every extension moves, and its lost signal, which every guard of the hold sees), and the
 /// schedule's margin.
 pub(crate) struct State {

@@ -91,6 +91,7 @@ impl Lock {
                 settings,
                 background: Arc::default(),
                 wait_list: Arc::default(),
+                keeper: Arc::default(),
             }),
             owners: Arc::default(),
         })

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::error::ConfigError;
+use crate::rules::clock::Moment;
 use crate::rules::retry::RetryPolicy;
 use crate::rules::validity::{MAX_TTL, drift, validity};
 
@@ -84,6 +85,29 @@ impl Settings {
             return crate::rules::validity::validity_with_defect(defect, ttl, elapsed, drift);
         }
         validity(ttl, elapsed, drift)
+    }
+
+    /// Until when an extension of `ttl` sent at `started` and decided at `decided` is valid:
+    /// `decided` + [`validity`](Settings::validity) of the round trip; `None` when nothing is
+    /// left. The one rule for every extension, a guard's own and a batch's.
+    pub(crate) fn extended_until(
+        &self,
+        ttl: Duration,
+        started: Moment,
+        decided: Moment,
+    ) -> Option<Moment> {
+        let left = self.validity(ttl, decided.saturating_duration_since(started))?;
+        Some(decided.checked_add(left).unwrap_or(decided))
+    }
+
+    /// How many nodes must confirm an extension: the quorum (with the test-only
+    /// `extend-minority` defect, one).
+    pub(crate) fn extend_quorum(&self) -> usize {
+        #[cfg(feature = "chaos-defects")]
+        if self.defect == Some(crate::rules::defect::Defect::ExtendMinority) {
+            return 1;
+        }
+        self.quorum
     }
 
     /// Rejects a TTL (of an extension, or given to one acquisition) that the restart guard would

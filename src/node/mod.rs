@@ -14,6 +14,7 @@
 //! - `pttl`: how long a lock key has left, for a waiter's bound.
 //! - `subscription`: one connection per node that hears released keys for the lock's waiters.
 //! - `extend`: compare-and-`PEXPIRE`.
+//! - `extend_batch`: the batched keep-alive: renew ours, set absent keys where the gates allow, per key.
 //! - `write_back`: the fence's write-back (counter = max(counter, fence) while the key is ours).
 //! - `set`: a set of resources' acquire, release, extend and write-back, each one atomic script.
 //! - `delete_counter`: `DEL` of a retired resource's fence counter.
@@ -23,6 +24,7 @@ mod client;
 mod connection;
 pub(crate) mod delete_counter;
 pub(crate) mod extend;
+pub(crate) mod extend_batch;
 mod history;
 mod identify;
 pub(crate) mod pttl;

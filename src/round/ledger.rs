@@ -127,6 +127,27 @@ impl Ledger {
         Ok(InFlight::new(self, node, Kind::Acquire, generation))
     }
 
+    /// Hands a keep-alive's request that may set our key where it is absent (`SET NX` in a
+    /// batch) to `node`'s connection of `generation`, while `held()` (a guard still holds the
+    /// lock) and nothing of ours is in flight there. Checked under the ledger's lock, which the
+    /// last guard's release takes after it leaves: either this request is recorded before the
+    /// release plans the node (so the release waits for it and sends after it), or it sees the
+    /// lock released and is not sent. Keep the returned [`InFlight`] until the request finished.
+    pub(crate) fn hand_fill(
+        &self,
+        node: usize,
+        generation: u64,
+        held: impl FnOnce() -> bool,
+    ) -> Option<InFlight<'_>> {
+        let mut state = self.lock();
+        let (record, _) = state.nodes.get_mut(node)?;
+        if !record.quiet() || !held() {
+            return None;
+        }
+        record.hand();
+        Some(InFlight::new(self, node, Kind::Acquire, generation))
+    }
+
     /// Records a release handed to `node`'s connection of `generation`. Also returns whether
     /// nothing of ours was in flight to the node at that moment: only then can the release's
     /// answer clear the node ([`Ledger::cleared_by`]), since a request still in flight could enter

@@ -9,12 +9,16 @@
 //! - `set_answers`: what each node of a round said about each key of a set.
 //! - `fencing`: the fence of a won round, its write-back to a quorum, counters deleted.
 //! - `wait_list`: per resource, the waiters in arrival order, their wake-ups and the expiry bound.
+//! - `keep_batch`: one batch of kept leases to every node, each lease tallied on its own.
+//! - `keeper`: one lock's kept leases, their due times and deadlines, the task that batches them.
 //! - `background`: counted tasks (releases from `Drop`, requests left after a decision); `settle`.
 
 pub(crate) mod acquire;
 pub(crate) mod background;
 pub(crate) mod fan_out;
 pub(crate) mod fencing;
+pub(crate) mod keep_batch;
+pub(crate) mod keeper;
 pub(crate) mod ledger;
 pub(crate) mod node_set;
 pub(crate) mod release;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::background::Background;
+use super::keeper::Keeper;
 use super::wait_list::WaitList;
 use crate::node::Node;
 use crate::settings::Settings;
@@ -17,6 +18,8 @@ pub(crate) struct NodeSet {
     pub(crate) background: Arc<Background>,
     /// The callers waiting for a resource, and their wake-ups.
     pub(crate) wait_list: Arc<WaitList>,
+    /// The leases kept alive, extended in batches.
+    pub(crate) keeper: Arc<Keeper>,
 }
 
 impl NodeSet {

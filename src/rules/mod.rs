@@ -5,6 +5,7 @@
 //! - `quorum`: the vote tally; when a round is won, lost to other owners, or lost to failures.
 //! - `validity`: lease arithmetic: drift = ttl × factor + 2 ms, validity = ttl − elapsed − drift.
 //! - `retry`: [`RetryPolicy`](crate::RetryPolicy): attempts, delay + jitter, overall deadline.
+//! - `batch`: the batched keep-alive: keys per command, per-key answers and votes, missing nodes.
 //! - `renewal`: the keep-alive's schedule: next extension, retry pause, `max_hold`, trusted deadline.
 //! - `ordering`: per node, which of an acquisition's requests may still land, and what a release does there.
 //! - `recovery`: the restart guard: what `INFO` says, and from when a node may vote.
@@ -16,6 +17,7 @@
 //! - `wait`: when a waiter tries again without a wake-up: the key's expiry on a quorum.
 //! - `defect`: test-only (`chaos-defects`): the deliberate defects the chaos tooling scores.
 
+pub(crate) mod batch;
 pub(crate) mod clock;
 #[cfg(feature = "chaos-defects")]
 pub(crate) mod defect;

@@ -18,6 +18,7 @@ mod extend_release;
 mod failover;
 mod fencing;
 mod keep_alive;
+mod keep_batch;
 mod node_faults;
 mod node_identity;
 mod per_call;

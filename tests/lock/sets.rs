@@ -399,3 +399,58 @@ async fn a_set_takes_its_own_ttl_and_owner_and_waits_as_its_options_say() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_kept_set_is_extended_whole_and_lost_when_one_of_its_keys_is_taken() {
+    bounded(async {
+        let (cluster, lock) = quorum_lock(3, once().ttl(Duration::from_millis(600))).await;
+        warm_up(&lock).await;
+        let kept = lock
+            .try_acquire_all(&set(&["k1", "k2"]))
+            .await
+            .unwrap()
+            .keep_alive(quorumlock::KeepAlive::new())
+            .unwrap();
+        for _ in 0..1_000 {
+            if kept.extensions() >= 4 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Four extensions, 200 ms apart: longer than the TTL, so every key was renewed.
+        assert!(kept.extensions() >= 4, "{kept:?}");
+        assert!(kept.is_valid(), "{kept:?}");
+        for node in 0..3 {
+            for resource in ["k1", "k2"] {
+                assert_eq!(
+                    stored(&cluster, node, key(resource).as_bytes())
+                        .await
+                        .as_deref(),
+                    Some(kept.token().as_str()),
+                    "node {node}, {resource}"
+                );
+            }
+        }
+        // Someone else takes k2 on a majority: the set is lost, though k1 is still ours.
+        for node in 0..2 {
+            let mut direct = cluster.connection(node).await.unwrap();
+            let _: () = direct.set(key("k2"), "someone-else").await.unwrap();
+        }
+        let lost = tokio::time::timeout(Duration::from_secs(10), kept.lost())
+            .await
+            .expect("the set is found lost");
+        assert!(matches!(lost, quorumlock::Lost::Taken { .. }), "{lost}");
+        kept.release().await;
+        lock.settle().await;
+        for node in 0..2 {
+            assert_eq!(
+                stored(&cluster, node, key("k2").as_bytes())
+                    .await
+                    .as_deref(),
+                Some("someone-else")
+            );
+            assert_eq!(stored(&cluster, node, key("k1").as_bytes()).await, None);
+        }
+    })
+    .await;
+}

@@ -1,7 +1,7 @@
 //! What keeping many locks alive costs: `count` guards held at once with `Guard::keep_alive`,
 //! each extended every third of its TTL, and the client's CPU time, its resident memory and the
 //! servers' CPU time over the hold, read from `/proc` (Linux; elsewhere those figures are
-//! missing).
+//! missing); optionally the latency of an unrelated acquire on the same nodes meanwhile.
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,9 @@ use serde::Serialize;
 
 /// Acquisitions and releases in flight at once while the guards are taken and given back.
 const PARALLEL: usize = 64;
+
+/// Tries again after a failed acquire of a kept guard, at most this many times.
+const ACQUIRE_TRIES: usize = 4;
 
 /// The cost of one hold of many kept guards.
 #[derive(Debug, Clone, Serialize)]
@@ -34,24 +37,63 @@ pub(super) struct KeptCost {
     pub(super) server_cpu_ms_per_s: Option<f64>,
     /// Client resident memory with the guards held, less before they were taken, per guard.
     pub(super) rss_bytes_per_guard: Option<f64>,
+    /// With a probe, the p99 of its acquires of an unrelated key during the hold, in µs.
+    pub(super) probe_p99_us: Option<f64>,
+    /// With a probe, how many acquires it made.
+    pub(super) probe_samples: usize,
+}
+
+/// How often the probe acquires its key.
+const PROBE_EVERY: Duration = Duration::from_millis(10);
+
+/// Acquires and releases an unrelated key on `probe` every [`PROBE_EVERY`] for `hold`; the
+/// acquires' latencies, sorted.
+pub(super) async fn probe(probe: &Lock, hold: Duration) -> Vec<Duration> {
+    let started = Instant::now();
+    let mut latencies = Vec::new();
+    while started.elapsed() < hold {
+        let before = Instant::now();
+        if let Ok(guard) = probe.try_acquire("kept-probe").await {
+            latencies.push(before.elapsed());
+            guard.release().await;
+        }
+        tokio::time::sleep(PROBE_EVERY).await;
+    }
+    latencies.sort_unstable();
+    latencies
+}
+
+/// The 99th percentile of sorted `latencies`, in µs.
+pub(super) fn p99_us(latencies: &[Duration]) -> Option<f64> {
+    let index = (latencies.len().saturating_mul(99) / 100).min(latencies.len().checked_sub(1)?);
+    latencies
+        .get(index)
+        .map(|latency| latency.as_secs_f64() * 1e6)
 }
 
 /// Takes `count` guards on distinct resources from `lock`, keeps them all alive for `hold`, and
 /// measures what that costs; then releases them. `servers` are the nodes' process ids, for
-/// their CPU time.
+/// their CPU time. With `probe_lock`, an unrelated key is acquired meanwhile (see [`probe`]).
 pub(super) async fn kept_guards(
     lock: &Lock,
     servers: &[u32],
     count: usize,
     hold: Duration,
+    probe_lock: Option<&Lock>,
 ) -> Result<KeptCost, String> {
     let rss_before = resident_bytes();
     let kept: Vec<KeptGuard> = stream::iter(0..count)
         .map(|i| async move {
-            let guard = lock
-                .try_acquire(format!("kept:{i}"))
-                .await
-                .map_err(|e| format!("kept guard {i}: {e}"))?;
+            // A few tries: while many leases are already being extended, a loaded machine can
+            // make one acquire time out on a quorum.
+            let mut tries = 0;
+            let guard = loop {
+                match lock.try_acquire(format!("kept:{i}")).await {
+                    Ok(guard) => break guard,
+                    Err(e) if tries >= ACQUIRE_TRIES => return Err(format!("kept guard {i}: {e}")),
+                    Err(_) => tries += 1,
+                }
+            };
             guard
                 .keep_alive(KeepAlive::new())
                 .map_err(|e| format!("kept guard {i}: {e}"))
@@ -62,12 +104,21 @@ pub(super) async fn kept_guards(
         .into_iter()
         .collect::<Result<_, _>>()?;
     let rss_held = resident_bytes();
+    let extended = |kept: &[KeptGuard]| kept.iter().map(|guard| guard.extensions()).sum::<u64>();
+    let extensions_before = extended(&kept);
     let (client_before, servers_before) = (cpu_time(None), servers_cpu(servers));
     let started = Instant::now();
-    tokio::time::sleep(hold).await;
+    let latencies = match probe_lock {
+        Some(probe_lock) => probe(probe_lock, hold).await,
+        None => {
+            tokio::time::sleep(hold).await;
+            Vec::new()
+        }
+    };
     let held_for = started.elapsed();
     let (client_after, servers_after) = (cpu_time(None), servers_cpu(servers));
-    let extensions = kept.iter().map(|guard| guard.extensions()).sum::<u64>();
+    // Only the extensions of the hold, which the CPU time is read over.
+    let extensions = extended(&kept).saturating_sub(extensions_before);
     let lost = kept.iter().filter(|guard| !guard.is_valid()).count();
     stream::iter(kept)
         .for_each_concurrent(PARALLEL, |guard| async move {
@@ -97,6 +148,8 @@ pub(super) async fn kept_guards(
         rss_bytes_per_guard: rss_held
             .zip(rss_before)
             .map(|(held, before)| held.saturating_sub(before) as f64 / count.max(1) as f64),
+        probe_p99_us: p99_us(&latencies),
+        probe_samples: latencies.len(),
     })
 }
 

@@ -1,0 +1,120 @@
+//! `--only kept`: the keep-alive at scale alone, on five fresh local nodes: 100,000 leases at a
+//! TTL of 3 s held for 60 s and 10,000 at 30 s held for 25 s (`--quick`: 10,000 at 3 s for 10 s),
+//! each beside an unrelated acquire on the same nodes every 10 ms, whose p99 is also measured
+//! with no lease held.
+
+use std::time::Duration;
+
+use quorumlock::{Lock, LockOptions, RetryPolicy};
+use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
+
+use super::kept::{KeptCost, kept_guards, p99_us, probe};
+use super::plan::TARGET_NODES;
+use super::report::{cpu_model, redis_version};
+
+/// One run: leases, TTL, hold.
+struct KeptRun {
+    leases: usize,
+    ttl: Duration,
+    hold: Duration,
+}
+
+/// The runs of `--only kept`.
+fn runs(quick: bool) -> Vec<KeptRun> {
+    if quick {
+        return vec![KeptRun {
+            leases: 10_000,
+            ttl: Duration::from_secs(3),
+            hold: Duration::from_secs(10),
+        }];
+    }
+    vec![
+        KeptRun {
+            leases: 100_000,
+            ttl: Duration::from_secs(3),
+            hold: Duration::from_secs(60),
+        },
+        KeptRun {
+            leases: 10_000,
+            ttl: Duration::from_secs(30),
+            hold: Duration::from_secs(25),
+        },
+    ]
+}
+
+/// Runs the kept section alone and prints its figures.
+pub(super) async fn run(quick: bool) -> Result<(), String> {
+    eprintln!("starting {TARGET_NODES} local redis-server processes on 127.0.0.1 …");
+    let aof = ClusterOptions::default().persistence(Persistence::AofAlways);
+    let mut cluster = TestCluster::start(aof.nodes(TARGET_NODES))
+        .await
+        .map_err(|e| format!("starting local Redis masters: {e}"))?;
+    let urls = cluster.urls();
+    let servers: Vec<u32> = (0..TARGET_NODES)
+        .filter_map(|node| cluster.pid(node).ok().flatten())
+        .collect();
+    let version = match urls.first() {
+        Some(url) => redis_version(url).await,
+        None => return Err("no node URLs".to_owned()),
+    };
+    let prefix = format!(
+        "quorumlock-bench-kept:{}:{:08x}:",
+        std::process::id(),
+        rand::random::<u32>()
+    );
+    let options = |ttl: Duration| {
+        LockOptions::new()
+            .ttl(ttl)
+            .retry(RetryPolicy::once())
+            .key_prefix(prefix.clone().into_bytes())
+    };
+    let probe_lock = Lock::quorum(urls.iter().cloned(), options(Duration::from_secs(3)))
+        .map_err(|e| format!("probe lock: {e}"))?;
+    let nproc = std::thread::available_parallelism().map_or(0, usize::from);
+    println!(
+        "\nquorumlock bench --only kept ({}) — {nproc} CPUs ({}), redis {version}, 5 local nodes \
+         (AOF always, tmpfs)",
+        if quick { "quick" } else { "full" },
+        cpu_model(),
+    );
+    for run in runs(quick) {
+        let idle = probe(&probe_lock, Duration::from_secs(if quick { 3 } else { 10 })).await;
+        let lock = Lock::quorum(urls.iter().cloned(), options(run.ttl))
+            .map_err(|e| format!("kept leases: {e}"))?;
+        eprintln!(
+            "{} leases, ttl {} ms, held {} s …",
+            run.leases,
+            run.ttl.as_millis(),
+            run.hold.as_secs()
+        );
+        let cost = kept_guards(&lock, &servers, run.leases, run.hold, Some(&probe_lock)).await?;
+        print_run(&cost, p99_us(&idle), idle.len());
+    }
+    drop(cluster);
+    Ok(())
+}
+
+/// One run's line.
+fn print_run(cost: &KeptCost, idle_p99_us: Option<f64>, idle_samples: usize) {
+    let figure = |value: Option<f64>, unit: &str| {
+        value.map_or_else(|| "n/a".to_owned(), |value| format!("{value:.1} {unit}"))
+    };
+    println!(
+        "  {} leases, ttl {} ms, held {} ms: {} extensions, {} lost; client CPU {} ({} per \
+         extension); client memory {} per lease; servers' CPU {}; unrelated acquire p99 {} \
+         ({} samples) against {} with no lease ({} samples)",
+        cost.guards,
+        cost.ttl_ms,
+        cost.hold_ms,
+        cost.extensions,
+        cost.lost,
+        figure(cost.client_cpu_ms_per_s, "ms/s"),
+        figure(cost.client_cpu_us_per_extension, "µs"),
+        figure(cost.rss_bytes_per_guard, "B"),
+        figure(cost.server_cpu_ms_per_s, "ms/s"),
+        figure(cost.probe_p99_us, "µs"),
+        cost.probe_samples,
+        figure(idle_p99_us, "µs"),
+        idle_samples,
+    );
+}

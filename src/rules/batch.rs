@@ -1,0 +1,198 @@
+//! The batched keep-alive's pure parts: how many keys one command carries, what a node's answer
+//! for one key means and how it votes, which nodes a lease's key is missing on (to be brought
+//! there), and how early a lease may join a batch that is going out anyway.
+
+use std::time::Duration;
+
+use super::quorum::Vote;
+
+/// The most keys one batch command carries, so that no command keeps a node busy for more than
+/// about a millisecond (Redis runs one script at a time; every other client waits meanwhile).
+/// Measured with redis-server 7.0.15 (`INFO commandstats`, AOF `appendfsync always` on tmpfs,
+/// two loaded cores): 1.04 µs per key renewed, 1.56 µs per key set where absent, about 25 µs per
+/// call; 400 keys take 0.42–0.65 ms, leaving room for a slower server (`docs/benchmarks.md`).
+pub(crate) const BATCH_KEYS: usize = 400;
+
+/// How many leases go into each batch, in order, for leases of `keys` keys each (a set of
+/// resources has several): as many as fit in [`BATCH_KEYS`] keys, and at least one per batch
+/// (no lease has more keys than that: a set holds at most 64).
+pub(crate) fn batch_sizes(keys: &[usize]) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let (mut leases, mut in_batch) = (0usize, 0usize);
+    for &count in keys {
+        if leases > 0 && in_batch.saturating_add(count) > BATCH_KEYS {
+            sizes.push(leases);
+            (leases, in_batch) = (0, 0);
+        }
+        leases += 1;
+        in_batch = in_batch.saturating_add(count);
+    }
+    if leases > 0 {
+        sizes.push(leases);
+    }
+    sizes
+}
+
+/// One answer for a lease of several keys (a set) from its keys' answers on one node: renewed
+/// only if every key was; another's if any key is someone else's (the node does not hold the
+/// set, and nothing is brought there); set if the rest were renewed or set; else absent.
+pub(crate) fn combined(replies: &[KeyReply]) -> KeyReply {
+    if replies.contains(&KeyReply::Other) {
+        KeyReply::Other
+    } else if replies.contains(&KeyReply::Absent) || replies.is_empty() {
+        KeyReply::Absent
+    } else if replies.contains(&KeyReply::Set) {
+        KeyReply::Set
+    } else {
+        KeyReply::Renewed
+    }
+}
+
+/// What a node answered for one key of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyReply {
+    /// The key held our token: its expiry was renewed.
+    Renewed,
+    /// The key was absent and the batch was allowed to set it there: it now holds our token.
+    Set,
+    /// The key holds another token: never touched.
+    Other,
+    /// The key was absent and not set (the node had not passed the vote gates for it).
+    Absent,
+}
+
+impl KeyReply {
+    /// The script's code for one key: 1 renewed, 2 set, 0 another's, -1 absent.
+    pub(crate) fn from_code(code: i64) -> Option<KeyReply> {
+        match code {
+            1 => Some(KeyReply::Renewed),
+            2 => Some(KeyReply::Set),
+            0 => Some(KeyReply::Other),
+            -1 => Some(KeyReply::Absent),
+            _ => None,
+        }
+    }
+
+    /// How the answer counts for the lease's extension: only a renewal is ours. A key set in
+    /// this batch was absent until now, so it proves nothing about who held the lock since the
+    /// last validity; it counts from the next batch on, when it answers as a renewal (a key of
+    /// ours that lived there since). So a majority that lacked the key still proves the lock
+    /// lost, whatever the batch set.
+    pub(crate) fn vote(self) -> Vote {
+        match self {
+            KeyReply::Renewed => Vote::Ours,
+            KeyReply::Set | KeyReply::Other | KeyReply::Absent => Vote::NotOurs,
+        }
+    }
+}
+
+/// The nodes (by index, the first 64) where a lease's key is not known to be ours, so that the
+/// next batch brings it there.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Missing(u64);
+
+impl Missing {
+    /// The bit of node `node`; none beyond the 64th (its key is only ever renewed).
+    fn bit(node: usize) -> u64 {
+        u32::try_from(node)
+            .ok()
+            .and_then(|node| 1u64.checked_shl(node))
+            .unwrap_or(0)
+    }
+
+    /// Whether the key is to be brought to `node`.
+    pub(crate) fn contains(self, node: usize) -> bool {
+        self.0 & Self::bit(node) != 0
+    }
+
+    /// Marks the key missing on `node`.
+    pub(crate) fn insert(&mut self, node: usize) {
+        self.0 |= Self::bit(node);
+    }
+
+    /// What `node`'s answer says: absent there → missing; ours there (renewed or set) → not.
+    /// Another's key is never touched, so it is not wanted either.
+    pub(crate) fn record(&mut self, node: usize, reply: KeyReply) {
+        match reply {
+            KeyReply::Absent => self.0 |= Self::bit(node),
+            KeyReply::Renewed | KeyReply::Set | KeyReply::Other => self.0 &= !Self::bit(node),
+        }
+    }
+}
+
+/// How early a lease due at `due` may go out with a batch leaving at `now`: a tenth of its
+/// interval, so that leases due close together share commands. Extending early only makes the
+/// validity longer sooner; the next one is then due an interval after it.
+pub(crate) fn may_join(now: Duration, due: Duration, every: Duration) -> bool {
+    due <= now.saturating_add(every / 10)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn batches_hold_at_most_batch_keys_keys_and_a_set_only_whole() {
+        assert_eq!(batch_sizes(&[1; 1000]), [400, 400, 200]);
+        assert_eq!(batch_sizes(&[64; 10]), [6, 4]);
+        assert_eq!(batch_sizes(&[300, 200, 1]), [1, 2]);
+        assert_eq!(batch_sizes(&[]), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn a_set_is_renewed_on_a_node_only_when_every_key_was() {
+        use KeyReply::*;
+        assert_eq!(combined(&[Renewed, Renewed]), Renewed);
+        assert_eq!(combined(&[Renewed, Set]), Set);
+        assert_eq!(combined(&[Renewed, Absent, Set]), Absent);
+        assert_eq!(combined(&[Set, Other]), Other);
+        assert_eq!(combined(&[]), Absent);
+    }
+
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn every_code_reads_and_only_a_renewal_counts_ours() {
+        for (code, reply, vote) in [
+            (1, KeyReply::Renewed, Vote::Ours),
+            (2, KeyReply::Set, Vote::NotOurs),
+            (0, KeyReply::Other, Vote::NotOurs),
+            (-1, KeyReply::Absent, Vote::NotOurs),
+        ] {
+            assert_eq!(KeyReply::from_code(code), Some(reply));
+            assert_eq!(reply.vote(), vote);
+        }
+        assert_eq!(KeyReply::from_code(3), None);
+    }
+
+    #[test]
+    fn a_key_is_missing_where_absent_and_wanted_nowhere_else() {
+        let mut missing = Missing::default();
+        assert_eq!(missing, Missing(0));
+        missing.insert(3);
+        assert!(missing.contains(3) && !missing.contains(2));
+        missing.record(3, KeyReply::Set);
+        assert_eq!(missing, Missing(0));
+        missing.record(4, KeyReply::Absent);
+        assert!(missing.contains(4));
+        missing.record(4, KeyReply::Other);
+        assert!(!missing.contains(4), "another's key is never overwritten");
+        missing.insert(64);
+        assert_eq!(
+            missing,
+            Missing(0),
+            "beyond the 64th node keys are only renewed"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn a_lease_joins_at_most_a_tenth_of_its_interval_early(now in 0u64..1 << 40, due in 0u64..1 << 40, every in 1u64..1 << 30) {
+            let (now, due, every) = (Duration::from_millis(now), Duration::from_millis(due), Duration::from_millis(every));
+            if may_join(now, due, every) {
+                prop_assert!(due <= now + every / 10);
+            } else {
+                prop_assert!(due > now);
+            }
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! The batched keep-alive: many leases of one lock extended together. With a majority frozen,
+//! every one of 1,000 leases is reported lost before its validity ends; leases join and leave
+//! the batches (the keeper stopping when none is left, starting again for the next); one lease
+//! taken by someone else is lost while the others go on; and a kept lock whose acquisition left
+//! the key on a bare quorum regains the fault tolerance of all its nodes.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::stream;
+use quorumlock::{KeepAlive, KeptGuard, Lock, LockOptions, Lost, NodeReply};
+use redis::AsyncCommands;
+
+use crate::common::{assert_no_keys, bounded, key_count, once, stored};
+
+/// Until `condition` holds, looked at every 10 ms (the hang guard bounds it).
+async fn until(mut condition: impl AsyncFnMut() -> bool) {
+    while !condition().await {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `count` leases of `lock` on resources `{prefix}{i}`, each kept alive with `keep_alive`.
+async fn kept_leases(
+    lock: &Lock,
+    prefix: &str,
+    count: usize,
+    keep_alive: KeepAlive,
+) -> Vec<KeptGuard> {
+    stream::iter(0..count)
+        .map(|i| {
+            let keep_alive = keep_alive.clone();
+            async move {
+                lock.try_acquire(format!("{prefix}{i}"))
+                    .await
+                    .unwrap()
+                    .keep_alive(keep_alive)
+                    .unwrap()
+            }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await
+}
+
+fn options(ttl: Duration) -> LockOptions {
+    once().ttl(ttl).node_timeout(Duration::from_millis(100))
+}
+
+/// A majority frozen (SIGSTOP): no batch reaches a quorum any more, and every one of 1,000
+/// leases reports its loss before its own validity ends (the lease's `valid_until`, the
+/// validity less the margin, plus that margin: 50 ms, 2 % of 2.5 s), each read when its
+/// `lost()` completed.
+#[tokio::test]
+async fn with_a_majority_frozen_every_lease_of_a_thousand_is_lost_before_its_validity_ends() {
+    bounded(async {
+        let mut cluster = crate::common::cluster(3).await;
+        let ttl = Duration::from_millis(2_500);
+        let margin = Duration::from_millis(50);
+        let lock = Lock::quorum(cluster.urls(), options(ttl)).unwrap();
+        crate::common::warm_up(&lock).await;
+        let kept = kept_leases(&lock, "frozen:", 1_000, KeepAlive::new()).await;
+        // Every lease in the batches before the freeze.
+        until(async || kept.iter().all(|lease| lease.extensions() >= 1)).await;
+        cluster.pause(0).unwrap();
+        cluster.pause(1).unwrap();
+        let losses: Vec<(Lost, Instant, Instant)> = stream::iter(&kept)
+            .map(|lease| async move {
+                let lost = lease.lost().await;
+                let lost_at = Instant::now();
+                (lost, lost_at, lease.valid_until() + margin)
+            })
+            .buffer_unordered(kept.len())
+            .collect()
+            .await;
+        for (lost, lost_at, validity_ends) in &losses {
+            assert!(matches!(lost, Lost::Expired { .. }), "{lost}");
+            assert!(
+                lost_at < validity_ends,
+                "lost {:?} after the validity ended",
+                *lost_at - *validity_ends
+            );
+        }
+        assert!(kept.iter().all(|lease| !lease.is_valid()));
+        cluster.resume(0).unwrap();
+        cluster.resume(1).unwrap();
+        for lease in kept {
+            lease.release().await;
+        }
+        lock.settle().await;
+        assert_no_keys(&cluster, 0..3).await;
+    })
+    .await;
+}
+
+/// Leases join and leave: a released lease's key is gone while the other goes on being
+/// extended; once the last one left, a lease kept afterwards is extended again (the keeper
+/// stopped and starts anew).
+#[tokio::test]
+async fn leases_join_and_leave_the_batches() {
+    bounded(async {
+        let cluster = crate::common::cluster(3).await;
+        let lock = Lock::quorum(cluster.urls(), options(Duration::from_secs(3))).unwrap();
+        let every = KeepAlive::new().every(Duration::from_millis(100));
+        let mut leases = kept_leases(&lock, "joining:", 2, every.clone()).await;
+        let (second, first) = (leases.pop().unwrap(), leases.pop().unwrap());
+        until(async || first.extensions() >= 1 && second.extensions() >= 1).await;
+        let first_key = format!("quorumlock:{}", String::from_utf8_lossy(first.resource()));
+        let report = first.release().await;
+        assert!(report.held >= 2, "{report:?}");
+        lock.settle().await;
+        for node in 0..3 {
+            assert_eq!(stored(&cluster, node, first_key.as_bytes()).await, None);
+        }
+        let before = second.extensions();
+        until(async || second.extensions() >= before + 2).await;
+        assert!(second.is_valid());
+        drop(second);
+        lock.settle().await;
+        assert_no_keys(&cluster, 0..3).await;
+
+        let third = lock
+            .try_acquire("joining:later")
+            .await
+            .unwrap()
+            .keep_alive(every)
+            .unwrap();
+        until(async || third.extensions() >= 2).await;
+        assert!(third.is_valid());
+        third.release().await;
+        lock.settle().await;
+        assert_no_keys(&cluster, 0..3).await;
+    })
+    .await;
+}
+
+/// Someone else takes one lease's key on a majority (ours deleted, another token set): that
+/// lease is lost as taken, the others keep being extended, and the other's keys are never
+/// touched.
+#[tokio::test]
+async fn one_lease_taken_by_another_is_lost_while_the_others_keep_extending() {
+    bounded(async {
+        let cluster = crate::common::cluster(3).await;
+        let lock = Lock::quorum(cluster.urls(), options(Duration::from_secs(3))).unwrap();
+        let every = KeepAlive::new().every(Duration::from_millis(100));
+        let kept = kept_leases(&lock, "many:", 20, every).await;
+        let (taken, others): (Vec<_>, Vec<_>) = kept
+            .into_iter()
+            .partition(|lease| lease.resource() == b"many:7");
+        let taken = taken.into_iter().next().unwrap();
+        for node in 0..2 {
+            let mut connection = cluster.connection(node).await.unwrap();
+            let _: () = connection.del("quorumlock:many:7").await.unwrap();
+            let _: () = connection
+                .set_ex("quorumlock:many:7", "someone-else", 60)
+                .await
+                .unwrap();
+        }
+        let before: Vec<u64> = others.iter().map(|lease| lease.extensions()).collect();
+        let lost = taken.lost().await;
+        let Lost::Taken { outcomes, .. } = &lost else {
+            panic!("expected Taken, got {lost}");
+        };
+        assert!(
+            outcomes
+                .iter()
+                .filter(|o| o.reply == NodeReply::NotOurs)
+                .count()
+                >= 2,
+            "{lost}"
+        );
+        until(async || {
+            others
+                .iter()
+                .zip(&before)
+                .all(|(lease, before)| lease.extensions() >= before + 2)
+        })
+        .await;
+        assert!(others.iter().all(|lease| lease.is_valid()));
+        taken.release().await;
+        for lease in others {
+            lease.release().await;
+        }
+        lock.settle().await;
+        for node in 0..2 {
+            assert_eq!(
+                stored(&cluster, node, b"quorumlock:many:7")
+                    .await
+                    .as_deref(),
+                Some("someone-else")
+            );
+            assert_eq!(key_count(&cluster, node).await, 1, "node {node}");
+        }
+        assert_eq!(key_count(&cluster, 2).await, 0);
+    })
+    .await;
+}
+
+/// An acquisition that reached only three of five nodes (two refused connections) leaves the
+/// key on a bare quorum. Once those two are back, a batch brings the key
+/// there, so the kept lock then survives one of the first three being killed, which it would
+/// not have with the key on three nodes only.
+#[tokio::test]
+async fn a_kept_lock_acquired_on_a_bare_quorum_regains_the_fault_tolerance_of_all_its_nodes() {
+    bounded(async {
+        let mut cluster = crate::common::proxied_cluster(5).await;
+        let ttl = Duration::from_millis(1_500);
+        let lock = Lock::quorum(
+            cluster.urls(),
+            once()
+                .ttl(ttl)
+                .node_timeout(Duration::from_millis(200))
+                .connect_timeout(Duration::from_millis(200)),
+        )
+        .unwrap();
+        // Nodes 3 and 4 refuse connections from the start: the acquisition sends them
+        // nothing, so only the batch's own record in the ledger can make the release go there.
+        for node in [3, 4] {
+            cluster.proxy(node).unwrap().refuse().await;
+        }
+        let guard = lock.try_acquire("spread").await.unwrap();
+        let token = guard.token().as_str().to_owned();
+        for node in [3, 4] {
+            assert_ne!(guard.outcomes()[node].reply, NodeReply::Ours, "{guard:?}");
+        }
+        let kept = guard
+            .keep_alive(KeepAlive::new().every(Duration::from_millis(200)))
+            .unwrap();
+        for node in [3, 4] {
+            cluster.proxy(node).unwrap().heal().await.unwrap();
+        }
+        until(async || {
+            stored(&cluster, 3, b"quorumlock:spread").await.as_deref() == Some(token.as_str())
+                && stored(&cluster, 4, b"quorumlock:spread").await.as_deref()
+                    == Some(token.as_str())
+        })
+        .await;
+        cluster.kill(0).await.unwrap();
+        let extended = kept.extensions();
+        // The hold itself is what is tested: more than a TTL with one of the first three gone.
+        tokio::time::sleep(ttl * 2).await;
+        assert!(kept.is_valid(), "{kept:?}");
+        assert!(kept.extensions() > extended, "{kept:?}");
+        // The release goes to the nodes the batch set the key on, too.
+        kept.release().await;
+        lock.settle().await;
+        assert_no_keys(&cluster, 1..5).await;
+    })
+    .await;
+}
+
+/// A node held back by the restart guard never gets the key from a batch: two of five nodes
+/// restarted empty (and so recovering) while a kept lock holds the other three; once one of
+/// those three is killed, the lock is lost, as it must be (the two recovering nodes may have
+/// lost another's key in their crash), and neither of them ever held our key.
+#[tokio::test]
+async fn a_recovering_node_is_not_given_the_key_and_the_lock_is_lost_without_it() {
+    bounded(async {
+        let mut cluster = crate::common::volatile_cluster(5).await;
+        let lock = Lock::quorum(
+            cluster.urls(),
+            options(Duration::from_secs(1)).max_ttl(Duration::from_secs(8)),
+        )
+        .unwrap();
+        let guard = crate::common::acquire_once_voting(&lock, "gated").await;
+        let token = guard.token().as_str().to_owned();
+        lock.settle().await;
+        for node in [3, 4] {
+            cluster.restart(node).await.unwrap();
+        }
+        let kept = guard
+            .keep_alive(KeepAlive::new().every(Duration::from_millis(100)))
+            .unwrap();
+        cluster.kill(0).await.unwrap();
+        let given = async {
+            until(async || {
+                stored(&cluster, 3, b"quorumlock:gated").await.is_some()
+                    || stored(&cluster, 4, b"quorumlock:gated").await.is_some()
+            })
+            .await;
+        };
+        tokio::select! {
+            lost = kept.lost() => assert!(matches!(lost, Lost::Expired { .. }), "{lost}"),
+            () = given => panic!("a recovering node was given our key ({token})"),
+        }
+        for node in [3, 4] {
+            assert_eq!(stored(&cluster, node, b"quorumlock:gated").await, None);
+        }
+        kept.release().await;
+    })
+    .await;
+}
