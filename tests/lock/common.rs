@@ -3,8 +3,11 @@
 use std::future::Future;
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream;
 use quorumlock::{
-    Error, Guard, Lock, LockOptions, NodeError, NodeOutcome, NodeReply, RetryPolicy, Topology,
+    Error, Guard, KeepAlive, KeptGuard, Lock, LockOptions, NodeError, NodeOutcome, NodeReply,
+    RetryPolicy, Topology,
 };
 use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 use redis::AsyncCommands;
@@ -272,4 +275,45 @@ pub async fn winners(attempts: Vec<tokio::task::JoinHandle<Result<Guard, Error>>
         }
     }
     winners
+}
+
+// Used by the keep-alive test binaries (tests/keep_batch.rs, tests/keep_frozen.rs).
+#[allow(dead_code)]
+/// Until `condition` holds, looked at every 10 ms (the hang guard bounds it).
+pub async fn until(mut condition: impl AsyncFnMut() -> bool) {
+    while !condition().await {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+// Used by the keep-alive test binaries (tests/keep_batch.rs, tests/keep_frozen.rs).
+#[allow(dead_code)]
+/// `count` leases of `lock` on resources `{prefix}{i}`, each kept alive with `keep_alive`.
+pub async fn kept_leases(
+    lock: &Lock,
+    prefix: &str,
+    count: usize,
+    keep_alive: KeepAlive,
+) -> Vec<KeptGuard> {
+    stream::iter(0..count)
+        .map(|i| {
+            let keep_alive = keep_alive.clone();
+            async move {
+                lock.try_acquire(format!("{prefix}{i}"))
+                    .await
+                    .unwrap()
+                    .keep_alive(keep_alive)
+                    .unwrap()
+            }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await
+}
+
+// Used by the keep-alive test binaries (tests/keep_batch.rs, tests/keep_frozen.rs).
+#[allow(dead_code)]
+/// The options of the keep-alive tests: one attempt, a short node timeout.
+pub fn keep_options(ttl: Duration) -> LockOptions {
+    once().ttl(ttl).node_timeout(Duration::from_millis(100))
 }

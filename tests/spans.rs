@@ -1,6 +1,16 @@
 //! The spans an acquisition, an extension and a release emit: one per operation, named the
 //! OpenTelemetry way (`otel.name`, `otel.kind = "client"`) with its outcome, and a child per node
 //! request with the node's reply and latency; a failed acquisition says why.
+//!
+//! Its own binary, so that the other lock tests' load and threads meet it nowhere (`cargo test`
+//! runs one test binary at a time).
+// Test code: an unwrap that fails is a failed run, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+// The lock tests' helpers; this binary uses a few of them.
+#[allow(dead_code)]
+#[path = "lock/common.rs"]
+mod common;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -50,6 +60,18 @@ impl<S> Layer<S> for Capture
 where
     S: tracing::Subscriber + for<'a> LookupSpan<'a>,
 {
+    /// Every level: the node spans are at debug.
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::TRACE)
+    }
+
+    fn register_callsite(
+        &self,
+        _metadata: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::always()
+    }
+
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let mut fields = Fields::default();
         attrs.record(&mut fields);
@@ -91,12 +113,21 @@ impl Capture {
     }
 }
 
+/// Both cases in one test, under one subscriber: `cargo test` runs tests on threads of one
+/// process, and tracing caches each call site's interest for every subscriber alive, so two
+/// tests each setting and dropping their own could race on that cache.
 #[tokio::test]
-async fn an_acquisition_extension_and_release_each_emit_a_span_with_a_child_per_node() {
+async fn spans_of_a_won_and_a_failed_acquisition() {
     let capture = Capture::default();
     let _subscriber =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
-    bounded(async {
+    bounded(won(&capture)).await;
+    bounded(failed(&capture)).await;
+}
+
+/// An acquisition, its extension and its release each emit a span with a child per node.
+async fn won(capture: &Capture) {
+    {
         let (_cluster, lock) = quorum_lock(3, once()).await;
         warm_up(&lock).await;
         drop(capture.take("quorumlock.acquire"));
@@ -160,16 +191,12 @@ async fn an_acquisition_extension_and_release_each_emit_a_span_with_a_child_per_
             Some(report.held.to_string().as_str())
         );
         assert_eq!(release.field("otel.name"), Some("quorumlock release"));
-    })
-    .await;
+    }
 }
 
-#[tokio::test]
-async fn a_failed_acquisition_says_why_and_what_each_node_replied() {
-    let capture = Capture::default();
-    let _subscriber =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
-    bounded(async {
+/// A failed acquisition says why, and what each node replied.
+async fn failed(capture: &Capture) {
+    {
         let (_cluster, lock) = quorum_lock(3, once()).await;
         warm_up(&lock).await;
         let holder = lock.try_acquire("taken").await.unwrap();
@@ -198,6 +225,5 @@ async fn a_failed_acquisition_says_why_and_what_each_node_replied() {
             "{replies:?}"
         );
         holder.release().await;
-    })
-    .await;
+    }
 }

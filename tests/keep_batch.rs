@@ -3,95 +3,25 @@
 //! the batches (the keeper stopping when none is left, starting again for the next); one lease
 //! taken by someone else is lost while the others go on; and a kept lock whose acquisition left
 //! the key on a bare quorum regains the fault tolerance of all its nodes.
+//!
+//! Its own binary, so that the other lock tests' load and threads meet it nowhere (`cargo test`
+//! runs one test binary at a time).
+// Test code: an unwrap that fails is a failed run, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::time::{Duration, Instant};
+// The lock tests' helpers; this binary uses a few of them.
+#[allow(dead_code)]
+#[path = "lock/common.rs"]
+mod common;
 
-use futures::StreamExt;
-use futures::stream;
-use quorumlock::{KeepAlive, KeptGuard, Lock, LockOptions, Lost, NodeReply};
+use std::time::Duration;
+
+use quorumlock::{KeepAlive, Lock, Lost, NodeReply};
 use redis::AsyncCommands;
 
-use crate::common::{assert_no_keys, bounded, key_count, once, stored};
-
-/// Until `condition` holds, looked at every 10 ms (the hang guard bounds it).
-async fn until(mut condition: impl AsyncFnMut() -> bool) {
-    while !condition().await {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// `count` leases of `lock` on resources `{prefix}{i}`, each kept alive with `keep_alive`.
-async fn kept_leases(
-    lock: &Lock,
-    prefix: &str,
-    count: usize,
-    keep_alive: KeepAlive,
-) -> Vec<KeptGuard> {
-    stream::iter(0..count)
-        .map(|i| {
-            let keep_alive = keep_alive.clone();
-            async move {
-                lock.try_acquire(format!("{prefix}{i}"))
-                    .await
-                    .unwrap()
-                    .keep_alive(keep_alive)
-                    .unwrap()
-            }
-        })
-        .buffer_unordered(32)
-        .collect()
-        .await
-}
-
-fn options(ttl: Duration) -> LockOptions {
-    once().ttl(ttl).node_timeout(Duration::from_millis(100))
-}
-
-/// A majority frozen (SIGSTOP): no batch reaches a quorum any more, and every one of 1,000
-/// leases reports its loss before its own validity ends (the lease's `valid_until`, the
-/// validity less the margin, plus that margin: 50 ms, 2 % of 2.5 s), each read when its
-/// `lost()` completed.
-#[tokio::test]
-async fn with_a_majority_frozen_every_lease_of_a_thousand_is_lost_before_its_validity_ends() {
-    bounded(async {
-        let mut cluster = crate::common::cluster(3).await;
-        let ttl = Duration::from_millis(2_500);
-        let margin = Duration::from_millis(50);
-        let lock = Lock::quorum(cluster.urls(), options(ttl)).unwrap();
-        crate::common::warm_up(&lock).await;
-        let kept = kept_leases(&lock, "frozen:", 1_000, KeepAlive::new()).await;
-        // Every lease in the batches before the freeze.
-        until(async || kept.iter().all(|lease| lease.extensions() >= 1)).await;
-        cluster.pause(0).unwrap();
-        cluster.pause(1).unwrap();
-        let losses: Vec<(Lost, Instant, Instant)> = stream::iter(&kept)
-            .map(|lease| async move {
-                let lost = lease.lost().await;
-                let lost_at = Instant::now();
-                (lost, lost_at, lease.valid_until() + margin)
-            })
-            .buffer_unordered(kept.len())
-            .collect()
-            .await;
-        for (lost, lost_at, validity_ends) in &losses {
-            assert!(matches!(lost, Lost::Expired { .. }), "{lost}");
-            assert!(
-                lost_at < validity_ends,
-                "lost {:?} after the validity ended",
-                *lost_at - *validity_ends
-            );
-        }
-        assert!(kept.iter().all(|lease| !lease.is_valid()));
-        cluster.resume(0).unwrap();
-        cluster.resume(1).unwrap();
-        for lease in kept {
-            lease.release().await;
-        }
-        lock.settle().await;
-        assert_no_keys(&cluster, 0..3).await;
-    })
-    .await;
-}
+use crate::common::{
+    assert_no_keys, bounded, keep_options as options, kept_leases, key_count, once, stored, until,
+};
 
 /// Leases join and leave: a released lease's key is gone while the other goes on being
 /// extended; once the last one left, a lease kept afterwards is extended again (the keeper
