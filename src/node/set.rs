@@ -11,7 +11,7 @@ use redis::{Cmd, Script, Value};
 
 use super::connection::Node;
 use super::vote::Counted;
-use super::wire::sized;
+use super::wire::{one_or_zero, sized};
 use crate::outcome::NodeError;
 
 /// Takes every key of the set `KEYS[1..n]` for the token `ARGV[1]` for `ARGV[2]` ms, or none: if
@@ -148,14 +148,7 @@ pub(crate) fn read_found(reply: Value, keys: usize) -> Result<Vec<bool>, NodeErr
             found.len()
         )));
     }
-    found
-        .into_iter()
-        .map(|value| match value {
-            1 => Ok(true),
-            0 => Ok(false),
-            other => Err(NodeError::Protocol(format!("expected 1 or 0, got {other}"))),
-        })
-        .collect()
+    found.into_iter().map(one_or_zero).collect()
 }
 
 /// Extends every key of the set to `ttl_ms` if all still hold `token` (counted only for the node
@@ -207,5 +200,5 @@ pub(crate) async fn write_back_set(
             },
         )
         .await?;
-    super::wire::one_or_zero(found)
+    one_or_zero(found)
 }

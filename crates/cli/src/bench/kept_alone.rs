@@ -6,11 +6,10 @@
 use std::time::Duration;
 
 use quorumlock::{Lock, LockOptions, RetryPolicy};
-use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 
 use super::kept::{KeptCost, kept_guards, p99_us, probe};
 use super::plan::TARGET_NODES;
-use super::report::{cpu_model, redis_version};
+use super::report::cpu_model;
 
 /// One run: leases, TTL, hold.
 struct KeptRun {
@@ -44,19 +43,10 @@ fn runs(quick: bool) -> Vec<KeptRun> {
 
 /// Runs the kept section alone and prints its figures.
 pub(super) async fn run(quick: bool) -> Result<(), String> {
-    eprintln!("starting {TARGET_NODES} local redis-server processes on 127.0.0.1 …");
-    let aof = ClusterOptions::default().persistence(Persistence::AofAlways);
-    let mut cluster = TestCluster::start(aof.nodes(TARGET_NODES))
-        .await
-        .map_err(|e| format!("starting local Redis masters: {e}"))?;
-    let urls = cluster.urls();
+    let (mut cluster, urls, version) = super::five_local_nodes().await?;
     let servers: Vec<u32> = (0..TARGET_NODES)
         .filter_map(|node| cluster.pid(node).ok().flatten())
         .collect();
-    let version = match urls.first() {
-        Some(url) => redis_version(url).await,
-        None => return Err("no node URLs".to_owned()),
-    };
     let prefix = format!(
         "quorumlock-bench-kept:{}:{:08x}:",
         std::process::id(),

@@ -414,18 +414,25 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// `--only sets`: the sets section alone, on five fresh local nodes.
-async fn run_sets_alone(args: &BenchArgs, plan: &Plan) -> Result<(), String> {
+/// Five fresh local nodes (AOF `always`, so they vote at once) for a section run alone, their
+/// URLs and the servers' version.
+async fn five_local_nodes() -> Result<(TestCluster, Vec<String>, String), String> {
     eprintln!("starting {TARGET_NODES} local redis-server processes on 127.0.0.1 …");
     let aof = ClusterOptions::default().persistence(Persistence::AofAlways);
     let cluster = TestCluster::start(aof.nodes(TARGET_NODES))
         .await
         .map_err(|e| format!("starting local Redis masters: {e}"))?;
     let urls = cluster.urls();
-    let version = match urls.first() {
-        Some(url) => redis_version(url).await,
-        None => return Err("no node URLs".to_owned()),
+    let Some(first_url) = urls.first() else {
+        return Err("no node URLs".to_owned());
     };
+    let version = redis_version(first_url).await;
+    Ok((cluster, urls, version))
+}
+
+/// `--only sets`: the sets section alone, on five fresh local nodes.
+async fn run_sets_alone(args: &BenchArgs, plan: &Plan) -> Result<(), String> {
+    let (cluster, urls, version) = five_local_nodes().await?;
     let lock = Lock::quorum(
         urls,
         LockOptions::new().ttl(args.ttl).retry(RetryPolicy::once()),
@@ -448,17 +455,8 @@ async fn run_sets_alone(args: &BenchArgs, plan: &Plan) -> Result<(), String> {
 /// `--only contended`: the contended section alone, on five fresh local nodes, so that it can
 /// be measured again and again (before and after a change) in minutes, not the whole bench.
 async fn run_contended_alone(args: &BenchArgs, plan: Plan) -> Result<(), String> {
-    eprintln!("starting {TARGET_NODES} local redis-server processes on 127.0.0.1 …");
-    let aof = ClusterOptions::default().persistence(Persistence::AofAlways);
-    let cluster = TestCluster::start(aof.nodes(TARGET_NODES))
-        .await
-        .map_err(|e| format!("starting local Redis masters: {e}"))?;
-    let urls = cluster.urls();
-    let Some(first_url) = urls.first() else {
-        return Err("no node URLs".to_owned());
-    };
+    let (cluster, urls, version) = five_local_nodes().await?;
     let nproc = std::thread::available_parallelism().map_or(0, usize::from);
-    let version = redis_version(first_url).await;
     let prefix = format!(
         "quorumlock-bench-contended:{}:{:08x}:",
         std::process::id(),
