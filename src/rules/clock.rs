@@ -31,14 +31,31 @@ impl Moment {
     /// The `Instant` that corresponds to this moment, read now: the moment's offset from now on
     /// the lease clock, applied to `Instant::now()`. A moment too far off for an `Instant` gives
     /// the nearest one that exists (now).
+    ///
+    /// The two clocks cannot be read at once, and the thread may be preempted between the
+    /// reads, so the lease clock is read between two `Instant` readings and the mapping errs
+    /// towards the call ([`Moment::to_instant_between`]): a validity is never overstated.
     pub(crate) fn to_instant(self) -> Instant {
-        let (now, instant_now) = (Moment::now(), Instant::now());
+        let before = Instant::now();
+        let now = Moment::now();
+        let after = Instant::now();
+        self.to_instant_between(before, now, after)
+    }
+
+    /// The mapping of [`Moment::to_instant`], given `now` read at some instant in
+    /// `[before, after]`: a later moment is placed its offset after `before`, an earlier one its
+    /// offset before `after`. So a deadline is never mapped later than it is, and a past moment
+    /// never earlier, however long the reads took.
+    fn to_instant_between(self, before: Instant, now: Moment, after: Instant) -> Instant {
         if self >= now {
-            instant_now.checked_add(self.0.saturating_sub(now.0))
+            before
+                .checked_add(self.0.saturating_sub(now.0))
+                .unwrap_or(before)
         } else {
-            instant_now.checked_sub(now.0.saturating_sub(self.0))
+            after
+                .checked_sub(now.0.saturating_sub(self.0))
+                .unwrap_or(after)
         }
-        .unwrap_or(instant_now)
     }
 }
 
@@ -90,5 +107,26 @@ mod tests {
         assert!(Moment(Duration::ZERO).to_instant() <= Instant::now());
         // Far beyond what an Instant can hold: the nearest instant that exists, no panic.
         let _ = Moment(Duration::MAX).to_instant();
+    }
+
+    /// A preemption between the clock readings never lengthens a validity: a deadline is
+    /// placed from the earlier `Instant` reading, a past moment from the later one.
+    #[test]
+    fn a_slow_reading_errs_towards_the_call() {
+        let before = Instant::now();
+        let after = before + Duration::from_millis(50);
+        let now = Moment(Duration::from_secs(100));
+        let second = Duration::from_secs(1);
+        let deadline = Moment(Duration::from_secs(101));
+        assert_eq!(
+            deadline.to_instant_between(before, now, after),
+            before + second
+        );
+        let past = Moment(Duration::from_millis(99_990));
+        assert_eq!(
+            past.to_instant_between(before, now, after),
+            after - Duration::from_millis(10)
+        );
+        assert_eq!(now.to_instant_between(before, now, after), before);
     }
 }

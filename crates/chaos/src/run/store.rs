@@ -11,7 +11,7 @@
 //! changes nothing and says why ([`Rejection`]).
 
 use std::sync::LazyLock;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 use redis::Script;
@@ -149,8 +149,8 @@ impl StoreClient {
     /// when the deadline had passed before anything was sent. With a `fence`, the write is
     /// the fenced one ([`FENCED_WRITE`]): the store may reject it.
     ///
-    /// The deadline is kept exactly, not only by the timeout: neither the read nor the write is
-    /// sent once it has passed, and an acknowledgement seen after it counts as none (the writer
+    /// The deadline is kept exactly, not only by the timeout: nothing is sent with less than a
+    /// microsecond left, neither the read nor the write once it has passed, and an acknowledgement seen after it counts as none (the writer
     /// treats it as a timeout), because Tokio's timers fire up to a millisecond late (they
     /// round up to whole milliseconds) and a busy machine polls the task later still. So an
     /// acknowledged write always completed by its deadline.
@@ -162,7 +162,9 @@ impl StoreClient {
         deadline: Instant,
     ) -> Option<Increment> {
         let invoked = Instant::now();
-        if invoked >= deadline {
+        // The history stamps whole microseconds: a write invoked less than one before its
+        // deadline could be stamped in the deadline's own microsecond, at the window's end.
+        if deadline.saturating_duration_since(invoked) < Duration::from_micros(1) {
             return None;
         }
         let not_sent = |read| {

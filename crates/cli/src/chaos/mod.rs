@@ -4,6 +4,7 @@
 //! Below this file: [`table`] (the results table), [`mutation`] (the mutation score of
 //! `--defect`) and [`plots`] (the SVG timelines).
 
+mod evidence;
 mod mutation;
 mod plots;
 mod table;
@@ -19,6 +20,7 @@ use quorumlock_harness::{Backend, ClusterOptions};
 
 use crate::flags::{self, NODES_ENV};
 use crate::json::write_json_file;
+use evidence::evidence;
 use mutation::{score_table, survivors};
 use plots::plot;
 use table::table;
@@ -367,6 +369,9 @@ fn summarize(
                         .map(|seed| format!(" (replay with --seed {seed})"))
                         .unwrap_or_default()
                 );
+                for line in evidence(report) {
+                    println!("{line}");
+                }
                 failed.push(report.scenario.name());
             }
             ExpectedVsObserved::NotDemonstrated => {

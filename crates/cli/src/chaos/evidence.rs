@@ -1,0 +1,48 @@
+//! The first few findings behind a failed verdict, printed under its FAIL line, so that a run
+//! whose history was not kept (a CI log) still says what the checker saw.
+
+use quorumlock_chaos::ScenarioReport;
+
+/// How many findings of each kind are printed; the JSON report has them all.
+const SHOWN: usize = 3;
+
+/// Lines describing the first violations and stale writes of `report`, times in µs since the
+/// run's epoch.
+pub(super) fn evidence(report: &ScenarioReport) -> Vec<String> {
+    let check = &report.check;
+    let violations = check.violations.iter().take(SHOWN).map(|violation| {
+        format!(
+            "  violation on {}: client {} [{}, {}) and client {} [{}, {}), {} µs at once",
+            violation.resource,
+            violation.first.holder,
+            violation.first.start_us,
+            violation.first.end_us,
+            violation.second.holder,
+            violation.second.start_us,
+            violation.second.end_us,
+            violation.overlap_us
+        )
+    });
+    let stale = check.stale_writes.iter().take(SHOWN).map(|stale| {
+        let write = &stale.write;
+        format!(
+            "  stale write on {} by client {} ({:?}): invoked {}, completed {}, {}, {} µs late{}",
+            write.resource,
+            write.holder,
+            stale.reason,
+            write.invoked_us,
+            write.completed_us,
+            if write.acked {
+                "acknowledged"
+            } else {
+                "unacknowledged"
+            },
+            stale.late_by_us,
+            stale
+                .during_hold_of
+                .map(|other| format!(", during client {other}'s hold"))
+                .unwrap_or_default()
+        )
+    });
+    violations.chain(stale).collect()
+}
