@@ -182,8 +182,9 @@ pub enum ConfigError {
         /// Position of the node in the list.
         index: usize,
     },
-    /// A TLS node given as connection info in a build without the `tls` feature. (A
-    /// `rediss://` URL is an [`InvalidUrl`](ConfigError::InvalidUrl) there.)
+    /// A TLS node in a build without the `tls` feature: given as connection info, or as a
+    /// `rediss://` URL that parsed because another crate of the build turned on redis-rs's TLS
+    /// (otherwise such a URL is an [`InvalidUrl`](ConfigError::InvalidUrl)).
     #[error("node {index} asks for TLS, which needs the `tls` feature")]
     TlsDisabled {
         /// Position of the node in the list.

@@ -141,10 +141,9 @@ async fn a_tls_node_answers_no_plain_client() {
 #[tokio::test]
 async fn nodes_that_require_a_client_certificate_answer_only_clients_with_one() {
     bounded(async {
-        let cluster =
-            TestCluster::start(ClusterOptions::default().nodes(1).tls_auth_clients(true))
-                .await
-                .unwrap();
+        let cluster = TestCluster::start(ClusterOptions::default().nodes(1).tls_auth_clients(true))
+            .await
+            .unwrap();
         let files = cluster.tls().expect("tls_auth_clients implies TLS");
         assert!(files.auth_clients());
         assert!(
