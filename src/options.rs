@@ -2,9 +2,11 @@
 //! validated once into `Settings` (`settings.rs`) so that no operation can meet a nonsensical
 //! value.
 //!
-//! (Just over 500 lines: one documented builder method per setting, the validation that relates
-//! them, and its tests; splitting the builder from its checks would scatter each setting.)
+//! (About 600 lines: one documented builder method per setting, the validation that relates
+//! them, and its tests; splitting the builder from its checks would scatter each setting. What
+//! one node is lives apart, in `node_config.rs`.)
 
+use std::fmt;
 use std::time::Duration;
 
 use crate::error::ConfigError;
@@ -23,8 +25,9 @@ use crate::settings::{Fencing, Patience, Settings, check_retry, validate_ttl};
 /// [`NodeConfig`]s (from a `redis::Client` or `redis::ConnectionInfo` the application already
 /// built); either way the lock makes and owns the connections.
 ///
-/// Not `PartialEq`: a `redis::ConnectionInfo`'s TLS parameters cannot be compared.
-#[derive(Debug, Clone)]
+/// Not `PartialEq`: a `redis::ConnectionInfo`'s TLS parameters cannot be compared. `Debug`
+/// shows the nodes' addresses with credentials masked.
+#[derive(Clone)]
 #[non_exhaustive]
 pub enum Topology {
     /// One Redis server: `SET NX PX` and compare-and-delete. Simple and fast, but the lock is
@@ -67,6 +70,18 @@ impl Topology {
             Topology::SingleNode(node) => vec![node.clone()],
             Topology::QuorumNodes(nodes) => nodes.clone(),
         }
+    }
+}
+
+impl fmt::Debug for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self {
+            Topology::Single(_) => "Single",
+            Topology::Quorum(_) => "Quorum",
+            Topology::SingleNode(_) => "SingleNode",
+            Topology::QuorumNodes(_) => "QuorumNodes",
+        };
+        f.debug_tuple(kind).field(&self.node_addrs()).finish()
     }
 }
 
@@ -471,6 +486,21 @@ mod tests {
             acquire(LockOptions::new().retry(retry).wait(wait)),
             Patience::Wait(wait)
         );
+    }
+
+    #[test]
+    fn a_topologys_debug_shows_addresses_and_never_a_password() {
+        let url = "redis://user:secret@10.0.0.1:6379";
+        for topology in [
+            Topology::Single(url.to_owned()),
+            Topology::Quorum(vec![url.to_owned()]),
+            Topology::SingleNode(NodeConfig::url(url)),
+            Topology::QuorumNodes(vec![NodeConfig::url(url)]),
+        ] {
+            let debug = format!("{topology:?}");
+            assert!(!debug.contains("secret"), "{debug}");
+            assert!(debug.contains("10.0.0.1:6379"), "{debug}");
+        }
     }
 
     #[test]
