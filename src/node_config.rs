@@ -37,7 +37,7 @@ use crate::error::ConfigError;
 /// let client = redis::Client::open("redis://:secret@127.0.0.1:7001/0")?;
 /// let nodes = [
 ///     NodeConfig::from(&client),
-///     NodeConfig::url("redis://127.0.0.1:7002"),
+///     NodeConfig::from_url("redis://127.0.0.1:7002"),
 ///     NodeConfig::from("redis://127.0.0.1:7003".to_owned()),
 /// ];
 /// assert!(!format!("{nodes:?}").contains("secret"));
@@ -63,14 +63,14 @@ enum Source {
 impl NodeConfig {
     /// A node at `url` (`redis://[user:password@]host:port[/db]`, `rediss://…` with the `tls`
     /// feature, `redis+unix:///path`). Parsed when the lock is built.
-    pub fn url(url: impl Into<String>) -> NodeConfig {
+    pub fn from_url(url: impl Into<String>) -> NodeConfig {
         NodeConfig {
             source: Source::Url(url.into()),
         }
     }
 
     /// A node described by redis-rs's connection info, TLS parameters included.
-    pub fn connection_info(info: ConnectionInfo) -> NodeConfig {
+    pub fn from_connection_info(info: ConnectionInfo) -> NodeConfig {
         NodeConfig {
             source: Source::Info(Box::new(info)),
         }
@@ -112,26 +112,26 @@ impl fmt::Debug for NodeConfig {
 
 impl From<ConnectionInfo> for NodeConfig {
     fn from(info: ConnectionInfo) -> NodeConfig {
-        NodeConfig::connection_info(info)
+        NodeConfig::from_connection_info(info)
     }
 }
 
 /// The client's connection info; the client itself is not used.
 impl From<&redis::Client> for NodeConfig {
     fn from(client: &redis::Client) -> NodeConfig {
-        NodeConfig::connection_info(client.get_connection_info().clone())
+        NodeConfig::from_connection_info(client.get_connection_info().clone())
     }
 }
 
 impl From<String> for NodeConfig {
     fn from(url: String) -> NodeConfig {
-        NodeConfig::url(url)
+        NodeConfig::from_url(url)
     }
 }
 
 impl From<&str> for NodeConfig {
     fn from(url: &str) -> NodeConfig {
-        NodeConfig::url(url)
+        NodeConfig::from_url(url)
     }
 }
 
@@ -162,7 +162,7 @@ mod tests {
     #[test]
     fn an_unparsable_url_is_a_configuration_error() {
         for url in ["", "not a url", "http://host", "redis://host:notaport"] {
-            let Err(err) = NodeConfig::url(url).resolve(3) else {
+            let Err(err) = NodeConfig::from_url(url).resolve(3) else {
                 panic!("{url:?} was accepted");
             };
             assert!(
@@ -178,7 +178,7 @@ mod tests {
             .into_connection_info()
             .unwrap();
         for node in [
-            NodeConfig::url("redis://user:secret@Host:6379/2"),
+            NodeConfig::from_url("redis://user:secret@Host:6379/2"),
             NodeConfig::from(info.clone()),
             NodeConfig::from(&redis::Client::open(info).unwrap()),
         ] {

@@ -62,10 +62,10 @@ impl Topology {
     /// Every node, in order, as a [`NodeConfig`].
     pub(crate) fn nodes(&self) -> Vec<NodeConfig> {
         match self {
-            Topology::Single(url) => vec![NodeConfig::url(url.as_str())],
+            Topology::Single(url) => vec![NodeConfig::from_url(url.as_str())],
             Topology::Quorum(urls) => urls
                 .iter()
-                .map(|url| NodeConfig::url(url.as_str()))
+                .map(|url| NodeConfig::from_url(url.as_str()))
                 .collect(),
             Topology::SingleNode(node) => vec![node.clone()],
             Topology::QuorumNodes(nodes) => nodes.clone(),
@@ -494,8 +494,8 @@ mod tests {
         for topology in [
             Topology::Single(url.to_owned()),
             Topology::Quorum(vec![url.to_owned()]),
-            Topology::SingleNode(NodeConfig::url(url)),
-            Topology::QuorumNodes(vec![NodeConfig::url(url)]),
+            Topology::SingleNode(NodeConfig::from_url(url)),
+            Topology::QuorumNodes(vec![NodeConfig::from_url(url)]),
         ] {
             let debug = format!("{topology:?}");
             assert!(!debug.contains("secret"), "{debug}");

@@ -46,7 +46,7 @@ async fn a_lock_from_a_client_a_connection_info_and_a_url_works() {
         let nodes = [
             NodeConfig::from(&client),
             NodeConfig::from(info("127.0.0.1", port(1))),
-            NodeConfig::url(format!("redis://127.0.0.1:{}", port(2))),
+            NodeConfig::from_url(format!("redis://127.0.0.1:{}", port(2))),
         ];
         let lock = Lock::from_nodes(nodes, once()).unwrap();
         let addrs: Vec<String> = (0..3)
