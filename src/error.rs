@@ -149,7 +149,7 @@ impl Error {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// No node URL was given.
+    /// No node was given.
     #[error("at least one node is required")]
     NoNodes,
     /// A node URL could not be parsed, or asks for a feature this build lacks.
@@ -161,6 +161,34 @@ pub enum ConfigError {
         url: String,
         /// Why it was rejected.
         reason: String,
+    },
+    /// A node's connection details were refused when its client was built: a certificate or
+    /// key (PEM) that does not parse, from [`LockOptions`](crate::LockOptions) or the node's
+    /// own TLS parameters.
+    #[error("node {index}: {reason}")]
+    InvalidNode {
+        /// Position of the node in the list.
+        index: usize,
+        /// Why it was refused (never a credential).
+        reason: String,
+    },
+    /// A TLS node that brought its own TLS parameters (a `redis::Client` built with
+    /// `build_with_tls`), in a lock whose options set certificates too: the two cannot be
+    /// merged, and neither is dropped unseen. Set the certificates in one place.
+    #[error(
+        "node {index} has TLS parameters of its own and the options set TLS certificates too: set them in one place"
+    )]
+    ConflictingTls {
+        /// Position of the node in the list.
+        index: usize,
+    },
+    /// A TLS node in a build without the `tls` feature: given as connection info, or as a
+    /// `rediss://` URL that parsed because another crate of the build turned on redis-rs's TLS
+    /// (otherwise such a URL is an [`InvalidUrl`](ConfigError::InvalidUrl)).
+    #[error("node {index} asks for TLS, which needs the `tls` feature")]
+    TlsDisabled {
+        /// Position of the node in the list.
+        index: usize,
     },
     /// The quorum is not a majority of the nodes, or larger than the number of nodes.
     #[error("quorum {quorum} must be a majority of {nodes} nodes (at least {} and at most {nodes})", nodes / 2 + 1)]

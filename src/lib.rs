@@ -61,8 +61,9 @@
 //! - The API at the top: [`Lock`] (`lock`, with one acquisition's flow in `acquisition`,
 //!   waiting for a held lock in `waiting`, and sets of [`Resources`] in `resources`),
 //!   [`Guard`], [`KeptGuard`] and [`Lease`] (`keep_alive`, `lease`), [`LockOptions`] and
-//!   [`Topology`] (`options`, validated into `settings`), [`Error`] (`error`) and what each node
-//!   did (`outcome`).
+//!   [`Topology`] (`options`, validated into `settings`), [`NodeConfig`] (`node_config`: a node
+//!   from a URL or the application's own `redis::Client`), [`Error`] (`error`) and what each
+//!   node did (`outcome`).
 //!
 //! The test harness (real `redis-server` processes and a fault-injecting proxy), the chaos
 //! tooling and the `quorumlock` command live in their own crates in this workspace
@@ -80,6 +81,7 @@ mod keep_alive;
 mod lease;
 mod lock;
 mod node;
+mod node_config;
 mod options;
 mod outcome;
 mod owner;
@@ -94,6 +96,7 @@ pub use guard::{Guard, ReleaseReport};
 pub use keep_alive::{KeepAlive, KeptGuard};
 pub use lease::Lease;
 pub use lock::Lock;
+pub use node_config::NodeConfig;
 pub use options::{LockOptions, Topology};
 pub use outcome::{NodeError, NodeOutcome, NodeReply, SetOutcome};
 pub use owner::Owner;

@@ -12,6 +12,7 @@ use crate::error::{ConfigError, Error};
 use crate::guard::Guard;
 use crate::hold::Owners;
 use crate::node::Node;
+use crate::node_config::NodeConfig;
 use crate::options::{LockOptions, Topology};
 use crate::outcome::NodeOutcome;
 use crate::round::NodeSet;
@@ -61,14 +62,15 @@ impl fmt::Debug for Lock {
 impl Lock {
     /// A lock over `topology`. Fails only on an invalid configuration.
     pub fn new(topology: Topology, options: LockOptions) -> Result<Lock, Error> {
-        let urls = topology.urls();
-        let settings = options.validate(urls.len())?;
+        let configs = topology.nodes();
+        let settings = options.validate(configs.len())?;
         let claims = Arc::new(Claims::default());
-        let nodes = urls
+        let nodes = configs
             .iter()
             .enumerate()
-            .map(|(index, url)| {
-                Node::new(index, url, &settings).map(|node| Arc::new(node.with_claims(&claims)))
+            .map(|(index, config)| {
+                let info = config.resolve(index)?;
+                Node::new(index, info, &settings).map(|node| Arc::new(node.with_claims(&claims)))
             })
             .collect::<Result<Vec<_>, ConfigError>>()?;
         // One server, one vote: the same host and port twice is a configuration error (the
@@ -110,6 +112,38 @@ impl Lock {
     {
         Lock::new(
             Topology::Quorum(urls.into_iter().map(Into::into).collect()),
+            options,
+        )
+    }
+
+    /// A lock over nodes given as configuration: each a [`NodeConfig`], or anything that
+    /// becomes one (`&redis::Client`, `redis::ConnectionInfo`, a URL). One node is a single
+    /// server, several a Redlock.
+    ///
+    /// The lock takes each client's connection details, not its connections: it connects with
+    /// its own timeouts and checks every connection's server (the restart guard, one server one
+    /// vote), see [`NodeConfig`].
+    ///
+    /// ```no_run
+    /// use quorumlock::{Lock, LockOptions};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Clients the application already configured (credentials, database, protocol).
+    /// let clients = (1..=3)
+    ///     .map(|i| redis::Client::open(format!("redis://app:secret@10.0.0.{i}:6379/2")))
+    ///     .collect::<Result<Vec<_>, _>>()?;
+    /// let lock = Lock::from_nodes(&clients, LockOptions::new())?;
+    /// let guard = lock.acquire("invoice:42").await?;
+    /// guard.release().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn from_nodes<I, N>(nodes: I, options: LockOptions) -> Result<Lock, Error>
+    where
+        I: IntoIterator<Item = N>,
+        N: Into<NodeConfig>,
+    {
+        Lock::new(
+            Topology::QuorumNodes(nodes.into_iter().map(Into::into).collect()),
             options,
         )
     }

@@ -2,22 +2,32 @@
 //! validated once into `Settings` (`settings.rs`) so that no operation can meet a nonsensical
 //! value.
 //!
-//! (Just over 500 lines: one documented builder method per setting, the validation that relates
-//! them, and its tests; splitting the builder from its checks would scatter each setting.)
+//! (About 600 lines: one documented builder method per setting, the validation that relates
+//! them, and its tests; splitting the builder from its checks would scatter each setting. What
+//! one node is lives apart, in `node_config.rs`.)
 
+use std::fmt;
 use std::time::Duration;
 
 use crate::error::ConfigError;
+use crate::node_config::NodeConfig;
 use crate::rules::quorum::majority;
 use crate::rules::retry::RetryPolicy;
 use crate::rules::validity::{MAX_TTL, drift};
+#[cfg(feature = "tls")]
+use crate::settings::ClientCertificate;
 use crate::settings::{Fencing, Patience, Settings, check_retry, validate_ttl};
 
 /// Which Redis servers the lock runs on.
 ///
 /// Both kinds give the same [`Lock`](crate::Lock) and [`Guard`](crate::Guard), so code, tests and
-/// benchmarks switch between them by configuration alone.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// benchmarks switch between them by configuration alone. Nodes are given as URLs, or as
+/// [`NodeConfig`]s (from a `redis::Client` or `redis::ConnectionInfo` the application already
+/// built); either way the lock makes and owns the connections.
+///
+/// Not `PartialEq`: a `redis::ConnectionInfo`'s TLS parameters cannot be compared. `Debug`
+/// shows the nodes' addresses with credentials masked.
+#[derive(Clone)]
 #[non_exhaustive]
 pub enum Topology {
     /// One Redis server: `SET NX PX` and compare-and-delete. Simple and fast, but the lock is
@@ -26,15 +36,52 @@ pub enum Topology {
     /// N independent Redis masters (no replication between them): the Redlock algorithm. The
     /// lock survives the loss of a minority of them.
     Quorum(Vec<String>),
+    /// As [`Single`](Topology::Single), the server given as a [`NodeConfig`].
+    SingleNode(NodeConfig),
+    /// As [`Quorum`](Topology::Quorum), the masters given as [`NodeConfig`]s.
+    QuorumNodes(Vec<NodeConfig>),
 }
 
 impl Topology {
-    /// The node URLs, in order.
+    /// The node URLs, in order, of a topology given as URLs; empty for one given as
+    /// [`NodeConfig`]s.
+    #[deprecated(note = "empty for nodes given as `NodeConfig`: use `Topology::node_addrs`")]
     pub fn urls(&self) -> &[String] {
         match self {
             Topology::Single(url) => std::slice::from_ref(url),
             Topology::Quorum(urls) => urls,
+            Topology::SingleNode(_) | Topology::QuorumNodes(_) => &[],
         }
+    }
+
+    /// Where the nodes are, in order, credentials masked ([`NodeConfig::display_addr`]).
+    pub fn node_addrs(&self) -> Vec<String> {
+        self.nodes().iter().map(NodeConfig::display_addr).collect()
+    }
+
+    /// Every node, in order, as a [`NodeConfig`].
+    pub(crate) fn nodes(&self) -> Vec<NodeConfig> {
+        match self {
+            Topology::Single(url) => vec![NodeConfig::from_url(url.as_str())],
+            Topology::Quorum(urls) => urls
+                .iter()
+                .map(|url| NodeConfig::from_url(url.as_str()))
+                .collect(),
+            Topology::SingleNode(node) => vec![node.clone()],
+            Topology::QuorumNodes(nodes) => nodes.clone(),
+        }
+    }
+}
+
+impl fmt::Debug for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self {
+            Topology::Single(_) => "Single",
+            Topology::Quorum(_) => "Quorum",
+            Topology::SingleNode(_) => "SingleNode",
+            Topology::QuorumNodes(_) => "QuorumNodes",
+        };
+        f.debug_tuple(kind).field(&self.node_addrs()).finish()
     }
 }
 
@@ -67,6 +114,8 @@ pub struct LockOptions {
     tcp_nodelay: bool,
     #[cfg(feature = "tls")]
     tls_root_certificates: Option<Vec<u8>>,
+    #[cfg(feature = "tls")]
+    tls_client_certificate: Option<ClientCertificate>,
     max_ttl: Option<Duration>,
     restart_guard: bool,
     fencing: bool,
@@ -90,6 +139,8 @@ impl Default for LockOptions {
             tcp_nodelay: true,
             #[cfg(feature = "tls")]
             tls_root_certificates: None,
+            #[cfg(feature = "tls")]
+            tls_client_certificate: None,
             max_ttl: None,
             restart_guard: true,
             fencing: false,
@@ -180,11 +231,37 @@ impl LockOptions {
 
     /// For `rediss://` nodes: trust these certificate authorities (PEM, one or more) instead of
     /// the bundled public roots, as a private CA or a test needs. Needs the `tls` feature; a PEM
-    /// that cannot be parsed is a configuration error when the [`Lock`](crate::Lock) is built.
+    /// that cannot be parsed is [`ConfigError::InvalidNode`] when the [`Lock`](crate::Lock) is
+    /// built.
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls_root_certificates = Some(pem.into());
+        self
+    }
+
+    /// For `rediss://` nodes: present this client certificate (a PEM chain, leaf first) with its
+    /// private key (PEM: PKCS#8, PKCS#1 or SEC1), for servers that ask for one
+    /// (`tls-auth-clients yes`: mutual TLS). Needs the `tls` feature; a PEM that cannot be
+    /// parsed is [`ConfigError::InvalidNode`] when the [`Lock`](crate::Lock) is built, and a
+    /// server that refuses the certificate (or wanted one and got none) fails that node's
+    /// requests with [`NodeError::Connection`](crate::NodeError::Connection). `Debug` never
+    /// shows the key. See `docs/deployment.md`, "Mutual TLS".
+    ///
+    /// Nodes that bring TLS parameters of their own (a `redis::Client` built with
+    /// `build_with_tls`) keep them; setting certificates here too is
+    /// [`ConfigError::ConflictingTls`].
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_client_certificate(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls_client_certificate = Some(ClientCertificate {
+            cert_pem: cert_pem.into(),
+            key_pem: key_pem.into(),
+        });
         self
     }
 
@@ -373,6 +450,8 @@ impl LockOptions {
             tcp_nodelay: self.tcp_nodelay,
             #[cfg(feature = "tls")]
             tls_root_certificates: self.tls_root_certificates.clone(),
+            #[cfg(feature = "tls")]
+            tls_client_certificate: self.tls_client_certificate.clone(),
             max_ttl,
             restart_guard: self.restart_guard.then_some(sit_out),
             replaced_sit_out: sit_out,
@@ -407,6 +486,21 @@ mod tests {
             acquire(LockOptions::new().retry(retry).wait(wait)),
             Patience::Wait(wait)
         );
+    }
+
+    #[test]
+    fn a_topologys_debug_shows_addresses_and_never_a_password() {
+        let url = "redis://user:secret@10.0.0.1:6379";
+        for topology in [
+            Topology::Single(url.to_owned()),
+            Topology::Quorum(vec![url.to_owned()]),
+            Topology::SingleNode(NodeConfig::from_url(url)),
+            Topology::QuorumNodes(vec![NodeConfig::from_url(url)]),
+        ] {
+            let debug = format!("{topology:?}");
+            assert!(!debug.contains("secret"), "{debug}");
+            assert!(debug.contains("10.0.0.1:6379"), "{debug}");
+        }
     }
 
     #[test]

@@ -42,6 +42,9 @@ pub(crate) struct Settings {
     /// Certificate authorities for `rediss://` nodes (PEM), instead of the public roots.
     #[cfg(feature = "tls")]
     pub(crate) tls_root_certificates: Option<Vec<u8>>,
+    /// The certificate `rediss://` nodes are shown (mutual TLS).
+    #[cfg(feature = "tls")]
+    pub(crate) tls_client_certificate: Option<ClientCertificate>,
     /// The largest TTL in use, extensions included.
     pub(crate) max_ttl: Duration,
     /// With the restart guard on, how long a node that may have lost writes stays out of
@@ -57,6 +60,45 @@ pub(crate) struct Settings {
     /// The deliberate defect this lock was built with (test-only, see `defect.rs`).
     #[cfg(feature = "chaos-defects")]
     pub(crate) defect: Option<crate::rules::defect::Defect>,
+}
+
+/// A client certificate chain and its private key, both PEM, for mutual TLS. `Debug` never shows
+/// the key.
+#[cfg(feature = "tls")]
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct ClientCertificate {
+    pub(crate) cert_pem: Vec<u8>,
+    pub(crate) key_pem: Vec<u8>,
+}
+
+#[cfg(feature = "tls")]
+impl std::fmt::Debug for ClientCertificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientCertificate")
+            .field("cert_pem", &String::from_utf8_lossy(&self.cert_pem))
+            .field("key_pem", &"<redacted>")
+            .finish()
+    }
+}
+
+#[cfg(feature = "tls")]
+impl Settings {
+    /// What a TLS node is given from the options, if they set anything: the certificate
+    /// authorities to trust and the certificate to present.
+    pub(crate) fn tls_certificates(&self) -> Option<redis::TlsCertificates> {
+        if self.tls_root_certificates.is_none() && self.tls_client_certificate.is_none() {
+            return None;
+        }
+        Some(redis::TlsCertificates {
+            client_tls: self.tls_client_certificate.as_ref().map(|certificate| {
+                redis::ClientTlsConfig {
+                    client_cert: certificate.cert_pem.clone(),
+                    client_key: certificate.key_pem.clone(),
+                }
+            }),
+            root_cert: self.tls_root_certificates.clone(),
+        })
+    }
 }
 
 /// How [`Lock::acquire`](crate::Lock::acquire) gets a held lock.

@@ -1,83 +1,75 @@
-//! How a node URL becomes a `redis::Client`: parsed, with `TCP_NODELAY` as configured and, for a
-//! `rediss://` node, the configured certificate authorities; credentials never reach an error
-//! message.
+//! How a node's connection details become a `redis::Client`: `TCP_NODELAY` as configured and,
+//! for a TLS node, the configured certificate authorities and client certificate, unless the node
+//! brought TLS parameters of its own.
 
-use redis::io::tcp::TcpSettings;
-use redis::{ConnectionInfo, IntoConnectionInfo, RedisResult};
+use redis::{ConnectionAddr, ConnectionInfo};
 
 use crate::error::ConfigError;
 use crate::settings::Settings;
 
-/// The client for node `index` at `url`. Nothing is sent.
+/// The client for node `index`. Nothing is sent.
 pub(super) fn open(
     index: usize,
-    url: &str,
+    info: ConnectionInfo,
     settings: &Settings,
 ) -> Result<redis::Client, ConfigError> {
-    let invalid = |err: redis::RedisError| ConfigError::InvalidUrl {
-        index,
-        url: redact(url),
-        reason: err.to_string(),
+    let tcp = info
+        .tcp_settings()
+        .clone()
+        .set_nodelay(settings.tcp_nodelay);
+    let info = info.set_tcp_settings(tcp);
+    let ConnectionAddr::TcpTls { tls_params, .. } = info.addr() else {
+        return redis::Client::open(info).map_err(|err| rejected(index, err));
     };
-    let info = url
-        .into_connection_info()
-        .map_err(invalid)?
-        .set_tcp_settings(TcpSettings::default().set_nodelay(settings.tcp_nodelay));
-    with_certificates(info, settings).map_err(invalid)
-}
-
-/// A client for one node: with the configured certificate authorities for a TLS node, if any.
-fn with_certificates(info: ConnectionInfo, settings: &Settings) -> RedisResult<redis::Client> {
     #[cfg(feature = "tls")]
-    if let Some(pem) = &settings.tls_root_certificates
-        && matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. })
     {
-        let certificates = redis::TlsCertificates {
-            client_tls: None,
-            root_cert: Some(pem.clone()),
+        let Some(certificates) = settings.tls_certificates() else {
+            return redis::Client::open(info).map_err(|err| rejected(index, err));
         };
-        return redis::Client::build_with_tls(info, certificates);
+        // A node's own TLS parameters cannot be read back or merged with ours: say so rather
+        // than drop one of them unseen.
+        if tls_params.is_some() {
+            return Err(ConfigError::ConflictingTls { index });
+        }
+        redis::Client::build_with_tls(info, certificates).map_err(|err| rejected(index, err))
     }
     #[cfg(not(feature = "tls"))]
-    let _ = settings;
-    redis::Client::open(info)
+    {
+        let _ = tls_params;
+        Err(ConfigError::TlsDisabled { index })
+    }
 }
 
-/// A URL fit for an error message: any credentials replaced by `***`.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            format!("{}://***@{}", &url[..scheme_end], &url[at + 1..])
-        }
-        _ => url.to_owned(),
+/// redis-rs refused the node's details: certificates that do not parse, or an address this
+/// build cannot reach. No URL is left to show, and the reason names no credential.
+fn rejected(index: usize, err: redis::RedisError) -> ConfigError {
+    ConfigError::InvalidNode {
+        index,
+        reason: err.to_string(),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use redis::IntoConnectionInfo;
+    use redis::io::tcp::TcpSettings;
+
     use super::*;
     use crate::LockOptions;
 
+    /// A node's own `TCP_NODELAY` gives way to the lock's, either way.
     #[test]
-    fn credentials_never_reach_error_messages() {
-        assert_eq!(
-            redact("redis://user:secret@host:6379/0"),
-            "redis://***@host:6379/0"
-        );
-        assert_eq!(redact("redis://:p@ss@host"), "redis://***@host");
-        assert_eq!(redact("redis://host:6379"), "redis://host:6379");
-    }
-
-    #[test]
-    fn an_unparsable_url_is_a_configuration_error() {
-        let settings = LockOptions::new().validate(1).unwrap();
-        for url in ["", "not a url", "http://host", "redis://host:notaport"] {
-            let Err(err) = open(3, url, &settings) else {
-                panic!("{url:?} was accepted");
-            };
-            assert!(
-                matches!(err, ConfigError::InvalidUrl { index: 3, .. }),
-                "{err}"
+    fn the_locks_tcp_nodelay_wins_over_the_nodes() {
+        for nodelay in [true, false] {
+            let settings = LockOptions::new().tcp_nodelay(nodelay).validate(1).unwrap();
+            let info = "redis://127.0.0.1:6379"
+                .into_connection_info()
+                .unwrap()
+                .set_tcp_settings(TcpSettings::default().set_nodelay(!nodelay));
+            let client = open(0, info, &settings).unwrap();
+            assert_eq!(
+                client.get_connection_info().tcp_settings().nodelay(),
+                nodelay
             );
         }
     }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, ConnectionAddr, RedisResult};
+use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, RedisResult};
 
 use super::client;
 use super::history::History;
@@ -72,9 +72,14 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    /// Parses a node URL. Nothing is sent until the first command.
-    pub(crate) fn new(index: usize, url: &str, settings: &Settings) -> Result<Node, ConfigError> {
-        let client = client::open(index, url, settings)?;
+    /// The node at `info`, connected with the lock's settings. Nothing is sent until the first
+    /// command.
+    pub(crate) fn new(
+        index: usize,
+        info: ConnectionInfo,
+        settings: &Settings,
+    ) -> Result<Node, ConfigError> {
+        let client = client::open(index, info, settings)?;
         Ok(Node {
             index,
             addr: client.get_connection_info().addr().to_string().into(),

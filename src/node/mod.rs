@@ -2,7 +2,7 @@
 //! command per file. Nothing here knows about other nodes or about rounds (`round/` does).
 //!
 //! - `connection`: [`Node`]: the lazy shared connection, its generations, connect and command timeouts.
-//! - `client`: a node URL as a `redis::Client`: `TCP_NODELAY`, TLS roots, credentials redacted.
+//! - `client`: a node's connection details as a `redis::Client`: `TCP_NODELAY`, TLS certificates.
 //! - `stream`: the TCP socket under a connection, whose writes gather what is ready to go.
 //! - `identify`: what a new connection's server says about itself (`INFO`, `CONFIG GET appendfsync`).
 //! - `history`: which server the node knew at its address, when it last heard from it, who sits out.
@@ -38,3 +38,9 @@ pub(crate) mod wire;
 pub(crate) mod write_back;
 
 pub(crate) use connection::Node;
+
+/// A test server's URL as the connection details a [`Node`] is built from.
+#[cfg(test)]
+pub(crate) fn test_info(url: &str) -> redis::ConnectionInfo {
+    redis::IntoConnectionInfo::into_connection_info(url).expect("a test server's URL parses")
+}

@@ -227,7 +227,7 @@ mod tests {
             .await
             .unwrap();
         assert!(up >= Duration::from_secs(2), "{up:?}");
-        let node = Node::new(0, &servers.urls()[0], &settings).unwrap();
+        let node = Node::new(0, crate::node::test_info(&servers.urls()[0]), &settings).unwrap();
         assert_eq!(write_back(&node, b"k", b"f", "t", 1).await, Ok(false));
         let proxy = servers.proxy(0).unwrap();
         proxy.switch_upstream(SocketAddr::from((

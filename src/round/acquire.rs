@@ -107,7 +107,12 @@ pub(super) mod tests {
         let settings = LockOptions::new()
             .node_timeout(Duration::from_secs(5))
             .connect_timeout(Duration::from_secs(5));
-        Node::new(0, url, &settings.validate(1).unwrap()).unwrap()
+        Node::new(
+            0,
+            crate::node::test_info(url),
+            &settings.validate(1).unwrap(),
+        )
+        .unwrap()
     }
 
     /// Against a real server: a key of ours left by an earlier attempt counts for us (and gets
@@ -176,8 +181,8 @@ pub(super) mod tests {
             .unwrap();
         let url = &cluster.urls()[0];
         // Separate claim tables: neither node knows of the other.
-        let first = Node::new(0, url, &settings).unwrap();
-        let second = Node::new(1, url, &settings).unwrap();
+        let first = Node::new(0, crate::node::test_info(url), &settings).unwrap();
+        let second = Node::new(1, crate::node::test_info(url), &settings).unwrap();
         let ledger = Ledger::new(2);
         let attempt = ledger.begin();
         assert!(

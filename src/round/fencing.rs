@@ -140,7 +140,7 @@ mod tests {
             .connect_timeout(Duration::from_secs(5))
             .validate(1)
             .unwrap();
-        let node = Node::new(0, &cluster.urls()[0], &settings).unwrap();
+        let node = Node::new(0, crate::node::test_info(&cluster.urls()[0]), &settings).unwrap();
         let mut direct = cluster.connection(0).await.unwrap();
         let ledger = Ledger::new(1);
         let attempt = ledger.begin();

@@ -23,13 +23,13 @@ use redis::aio::MultiplexedConnection;
 use crate::common::command_calls as calls;
 use crate::common::*;
 
-const USER: &str = "quorumlock";
-const PASSWORD: &str = "correct-horse-battery-staple";
+pub(crate) const USER: &str = "quorumlock";
+pub(crate) const PASSWORD: &str = "correct-horse-battery-staple";
 
 /// The recommended rules, as in `docs/deployment.md`:
 /// `ACL SETUSER quorumlock reset on >PASSWORD ~quorumlock:* resetchannels +set +get +del
 /// +pexpire +eval +evalsha +script|load +info`.
-fn recommended() -> Vec<String> {
+pub(crate) fn recommended() -> Vec<String> {
     let mut rules = vec![
         "reset".to_owned(),
         "on".to_owned(),
@@ -63,7 +63,7 @@ fn recommended_without(command: &str) -> Vec<String> {
 }
 
 /// `ACL SETUSER quorumlock <rules>` on every node, as the default user.
-async fn set_user(cluster: &TestCluster, rules: &[String]) {
+pub(crate) async fn set_user(cluster: &TestCluster, rules: &[String]) {
     for node in 0..cluster.len() {
         let mut admin = cluster.connection(node).await.unwrap();
         let () = redis::cmd("ACL")
@@ -120,7 +120,7 @@ async fn as_user(cluster: &TestCluster) -> MultiplexedConnection {
 /// guard would take every node as one that may lose writes and hold it back for `max_ttl` after
 /// it started; the guard with such a user has its own test
 /// (`the_recommended_user_has_no_config_get_so_the_restart_guard_assumes_no_fsync`).
-fn acl_options() -> LockOptions {
+pub(crate) fn acl_options() -> LockOptions {
     once().max_ttl(Duration::from_secs(20)).restart_guard(false)
 }
 

@@ -20,6 +20,7 @@ mod fencing;
 mod keep_alive;
 mod node_faults;
 mod node_identity;
+mod nodes_from_clients;
 mod per_call;
 mod reentrancy;
 mod restart_guard;

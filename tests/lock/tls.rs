@@ -1,13 +1,16 @@
 //! `rediss://` URLs against real TLS-only servers (the harness's `ClusterOptions::tls`): locks
 //! over TLS with the cluster's own CA trusted (`LockOptions::tls_root_certificates`), and typed
 //! errors, never a panic, for an untrusted CA, a bad PEM, a plain server, and the URL without the
-//! `tls` feature.
+//! `tls` feature. Mutual TLS against servers that require a client certificate
+//! (`ClusterOptions::tls_auth_clients`): with the cluster's client certificate
+//! (`LockOptions::tls_client_certificate`, or a user's `redis::Client` built with it) the lock
+//! works; without one every node fails with a typed error and keeps no key.
 
 #[cfg(feature = "tls")]
 mod with_the_feature {
     use std::time::Duration;
 
-    use quorumlock::{ConfigError, Error, Lock, NodeError, NodeReply, RetryPolicy};
+    use quorumlock::{ConfigError, Error, Lock, LockOptions, NodeError, NodeReply, RetryPolicy};
     use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 
     use crate::common::*;
@@ -77,19 +80,28 @@ mod with_the_feature {
         .await;
     }
 
-    /// A certificate authority that cannot be parsed is a configuration error, not a failure at
-    /// the first acquisition.
+    /// A certificate authority, client certificate or key that cannot be parsed is a
+    /// configuration error, not a failure at the first acquisition.
     #[test]
-    fn an_unparsable_root_certificate_is_a_configuration_error() {
-        let options = once().tls_root_certificates("-----BEGIN CERTIFICATE-----\nnot base64\n");
-        let error = Lock::single("rediss://127.0.0.1:6380", options).unwrap_err();
-        assert!(
-            matches!(
-                error,
-                Error::Config(ConfigError::InvalidUrl { index: 0, .. })
-            ),
-            "{error}"
-        );
+    fn an_unparsable_certificate_or_key_is_a_configuration_error() {
+        let garbled = "-----BEGIN CERTIFICATE-----\nnot base64\n";
+        // Well-formed PEM: the certificate's contents are checked only in a handshake.
+        let pem = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        for options in [
+            once().tls_root_certificates(garbled),
+            once().tls_client_certificate(garbled, pem),
+            once().tls_client_certificate(pem, "-----BEGIN PRIVATE KEY-----\n!\n"),
+            once().tls_client_certificate(pem, "no key here"),
+        ] {
+            let error = Lock::single("rediss://127.0.0.1:6380", options).unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    Error::Config(ConfigError::InvalidNode { index: 0, .. })
+                ),
+                "{error}"
+            );
+        }
     }
 
     /// Without the cluster's CA the nodes present a certificate the library does not trust (it
@@ -145,6 +157,120 @@ mod with_the_feature {
         .await;
     }
 
+    async fn mutual_tls_cluster(nodes: usize) -> TestCluster {
+        TestCluster::start(
+            ClusterOptions::default()
+                .nodes(nodes)
+                .tls_auth_clients(true)
+                .persistence(Persistence::AofAlways),
+        )
+        .await
+        .expect("start redis-server processes that require client certificates")
+    }
+
+    /// The cluster's CA trusted and its client certificate presented.
+    fn mutual_tls_options(cluster: &TestCluster) -> LockOptions {
+        let files = cluster.tls().expect("a TLS cluster has TLS files");
+        once()
+            .tls_root_certificates(files.ca_pem())
+            .tls_client_certificate(files.client_cert_pem(), files.client_key_pem())
+    }
+
+    /// Nodes that require a client certificate grant the lock to one that presents the
+    /// cluster's: acquire, extend, release, no key left.
+    #[tokio::test]
+    async fn with_a_client_certificate_the_lock_works_on_nodes_that_require_one() {
+        bounded(async {
+            let cluster = mutual_tls_cluster(3).await;
+            let lock = Lock::quorum(cluster.urls(), mutual_tls_options(&cluster)).unwrap();
+            let mut guard = lock.try_acquire("mtls").await.unwrap();
+            assert!(holders(guard.outcomes()).len() >= 2, "{guard:?}");
+            guard.extend(Duration::from_secs(10)).await.unwrap();
+            assert!(guard.release().await.held >= 2);
+            lock.settle().await;
+            assert_no_keys(&cluster, 0..3).await;
+        })
+        .await;
+    }
+
+    /// Without a client certificate each node ends the handshake: every node that answered
+    /// failed with a typed connection error naming the alert (`CertificateRequired`; not a
+    /// timeout: the refusal is immediate), the
+    /// acquisition is `Unavailable`, and no node keeps a key.
+    #[tokio::test]
+    async fn without_a_client_certificate_nodes_that_require_one_refuse_with_a_typed_error() {
+        bounded(async {
+            let cluster = mutual_tls_cluster(3).await;
+            let ca = cluster.tls_ca_pem().unwrap().to_owned();
+            let lock = Lock::quorum(cluster.urls(), once().tls_root_certificates(ca)).unwrap();
+            let error = lock.try_acquire("mtls").await.unwrap_err();
+            assert!(matches!(error, Error::Unavailable { .. }), "{error}");
+            let failed = error
+                .outcomes()
+                .iter()
+                .filter(|outcome| outcome.reply != NodeReply::NoReply)
+                .inspect(|outcome| {
+                    let message = connection_error(&outcome.reply);
+                    assert!(message.contains("CertificateRequired"), "{message}");
+                })
+                .count();
+            assert!(failed >= 2, "{error}");
+            lock.settle().await;
+            assert_no_keys(&cluster, 0..3).await;
+        })
+        .await;
+    }
+
+    /// A user's own clients, built with `redis::Client::build_with_tls` (the cluster's CA and
+    /// client certificate), become the lock's nodes with their TLS parameters: the lock works
+    /// on nodes that require a client certificate. Certificates in the options as well would be
+    /// set twice: a configuration error.
+    #[tokio::test]
+    async fn clients_built_with_their_own_tls_parameters_keep_them() {
+        bounded(async {
+            let cluster = mutual_tls_cluster(3).await;
+            let files = cluster.tls().unwrap();
+            let clients: Vec<redis::Client> = cluster
+                .urls()
+                .iter()
+                .map(|url| {
+                    let certificates = redis::TlsCertificates {
+                        client_tls: Some(redis::ClientTlsConfig {
+                            client_cert: files.client_cert_pem().as_bytes().to_vec(),
+                            client_key: files.client_key_pem().as_bytes().to_vec(),
+                        }),
+                        root_cert: Some(files.ca_pem().as_bytes().to_vec()),
+                    };
+                    redis::Client::build_with_tls(url.as_str(), certificates).unwrap()
+                })
+                .collect();
+            let lock = Lock::from_nodes(&clients, once()).unwrap();
+            let guard = lock.try_acquire("own-tls").await.unwrap();
+            assert!(holders(guard.outcomes()).len() >= 2, "{guard:?}");
+            assert!(guard.release().await.held >= 2);
+            lock.settle().await;
+            assert_no_keys(&cluster, 0..3).await;
+
+            let error = Lock::from_nodes(&clients, mutual_tls_options(&cluster)).unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    Error::Config(ConfigError::ConflictingTls { index: 0 })
+                ),
+                "{error}"
+            );
+        })
+        .await;
+    }
+
+    /// The client key never shows in the options' or the lock's `Debug`.
+    #[test]
+    fn the_client_key_never_reaches_debug() {
+        let options = once().tls_client_certificate("CERT", "SECRET-KEY");
+        let debug = format!("{options:?}");
+        assert!(!debug.contains("SECRET-KEY"), "{debug}");
+    }
+
     /// `#insecure` (encryption without verification) is what redis-rs offers for a CA it does
     /// not know, but only with its `tls-rustls-insecure` feature, which the library's `tls`
     /// feature does not enable: the URL is accepted, and every connection then fails with a
@@ -170,14 +296,38 @@ mod with_the_feature {
 #[cfg(not(feature = "tls"))]
 mod without_the_feature {
     use quorumlock::{ConfigError, Error, Lock, LockOptions};
+    use redis::{ConnectionAddr, IntoConnectionInfo};
 
+    /// A TLS address given as connection info cannot be reached without the feature either.
+    #[test]
+    fn a_tls_connection_info_without_the_tls_feature_is_a_configuration_error() {
+        let info = ConnectionAddr::TcpTls {
+            host: "127.0.0.1".to_owned(),
+            port: 6380,
+            insecure: false,
+            tls_params: None,
+        }
+        .into_connection_info()
+        .unwrap();
+        let error = Lock::from_nodes([info], LockOptions::new()).unwrap_err();
+        assert!(
+            matches!(error, Error::Config(ConfigError::TlsDisabled { index: 0 })),
+            "{error}"
+        );
+    }
+
+    /// redis-rs refuses to parse the URL unless another crate in the build turned its TLS on
+    /// (as the workspace's CLI does, through another lock crate); then the lock refuses it.
     #[test]
     fn a_tls_url_without_the_tls_feature_is_a_configuration_error() {
         let error = Lock::single("rediss://127.0.0.1:6380", LockOptions::new()).unwrap_err();
         assert!(
             matches!(
                 error,
-                Error::Config(ConfigError::InvalidUrl { index: 0, .. })
+                Error::Config(
+                    ConfigError::InvalidUrl { index: 0, .. }
+                        | ConfigError::TlsDisabled { index: 0 }
+                )
             ),
             "{error}"
         );

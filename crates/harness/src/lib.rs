@@ -35,14 +35,16 @@
 //!   node's clocks, and so its key expiry, run faster or slower than real time;
 //! * with the `tls` cargo feature, TLS-only nodes (`ClusterOptions::tls`): a CA and
 //!   certificate the harness makes itself, `rediss://` URLs, and the CA for the
-//!   client under test to trust (`TestCluster::tls_ca_pem`).
+//!   client under test to trust (`TestCluster::tls_ca_pem`); nodes that require a client
+//!   certificate (`ClusterOptions::tls_auth_clients`), with one made for the client under test
+//!   (`TlsFiles::client_cert_pem`, `TlsFiles::client_key_pem`).
 //!
 //! # Cargo features
 //!
 //! | feature | what it adds |
 //! | --- | --- |
 //! | `docker` | [`Backend::Docker`]: nodes as containers (testcontainers) |
-//! | `tls` | `ClusterOptions::tls`, `TestCluster::tls`, `TlsFiles`: TLS-only nodes (rcgen, rustls with ring, tokio-rustls) |
+//! | `tls` | `ClusterOptions::tls`, `ClusterOptions::tls_auth_clients`, `TestCluster::tls`, `TlsFiles`: TLS-only nodes, with mutual TLS if asked (rcgen, rustls with ring, tokio-rustls) |
 //!
 //! # Adding it
 //!

@@ -84,6 +84,8 @@ pub struct ClusterOptions {
     pub(crate) clock_jumps: BTreeSet<usize>,
     #[cfg(feature = "tls")]
     pub(crate) tls: bool,
+    #[cfg(feature = "tls")]
+    pub(crate) tls_auth_clients: bool,
 }
 
 impl Default for ClusterOptions {
@@ -110,6 +112,8 @@ impl Default for ClusterOptions {
             clock_jumps: BTreeSet::new(),
             #[cfg(feature = "tls")]
             tls: false,
+            #[cfg(feature = "tls")]
+            tls_auth_clients: false,
         }
     }
 }
@@ -262,7 +266,7 @@ impl ClusterOptions {
     /// `localhost`), with rcgen, in a temporary directory deleted with the cluster. Each
     /// `redis-server` then runs with `--port 0 --tls-port <port> --tls-cert-file …
     /// --tls-key-file … --tls-ca-cert-file … --tls-auth-clients no`: no plain port, and no
-    /// client certificate asked for. On the docker backend the directory is bind-mounted
+    /// client certificate asked for ([`tls_auth_clients`](Self::tls_auth_clients) asks for one). On the docker backend the directory is bind-mounted
     /// read-only at `/tls` in each container.
     ///
     /// [`TestCluster::urls`](crate::TestCluster::urls) then gives `rediss://127.0.0.1:<port>`;
@@ -277,6 +281,22 @@ impl ClusterOptions {
     #[must_use]
     pub fn tls(mut self, tls: bool) -> Self {
         self.tls = tls;
+        self
+    }
+
+    /// Makes every node speak TLS only, as [`tls`](Self::tls) does, and require a client
+    /// certificate signed by the cluster's CA (`--tls-auth-clients yes`: mutual TLS; default
+    /// `false`; cargo feature `tls`). `true` implies `tls(true)`.
+    ///
+    /// The harness makes that client certificate with the cluster's CA
+    /// ([`TlsFiles::client_cert_pem`](crate::TlsFiles::client_cert_pem),
+    /// [`TlsFiles::client_key_pem`](crate::TlsFiles::client_key_pem)) and presents it on its own
+    /// connections; a client under test without it fails the TLS handshake.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    #[must_use]
+    pub fn tls_auth_clients(mut self, required: bool) -> Self {
+        self.tls_auth_clients = required;
         self
     }
 

@@ -1,7 +1,8 @@
-//! TLS for a cluster's nodes (cargo feature `tls`): the CA and server certificate the harness
-//! makes for each cluster with rcgen, the files `redis-server` reads them from, and the harness's
-//! own TLS connections (readiness probes, [`TestCluster::connection`](crate::TestCluster::connection)),
-//! made with tokio-rustls and handed to redis-rs as a ready stream.
+//! TLS for a cluster's nodes (cargo feature `tls`): the CA, server certificate and client
+//! certificate the harness makes for each cluster with rcgen, the files `redis-server` reads them
+//! from, and the harness's own TLS connections (readiness probes,
+//! [`TestCluster::connection`](crate::TestCluster::connection)), made with tokio-rustls (showing
+//! the client certificate, for nodes that require one) and handed to redis-rs as a ready stream.
 
 use std::fmt;
 use std::io;
@@ -16,7 +17,7 @@ use rcgen::{
 };
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, RedisConnectionInfo};
-use rustls::pki_types::ServerName;
+use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use tempfile::TempDir;
 
 use crate::error::HarnessError;
@@ -32,17 +33,25 @@ pub const KEY_FILE: &str = "server.key";
 pub const SERVER_NAMES: [&str; 2] = ["127.0.0.1", "localhost"];
 
 /// The TLS material of one cluster started with [`ClusterOptions::tls`](crate::ClusterOptions::tls):
-/// a CA made for this cluster alone and one server certificate signed by it (ECDSA P-256, valid
-/// for [`SERVER_NAMES`]), shared by every node, in a temporary directory deleted with the
-/// cluster.
+/// a CA made for this cluster alone, one server certificate signed by it (ECDSA P-256, valid
+/// for [`SERVER_NAMES`]) shared by every node, and one client certificate signed by it, in a
+/// temporary directory deleted with the cluster.
 ///
 /// A client under test trusts the nodes by trusting [`ca_pem`](Self::ca_pem) (or the file at
-/// [`ca_cert_path`](Self::ca_cert_path), e.g. `redis-cli --tls --cacert <path>`). The nodes do
-/// not ask clients for certificates (`--tls-auth-clients no`).
+/// [`ca_cert_path`](Self::ca_cert_path), e.g. `redis-cli --tls --cacert <path>`). The nodes ask
+/// clients for a certificate only with
+/// [`ClusterOptions::tls_auth_clients`](crate::ClusterOptions::tls_auth_clients)
+/// (`--tls-auth-clients yes`, else `no`); a client under test then presents
+/// [`client_cert_pem`](Self::client_cert_pem) with [`client_key_pem`](Self::client_key_pem).
 pub struct TlsFiles {
     dir: TempDir,
     ca_pem: String,
-    /// Trusts the CA above and nothing else; used for the harness's own connections.
+    client_cert_pem: String,
+    client_key_pem: String,
+    /// The nodes require a client certificate.
+    auth_clients: bool,
+    /// Trusts the CA above and nothing else, and shows the client certificate; used for the
+    /// harness's own connections.
     client: Arc<rustls::ClientConfig>,
 }
 
@@ -55,8 +64,9 @@ impl fmt::Debug for TlsFiles {
 }
 
 impl TlsFiles {
-    /// Makes a new CA and server certificate and writes them to a new temporary directory.
-    pub(crate) fn generate() -> Result<TlsFiles, HarnessError> {
+    /// Makes a new CA, server certificate and client certificate and writes them to a new
+    /// temporary directory; `auth_clients`: the nodes will require a client certificate.
+    pub(crate) fn generate(auth_clients: bool) -> Result<TlsFiles, HarnessError> {
         let ca_key = KeyPair::generate().map_err(tls_error("generate the CA key"))?;
         let mut ca_params = CertificateParams::default();
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
@@ -80,6 +90,17 @@ impl TlsFiles {
             .signed_by(&server_key, &ca)
             .map_err(tls_error("sign the server certificate"))?;
 
+        let client_key = KeyPair::generate().map_err(tls_error("generate the client key"))?;
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "quorumlock-harness test client");
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let client_cert = params
+            .signed_by(&client_key, &ca)
+            .map_err(tls_error("sign the client certificate"))?;
+
         let mut roots = rustls::RootCertStore::empty();
         roots
             .add(ca.der().clone())
@@ -90,7 +111,11 @@ impl TlsFiles {
         .with_safe_default_protocol_versions()
         .map_err(tls_error("set up the harness's TLS client"))?
         .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_client_auth_cert(
+            vec![client_cert.der().clone()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(client_key.serialize_der())),
+        )
+        .map_err(tls_error("set up the harness's client certificate"))?;
 
         let dir = tempfile::Builder::new()
             .prefix("quorumlock-tls-")
@@ -102,6 +127,9 @@ impl TlsFiles {
         Ok(TlsFiles {
             dir,
             ca_pem,
+            client_cert_pem: client_cert.pem(),
+            client_key_pem: client_key.serialize_pem(),
+            auth_clients,
             client: Arc::new(client),
         })
     }
@@ -110,6 +138,26 @@ impl TlsFiles {
     #[must_use]
     pub fn ca_pem(&self) -> &str {
         &self.ca_pem
+    }
+
+    /// A client certificate signed by the cluster's CA (PEM), for mutual TLS: what a client
+    /// under test presents to nodes that require one
+    /// ([`ClusterOptions::tls_auth_clients`](crate::ClusterOptions::tls_auth_clients)).
+    #[must_use]
+    pub fn client_cert_pem(&self) -> &str {
+        &self.client_cert_pem
+    }
+
+    /// The private key of [`client_cert_pem`](Self::client_cert_pem) (PEM, PKCS#8).
+    #[must_use]
+    pub fn client_key_pem(&self) -> &str {
+        &self.client_key_pem
+    }
+
+    /// Whether the nodes require a client certificate (`--tls-auth-clients yes`).
+    #[must_use]
+    pub fn auth_clients(&self) -> bool {
+        self.auth_clients
     }
 
     /// The directory holding [`CA_CERT_FILE`], [`CERT_FILE`] and [`KEY_FILE`]; deleted when the
@@ -138,7 +186,7 @@ impl TlsFiles {
     }
 
     /// A connection to the TLS node on `127.0.0.1:port`, verifying its certificate against the
-    /// cluster's CA; `timeout` bounds connecting (TCP, TLS handshake, connection setup) and each
+    /// cluster's CA and showing the client certificate if asked for one; `timeout` bounds connecting (TCP, TLS handshake, connection setup) and each
     /// response.
     pub(crate) async fn connect(
         &self,
@@ -168,8 +216,9 @@ impl TlsFiles {
 }
 
 /// `redis-server` arguments for a TLS-only server on `port`, with the files in `dir` as the
-/// server sees it (the host directory for processes, the mount point in a container).
-pub(crate) fn server_args(port: u16, dir: &Path) -> Vec<String> {
+/// server sees it (the host directory for processes, the mount point in a container), requiring
+/// a client certificate if `auth_clients`.
+pub(crate) fn server_args(port: u16, dir: &Path, auth_clients: bool) -> Vec<String> {
     let file = |name: &str| dir.join(name).display().to_string();
     vec![
         "--port".into(),
@@ -183,7 +232,7 @@ pub(crate) fn server_args(port: u16, dir: &Path) -> Vec<String> {
         "--tls-ca-cert-file".into(),
         file(CA_CERT_FILE),
         "--tls-auth-clients".into(),
-        "no".into(),
+        if auth_clients { "yes" } else { "no" }.into(),
     ]
 }
 

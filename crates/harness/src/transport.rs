@@ -28,8 +28,9 @@ impl Transport {
     /// The transport `options` ask for; makes the TLS files if they ask for TLS.
     pub(crate) fn for_options(options: &ClusterOptions) -> Result<Transport, HarnessError> {
         #[cfg(feature = "tls")]
-        if options.tls {
-            return Ok(Transport::Tls(Arc::new(TlsFiles::generate()?)));
+        if options.tls || options.tls_auth_clients {
+            let files = TlsFiles::generate(options.tls_auth_clients)?;
+            return Ok(Transport::Tls(Arc::new(files)));
         }
         let _ = options;
         Ok(Transport::Plain)
@@ -71,7 +72,9 @@ impl Transport {
         match self {
             Transport::Plain => vec!["--port".into(), port.to_string()],
             #[cfg(feature = "tls")]
-            Transport::Tls(files) => crate::tls::server_args(port, dir.unwrap_or(files.dir())),
+            Transport::Tls(files) => {
+                crate::tls::server_args(port, dir.unwrap_or(files.dir()), files.auth_clients())
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 //! The TLS option (`ClusterOptions::tls`, cargo feature `tls`): nodes that speak TLS only, with a
 //! CA of the cluster's own, reached by the harness itself and by an independent client
-//! (`redis-cli --tls`), on processes and, when docker can be used, on containers.
+//! (`redis-cli --tls`), on processes and, when docker can be used, on containers; and nodes that
+//! require a client certificate (`ClusterOptions::tls_auth_clients`).
 
 mod common;
 
@@ -130,6 +131,48 @@ async fn a_tls_node_answers_no_plain_client() {
             Err(_) => {}
             Ok(mut connection) => assert!(ping(&mut connection).await.is_err()),
         }
+    })
+    .await;
+}
+
+/// With `tls_auth_clients` the nodes require a client certificate: the harness's own connection
+/// (which presents the cluster's client certificate) gets PONG, the server says
+/// `tls-auth-clients yes`, and `redis-cli` trusting the CA but with no certificate is refused.
+#[tokio::test]
+async fn nodes_that_require_a_client_certificate_answer_only_clients_with_one() {
+    bounded(async {
+        let cluster = TestCluster::start(ClusterOptions::default().nodes(1).tls_auth_clients(true))
+            .await
+            .unwrap();
+        let files = cluster.tls().expect("tls_auth_clients implies TLS");
+        assert!(files.auth_clients());
+        assert!(
+            files
+                .client_cert_pem()
+                .starts_with("-----BEGIN CERTIFICATE-----")
+        );
+        assert!(
+            files
+                .client_key_pem()
+                .starts_with("-----BEGIN PRIVATE KEY-----")
+        );
+        let mut connection = cluster.connection(0).await.unwrap();
+        assert_eq!(ping(&mut connection).await.unwrap(), "PONG");
+        let auth: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("tls-auth-clients")
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert_eq!(auth, ["tls-auth-clients", "yes"]);
+
+        let port = cluster.port(0).unwrap();
+        if let Some(output) = redis_cli_tls(&files.ca_cert_path(), port, &["PING"]).await {
+            assert_ne!(stdout(&output), "PONG", "{output:?}");
+        }
+        // Without the option the nodes ask for no certificate.
+        let plain_tls = tls_cluster(1).await;
+        assert!(!plain_tls.tls().unwrap().auth_clients());
     })
     .await;
 }
