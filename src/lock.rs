@@ -101,7 +101,7 @@ impl Lock {
 
     /// A lock on one Redis server (`redis://[user:password@]host:port[/db]`).
     pub fn single(url: impl Into<String>, options: LockOptions) -> Result<Lock, Error> {
-        Lock::new(Topology::Single(url.into()), options)
+        Lock::new(Topology::Single(NodeConfig::from_url(url)), options)
     }
 
     /// A Redlock over independent Redis masters, one URL each.
@@ -111,7 +111,7 @@ impl Lock {
         S: Into<String>,
     {
         Lock::new(
-            Topology::Quorum(urls.into_iter().map(Into::into).collect()),
+            Topology::Quorum(urls.into_iter().map(NodeConfig::from_url).collect()),
             options,
         )
     }
@@ -143,7 +143,7 @@ impl Lock {
         N: Into<NodeConfig>,
     {
         Lock::new(
-            Topology::QuorumNodes(nodes.into_iter().map(Into::into).collect()),
+            Topology::Quorum(nodes.into_iter().map(Into::into).collect()),
             options,
         )
     }

@@ -32,43 +32,23 @@ use crate::settings::{Fencing, Patience, Settings, check_retry, validate_ttl};
 pub enum Topology {
     /// One Redis server: `SET NX PX` and compare-and-delete. Simple and fast, but the lock is
     /// gone (or granted twice) if that server fails over or restarts without its data.
-    Single(String),
+    Single(NodeConfig),
     /// N independent Redis masters (no replication between them): the Redlock algorithm. The
     /// lock survives the loss of a minority of them.
-    Quorum(Vec<String>),
-    /// As [`Single`](Topology::Single), the server given as a [`NodeConfig`].
-    SingleNode(NodeConfig),
-    /// As [`Quorum`](Topology::Quorum), the masters given as [`NodeConfig`]s.
-    QuorumNodes(Vec<NodeConfig>),
+    Quorum(Vec<NodeConfig>),
 }
 
 impl Topology {
-    /// The node URLs, in order, of a topology given as URLs; empty for one given as
-    /// [`NodeConfig`]s.
-    #[deprecated(note = "empty for nodes given as `NodeConfig`: use `Topology::node_addrs`")]
-    pub fn urls(&self) -> &[String] {
-        match self {
-            Topology::Single(url) => std::slice::from_ref(url),
-            Topology::Quorum(urls) => urls,
-            Topology::SingleNode(_) | Topology::QuorumNodes(_) => &[],
-        }
-    }
-
     /// Where the nodes are, in order, credentials masked ([`NodeConfig::display_addr`]).
     pub fn node_addrs(&self) -> Vec<String> {
         self.nodes().iter().map(NodeConfig::display_addr).collect()
     }
 
-    /// Every node, in order, as a [`NodeConfig`].
-    pub(crate) fn nodes(&self) -> Vec<NodeConfig> {
+    /// Every node, in order.
+    pub(crate) fn nodes(&self) -> &[NodeConfig] {
         match self {
-            Topology::Single(url) => vec![NodeConfig::from_url(url.as_str())],
-            Topology::Quorum(urls) => urls
-                .iter()
-                .map(|url| NodeConfig::from_url(url.as_str()))
-                .collect(),
-            Topology::SingleNode(node) => vec![node.clone()],
-            Topology::QuorumNodes(nodes) => nodes.clone(),
+            Topology::Single(node) => std::slice::from_ref(node),
+            Topology::Quorum(nodes) => nodes,
         }
     }
 }
@@ -78,8 +58,6 @@ impl fmt::Debug for Topology {
         let kind = match self {
             Topology::Single(_) => "Single",
             Topology::Quorum(_) => "Quorum",
-            Topology::SingleNode(_) => "SingleNode",
-            Topology::QuorumNodes(_) => "QuorumNodes",
         };
         f.debug_tuple(kind).field(&self.node_addrs()).finish()
     }
@@ -492,10 +470,9 @@ mod tests {
     fn a_topologys_debug_shows_addresses_and_never_a_password() {
         let url = "redis://user:secret@10.0.0.1:6379";
         for topology in [
-            Topology::Single(url.to_owned()),
-            Topology::Quorum(vec![url.to_owned()]),
-            Topology::SingleNode(NodeConfig::from_url(url)),
-            Topology::QuorumNodes(vec![NodeConfig::from_url(url)]),
+            Topology::Single(url.into()),
+            Topology::Quorum(vec![url.into()]),
+            Topology::Single(NodeConfig::from_url(url)),
         ] {
             let debug = format!("{topology:?}");
             assert!(!debug.contains("secret"), "{debug}");

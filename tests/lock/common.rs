@@ -116,11 +116,15 @@ pub fn both_kinds(cluster: &TestCluster, options: LockOptions) -> Vec<(&'static 
     vec![
         (
             "single",
-            Lock::new(Topology::Single(urls[0].clone()), options.clone()).unwrap(),
+            Lock::new(Topology::Single(urls[0].as_str().into()), options.clone()).unwrap(),
         ),
         (
             "quorum",
-            Lock::new(Topology::Quorum(urls), options).unwrap(),
+            Lock::new(
+                Topology::Quorum(urls.into_iter().map(Into::into).collect()),
+                options,
+            )
+            .unwrap(),
         ),
     ]
 }
