@@ -163,6 +163,7 @@ pub(crate) fn node_error(error: &NodeError) {
             NodeError::Server { code, .. } if code == "NOSCRIPT" => "noscript",
             NodeError::Server { .. } => "server",
             NodeError::Protocol(_) => "protocol",
+            // Not met here: the acquisition's ledger refuses it before the node is asked.
             NodeError::ReleaseInFlight => "release_in_flight",
             NodeError::SameServer { .. } => "same_server",
             NodeError::Recovering { .. } => "recovering",
