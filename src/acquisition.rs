@@ -16,6 +16,7 @@ use crate::error::Error;
 use crate::guard::Guard;
 use crate::hold::Owners;
 use crate::hold::{Acquired, Grant, Hold};
+use crate::metrics;
 use crate::node::acquire::{AcquireCommand, AcquireRequest, Taken};
 use crate::outcome::{NodeOutcome, NodeReply};
 use crate::owner::Owner;
@@ -91,12 +92,14 @@ impl<'a> Acquisition<'a> {
     ///
     /// Runs in a `quorumlock.acquire` span (named the OpenTelemetry way), with a child per node
     /// request (`round/fan_out.rs`); the span records the attempts made, the outcome and the
-    /// validity left.
+    /// validity left, and is counted and timed in the metrics (`metrics.rs`).
     pub(crate) async fn run(
         self,
         policy: &RetryPolicy,
         cancel: impl Future<Output = ()>,
     ) -> Result<Guard, Error> {
+        let timer = metrics::Timer::start();
+        let nodes = self.node_set.nodes.len();
         let span = tracing::info_span!(
             "quorumlock.acquire",
             otel.name = "quorumlock acquire",
@@ -115,6 +118,7 @@ impl<'a> Acquisition<'a> {
                 .instrument(span)
                 .await
         };
+        metrics::acquired(nodes, result.as_ref().map(|_| ()), timer.elapsed());
         if record.is_disabled() {
             return result;
         }

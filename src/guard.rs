@@ -11,6 +11,7 @@ use tracing::Instrument;
 
 use crate::error::Error;
 use crate::hold::Hold;
+use crate::metrics;
 use crate::node::extend::extend;
 use crate::node::set::extend_set;
 use crate::outcome::{NodeOutcome, NodeReply, SetOutcome};
@@ -233,10 +234,13 @@ impl Guard {
             validity_left_ms = tracing::field::Empty,
         );
         if span.is_disabled() {
-            return self.extend_now(ttl).await;
+            let result = self.extend_now(ttl).await;
+            metrics::extended(result.as_ref().copied());
+            return result;
         }
         let record = span.clone();
         let result = self.extend_now(ttl).instrument(span).await;
+        metrics::extended(result.as_ref().copied());
         record.record(
             "outcome",
             result.as_ref().map_or_else(Error::label, |()| "extended"),
@@ -358,6 +362,7 @@ impl Guard {
             record.record("held", released.round.ours());
             released
         };
+        metrics::released(false);
         ReleaseReport {
             held: released.round.ours(),
             outcomes: released.round.outcomes,
@@ -371,6 +376,7 @@ impl Drop for Guard {
     fn drop(&mut self) {
         let hold = &self.hold;
         if !self.released && hold.leave_guard() == 0 {
+            metrics::released(true);
             release_in_background(
                 &hold.node_set,
                 hold.keys.clone(),

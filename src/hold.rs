@@ -12,6 +12,7 @@ use tokio::runtime::Handle;
 use tokio::sync::watch;
 
 use crate::error::Lost;
+use crate::metrics;
 use crate::owner::Owner;
 use crate::round::NodeSet;
 use crate::round::ledger::Ledger;
@@ -137,6 +138,7 @@ impl Hold {
         self.lost_signal().send_if_modified(|current| {
             let first = current.is_none();
             if first {
+                metrics::lost(&lost);
                 *current = Some(lost);
             }
             first

@@ -47,6 +47,14 @@
 //!   drift ([`NodeError::Recovering`]). See [`LockOptions::restart_guard`] and
 //!   [`LockOptions::max_ttl`].
 //!
+//! # Observability
+//!
+//! Every acquisition, extension and release is a `tracing` span, with a child per node request.
+//! With the cargo feature `metrics`, the lock also records counters, a gauge and a histogram
+//! through the `metrics` facade (acquisitions by outcome and their
+//! duration, node errors by kind, kept leases, lost signals, restart-guard sit-outs), for the
+//! recorder the application installs. The README's "Tracing" and "Metrics" sections list them.
+//!
 //! # Layout
 //!
 //! Three floors, each importing only from the ones below it (`docs/ARCHITECTURE.md` has the map):
@@ -64,6 +72,8 @@
 //!   [`Topology`] (`options`, validated into `settings`), [`NodeConfig`] (`node_config`: a node
 //!   from a URL or the application's own `redis::Client`), [`Error`] (`error`) and what each
 //!   node did (`outcome`).
+//! - `metrics`: every metric's name and the functions the floors record through, with the
+//!   `metrics` feature (empty without it); the table is in its docs and in the README.
 //!
 //! The test harness (real `redis-server` processes and a fault-injecting proxy), the chaos
 //! tooling and the `quorumlock` command live in their own crates in this workspace
@@ -80,6 +90,7 @@ mod hold;
 mod keep_alive;
 mod lease;
 mod lock;
+mod metrics;
 mod node;
 mod node_config;
 mod options;

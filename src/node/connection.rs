@@ -25,6 +25,7 @@ use super::identify::{Identity, identify, log_identity};
 use super::stream::Gathering;
 use super::subscription::{OnMessage, Subscription};
 use crate::error::ConfigError;
+use crate::metrics;
 use crate::outcome::NodeError;
 use crate::rules::identity::{Claims, Endpoint};
 use crate::settings::Settings;
@@ -174,6 +175,7 @@ impl Node {
                 Ok(Err(err)) => NodeError::from(err),
                 Err(_elapsed) => NodeError::Timeout(self.command_timeout),
             };
+            metrics::node_error(&error);
             if error.breaks_connection() {
                 tracing::debug!(node = self.index, addr = %self.addr, %error, "dropping connection");
                 self.reset(generation);
@@ -204,7 +206,12 @@ impl Node {
                 }
             }
         };
-        Box::pin(self.await_connection(generation, connecting)).await
+        let connected = Box::pin(self.await_connection(generation, connecting)).await;
+        // Counted per request that found no connection, as a failed command is.
+        if let Err(error) = &connected {
+            metrics::node_error(error);
+        }
+        connected
     }
 
     /// Waits (within the connect timeout) for the connection attempt of `generation`, and makes

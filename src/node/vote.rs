@@ -16,6 +16,7 @@ use redis::aio::MultiplexedConnection;
 use super::connection::Node;
 use super::history::Standing;
 use super::identify::Identity;
+use crate::metrics;
 use crate::outcome::NodeError;
 #[cfg(feature = "chaos-defects")]
 use crate::rules::defect::Defect;
@@ -56,6 +57,10 @@ impl Node {
                 if connected.identity.is_err() || error == NodeError::Replica {
                     self.reset(generation);
                 }
+                if matches!(error, NodeError::Recovering { .. }) {
+                    metrics::sat_out();
+                }
+                metrics::node_error(&error);
                 return Err(error);
             }
         };
@@ -96,6 +101,7 @@ impl Node {
             if connected.identity.is_err() || error == NodeError::Replica {
                 self.reset(generation);
             }
+            metrics::node_error(&error);
             return Err(error);
         }
         self.bounded(generation, command(connected.connection, generation))

@@ -21,6 +21,7 @@ use futures::StreamExt;
 use super::background::Background;
 use super::keep_batch::{Done, Item, Kept, Members, Outcome, run_batch};
 use crate::error::{Error, Lost};
+use crate::metrics;
 use crate::rules::batch::{BATCH_KEYS, Missing, batch_sizes, may_join};
 use crate::rules::clock::Moment;
 use crate::rules::renewal::Schedule;
@@ -109,6 +110,7 @@ impl Keeper {
                     last_error: None,
                 },
             );
+            metrics::lease_kept();
             let start = !registry.running;
             registry.running = true;
             (id, start)
@@ -284,8 +286,9 @@ impl Keeper {
 }
 
 impl Registry {
-    /// Takes lease `id`'s timers out.
+    /// Takes lease `id`'s timers out, once its slot was removed: it is kept no more.
     fn forget(&mut self, id: u64, slot: &Slot) {
+        metrics::lease_left();
         self.deadlines.remove(&(slot.deadline, id));
         if let Some(due) = slot.due {
             self.due.remove(&(due, id));
