@@ -114,9 +114,8 @@ impl<'a> Acquisition<'a> {
         let result = if span.is_disabled() {
             self.attempts(policy, cancel, &record).await
         } else {
-            self.attempts(policy, cancel, &record)
-                .instrument(span)
-                .await
+            // Boxed, so that the span does not widen the future of a call nobody listens to.
+            Box::pin(self.attempts(policy, cancel, &record).instrument(span)).await
         };
         metrics::acquired(nodes, result.as_ref().map(|_| ()), timer.elapsed());
         if record.is_disabled() {

@@ -239,7 +239,8 @@ impl Guard {
             return result;
         }
         let record = span.clone();
-        let result = self.extend_now(ttl).instrument(span).await;
+        // Boxed, as the acquisition's: the span widens no unobserved call's future.
+        let result = Box::pin(self.extend_now(ttl).instrument(span)).await;
         metrics::extended(result.as_ref().copied());
         record.record(
             "outcome",
@@ -358,7 +359,7 @@ impl Guard {
             release.await
         } else {
             let record = span.clone();
-            let released = release.instrument(span).await;
+            let released = Box::pin(release.instrument(span)).await;
             record.record("held", released.round.ours());
             released
         };

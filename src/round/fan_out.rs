@@ -162,12 +162,14 @@ where
     }
     let started = Instant::now();
     let record = span.clone();
-    Either::Right(future.instrument(span).map(move |reply| {
+    // Boxed: unboxed, the span, its clone and the clock reading would widen every node's
+    // request future, also where nobody listens.
+    Either::Right(Box::pin(future.instrument(span).map(move |reply| {
         let latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         record.record("latency_us", latency_us);
         record.record("reply", tracing::field::display(&reply));
         reply
-    }))
+    })))
 }
 
 /// What one node's reply counts as: for a release, `Ours` means "answered, and free of our key".
