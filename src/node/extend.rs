@@ -1,6 +1,7 @@
 //! The extend command on one node: a new expiry only while the key holds our token
-//! (compare-and-`PEXPIRE`, one Lua script), counted only for the node that holds the claim on
-//! its server (`vote.rs`).
+//! (compare-and-`PEXPIRE`: one Lua script, or `SET … IFEQ … PX` where the connection's server
+//! offers it, `rules/commands.rs`), counted only for the node that holds the claim on its server
+//! (`vote.rs`).
 
 use std::sync::LazyLock;
 
@@ -26,14 +27,31 @@ pub(crate) async fn extend(
     token: &str,
     ttl_ms: u64,
 ) -> Result<bool, NodeError> {
-    node.run_counted(Counted::Extend, |mut connection, _generation| async move {
-        EXTEND
-            .key(key)
-            .arg(token)
-            .arg(ttl_ms)
-            .invoke_async(&mut connection)
-            .await
-    })
+    node.run_counted(
+        Counted::Extend,
+        |mut connection, _generation, commands| async move {
+            if commands.set_ifeq {
+                // The same compare-and-expire without a script: `OK` where the key held our
+                // token (its value rewritten to itself, its expiry set), nil elsewhere.
+                let reply: Option<String> = redis::cmd("SET")
+                    .arg(key)
+                    .arg(token)
+                    .arg("IFEQ")
+                    .arg(token)
+                    .arg("PX")
+                    .arg(ttl_ms)
+                    .query_async(&mut connection)
+                    .await?;
+                return Ok(i64::from(reply.is_some()));
+            }
+            EXTEND
+                .key(key)
+                .arg(token)
+                .arg(ttl_ms)
+                .invoke_async(&mut connection)
+                .await
+        },
+    )
     .await
     .and_then(one_or_zero)
 }

@@ -118,7 +118,7 @@ pub(crate) async fn extend_batch<T>(
         }
     }
     let reply = node
-        .run_counted(Counted::Extend, |mut connection, generation| {
+        .run_counted(Counted::Extend, |mut connection, generation, _commands| {
             let (command, t) = build(generation, false);
             kept = Some(t);
             async move { send(&mut connection, &command).await }

@@ -15,6 +15,7 @@ use redis::{RedisResult, Value};
 
 use super::history::{History, Standing};
 use crate::outcome::NodeError;
+use crate::rules::commands::Commands;
 use crate::rules::recovery::{ServerFacts, fsync_always};
 
 /// Who a connection's server is, for its acquire votes.
@@ -31,6 +32,8 @@ pub(super) struct Identity {
     pub(super) standing: Standing,
     /// Whether a refused claim on `run_id` was logged for this connection already.
     pub(super) warned: AtomicBool,
+    /// The native commands the server offers in place of a script.
+    pub(super) commands: Commands,
 }
 
 /// Asks a new connection's server who it is: `INFO server`, `INFO persistence`, `INFO
@@ -97,6 +100,7 @@ pub(super) async fn identify(
         run_id: facts.run_id.into(),
         votes_from: read_at.checked_add(wait),
         warned: AtomicBool::new(false),
+        commands: Commands::from_info(&text),
     })))
 }
 

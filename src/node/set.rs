@@ -18,13 +18,15 @@ use crate::outcome::NodeError;
 /// any key exists and is not ours (with `ARGV[3]` = `1`, a key already holding our token, left
 /// by an earlier attempt, is ours), nothing is set. With fencing, `ARGV[4]` = n and the
 /// counters are `KEYS[n+1..2n]`: once the keys are set, each counter is incremented and the
-/// highest value answered. Answers that fence (or 1 without fencing) when the set is ours; 0 when
+/// highest value answered. A key exists when `GET` gives anything but nil (a value, or the error
+/// of a key of another type), so the script needs no command beyond the recommended ACL line. Answers that fence (or 1 without fencing) when the set is ours; 0 when
 /// it is held and nothing of ours is there; -1 when it is held but a leftover of ours is.
 const ACQUIRE_SET: &str = r"local n = #KEYS - tonumber(ARGV[4])
 local held, leftover = false, false
 for i = 1, n do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    if ARGV[3] == '1' and redis.pcall('GET', KEYS[i]) == ARGV[1] then leftover = true else held = true end
+  local value = redis.pcall('GET', KEYS[i])
+  if value then
+    if ARGV[3] == '1' and value == ARGV[1] then leftover = true else held = true end
   end
 end
 if held then if leftover then return -1 end return 0 end
@@ -160,17 +162,20 @@ pub(crate) async fn extend_set(
     ttl_ms: u64,
 ) -> Result<Vec<bool>, NodeError> {
     let reply = node
-        .run_counted(Counted::Extend, |mut connection, _generation| async move {
-            let mut invocation = EXTEND_SET.prepare_invoke();
-            for key in keys {
-                invocation.key(&key[..]);
-            }
-            invocation
-                .arg(token)
-                .arg(ttl_ms)
-                .invoke_async::<Value>(&mut connection)
-                .await
-        })
+        .run_counted(
+            Counted::Extend,
+            |mut connection, _generation, _commands| async move {
+                let mut invocation = EXTEND_SET.prepare_invoke();
+                for key in keys {
+                    invocation.key(&key[..]);
+                }
+                invocation
+                    .arg(token)
+                    .arg(ttl_ms)
+                    .invoke_async::<Value>(&mut connection)
+                    .await
+            },
+        )
         .await?;
     read_found(reply, keys.len())
 }
@@ -187,7 +192,7 @@ pub(crate) async fn write_back_set(
     let found = node
         .run_counted(
             Counted::WriteBack,
-            |mut connection, _generation| async move {
+            |mut connection, _generation, _commands| async move {
                 let mut invocation = WRITE_BACK_SET.prepare_invoke();
                 for key in keys.iter().chain(fence_keys) {
                     invocation.key(&key[..]);

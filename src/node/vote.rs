@@ -18,6 +18,7 @@ use super::history::Standing;
 use super::identify::Identity;
 use crate::metrics;
 use crate::outcome::NodeError;
+use crate::rules::commands::Commands;
 #[cfg(feature = "chaos-defects")]
 use crate::rules::defect::Defect;
 
@@ -75,14 +76,15 @@ impl Node {
     /// acquisition (extend, and the fence's write-back): `command` is called only if this node
     /// holds the claim on its server, so one server never counts twice, and for the write-back
     /// only if the server is no replica and not sitting out. The restart guard does not apply:
-    /// such a request only confirms a key of ours that the node already holds.
+    /// such a request only confirms a key of ours that the node already holds. `command` is
+    /// told the connection's generation and the native commands its server offers.
     pub(crate) async fn run_counted<T, F, Fut>(
         &self,
         counted: Counted,
         command: F,
     ) -> Result<T, NodeError>
     where
-        F: FnOnce(MultiplexedConnection, u64) -> Fut,
+        F: FnOnce(MultiplexedConnection, u64, Commands) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let (generation, connected) = self.connection().await?;
@@ -104,8 +106,15 @@ impl Node {
             metrics::node_error(&error);
             return Err(error);
         }
-        self.bounded(generation, command(connected.connection, generation))
-            .await
+        let commands = connected
+            .identity
+            .as_ref()
+            .map_or_else(|_| Commands::default(), |identity| identity.commands);
+        self.bounded(
+            generation,
+            command(connected.connection, generation, commands),
+        )
+        .await
     }
 
     /// Whether this node may vote in an acquisition now, and for which server.

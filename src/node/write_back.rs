@@ -34,7 +34,7 @@ pub(crate) async fn write_back(
 ) -> Result<bool, NodeError> {
     node.run_counted(
         Counted::WriteBack,
-        |mut connection, _generation| async move {
+        |mut connection, _generation, _commands| async move {
             WRITE_BACK
                 .key(key)
                 .key(fence_key)

@@ -11,6 +11,7 @@
 //! - `recovery`: the restart guard: what `INFO` says, and from when a node may vote.
 //! - `replacement`: whether the server at a node's address is still the one the lock knew (failover).
 //! - `identity`: one server, one vote: duplicate addresses, and which node votes for which `run_id`.
+//! - `commands`: which native commands a server offers in place of a script (`SET … IFEQ`).
 //! - `clock`: the lease clock (CLOCK_BOOTTIME where there is one: counts suspended time).
 //! - `resources`: the keys of one acquisition, and a set's checks, order and vote rule.
 //! - `token`: [`Token`](crate::Token)s and the key of a resource.
@@ -19,6 +20,7 @@
 
 pub(crate) mod batch;
 pub(crate) mod clock;
+pub(crate) mod commands;
 #[cfg(feature = "chaos-defects")]
 pub(crate) mod defect;
 pub(crate) mod identity;

@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use quorumlock::{Error, Lock, LockOptions, NodeError, NodeReply, RetryPolicy};
+use quorumlock::{Error, Lock, LockOptions, NodeError, NodeReply, Resources, RetryPolicy};
 use quorumlock_harness::TestCluster;
 use redis::aio::MultiplexedConnection;
 
@@ -208,7 +208,9 @@ async fn the_recommended_user_survives_a_flushed_script_cache() {
         let cluster = cluster(3).await;
         set_user(&cluster, &recommended()).await;
         let lock = Lock::quorum(user_urls(&cluster, PASSWORD), acl_options()).unwrap();
-        let mut guard = lock.try_acquire("acl").await.unwrap();
+        // A set's extension is a script on every server (one key's is `SET … IFEQ` where the
+        // server offers it).
+        let mut guard = lock.try_acquire_all(&script_extended()).await.unwrap();
         guard.extend(Duration::from_secs(20)).await.unwrap();
         // The scripts are cached now; flushing makes the next EVALSHA answer NOSCRIPT.
         on_every_node(&cluster, &["SCRIPT", "FLUSH"]).await;
@@ -388,10 +390,11 @@ async fn every_command_in_the_line_is_needed() {
                         .reply
                         .clone()
                 }
-                // Extend: EVALSHA, SCRIPT LOAD on the cold cache, PEXPIRE in the script.
+                // Extend: EVALSHA, SCRIPT LOAD on the cold cache, PEXPIRE in the script (a set's,
+                // which is a script on every server).
                 "pexpire" | "evalsha" | "script|load" => {
                     let lock = Lock::single(url.clone(), acl_options()).unwrap();
-                    let mut guard = lock.try_acquire("acl").await.unwrap();
+                    let mut guard = lock.try_acquire_all(&script_extended()).await.unwrap();
                     let error = guard.extend(Duration::from_secs(20)).await.unwrap_err();
                     assert!(matches!(error, Error::ExtendFailed { .. }), "{error}");
                     error.outcomes()[0].reply.clone()
@@ -434,4 +437,10 @@ async fn a_wrong_password_is_an_auth_error() {
         assert_no_keys(&cluster, 0..3).await;
     })
     .await;
+}
+
+/// Two resources: their extension runs the set's script on every server, where one key's is
+/// `SET … IFEQ` on servers that offer it.
+fn script_extended() -> Resources {
+    Resources::new(["acl", "acl-too"]).unwrap()
 }

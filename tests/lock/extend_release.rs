@@ -152,3 +152,68 @@ async fn a_release_waits_for_the_acquire_request_still_in_flight_and_then_clears
     })
     .await;
 }
+
+/// Where the server offers `SET … IFEQ` (Valkey 8.1, Redis 8.4) an extension is that one
+/// command, and the script elsewhere; either way it extends only while the key is ours. (The
+/// suite runs against Redis 7.0 and Valkey 8.1 in CI, so both sides are taken.)
+#[tokio::test]
+async fn an_extension_is_a_native_compare_where_the_server_offers_one() {
+    bounded(async {
+        // A quorum of all three, so that node 0 surely holds the key and answers every request.
+        let options = once().quorum_size(3).max_ttl(Duration::from_secs(30));
+        let (cluster, lock) = quorum_lock(3, options).await;
+        let mut admin = cluster.connection(0).await.unwrap();
+        let server: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let version = |name: &str| {
+            server.lines().find_map(|line| {
+                let value = line.trim_end_matches('\r').strip_prefix(name)?;
+                let mut parts = value.split('.').map(|part| part.parse::<u32>().unwrap());
+                Some((parts.next().unwrap(), parts.next().unwrap()))
+            })
+        };
+        let native = match version("valkey_version:") {
+            Some(valkey) => valkey >= (8, 1),
+            None => version("redis_version:").is_some_and(|redis| redis >= (8, 4)),
+        };
+
+        let mut guard = lock.try_acquire("extend-natively").await.unwrap();
+        let (sets, scripts) = (
+            command_calls(&cluster, 0, "set").await,
+            command_calls(&cluster, 0, "evalsha").await + command_calls(&cluster, 0, "eval").await,
+        );
+        guard.extend(Duration::from_secs(20)).await.unwrap();
+        let ttl: i64 = admin.pttl(guard.key()).await.unwrap();
+        assert!(ttl > 10_000, "{ttl}");
+        let scripts_after =
+            command_calls(&cluster, 0, "evalsha").await + command_calls(&cluster, 0, "eval").await;
+        // The script's first call on a node may be an EVALSHA answered NOSCRIPT and its retry.
+        let (sets, scripts) = (
+            command_calls(&cluster, 0, "set").await - sets,
+            scripts_after - scripts,
+        );
+        if native {
+            assert_eq!((sets, scripts), (1, 0));
+        } else {
+            assert!(sets == 0 && scripts >= 1, "{sets} SETs, {scripts} scripts");
+        }
+
+        // Not ours any more on a majority: nothing extended, the other token left alone.
+        for node in 0..2 {
+            let mut connection = cluster.connection(node).await.unwrap();
+            let _: () = connection.set(guard.key(), "someone-else").await.unwrap();
+        }
+        let error = guard.extend(Duration::from_secs(20)).await.unwrap_err();
+        assert!(matches!(error, Error::ExtendFailed { .. }), "{error}");
+        for node in 0..2 {
+            assert_eq!(
+                stored(&cluster, node, guard.key()).await.as_deref(),
+                Some("someone-else")
+            );
+        }
+    })
+    .await;
+}

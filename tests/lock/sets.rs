@@ -120,6 +120,30 @@ async fn a_set_with_one_resource_held_by_another_on_a_majority_is_held_and_leave
     .await;
 }
 
+/// A key of the set that holds another type (a list someone pushed there) is taken, as a held
+/// string is: the set is `Held`, and the list and the rest of the nodes are left as they were.
+#[tokio::test]
+async fn a_set_whose_key_holds_another_type_is_held() {
+    bounded(async {
+        let (cluster, lock) = quorum_lock(3, once()).await;
+        for node in 0..3 {
+            let mut connection = cluster.connection(node).await.unwrap();
+            let _: () = connection.rpush(key("b"), "not a lock").await.unwrap();
+        }
+        let error = lock.try_acquire_all(&set(&["a", "b"])).await.unwrap_err();
+        assert!(matches!(error, Error::Held { .. }), "{error}");
+        lock.settle().await;
+        for node in 0..3 {
+            assert_eq!(
+                key_count(&cluster, node).await,
+                1,
+                "node {node}: only the list"
+            );
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_node_holding_a_stray_key_of_the_set_votes_no_and_the_others_take_it() {
     bounded(async {
