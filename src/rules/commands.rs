@@ -3,8 +3,10 @@
 //!
 //! `SET key value IFEQ old` (Valkey 8.1, Redis 8.4) sets only while the key holds `old`: with
 //! `PX`, the extension's compare-and-expire in one command. On Valkey 8.1 its command time was a
-//! third of the script's (docs/benchmarks.md, "Native compare on Valkey"); on servers without
+//! third of the script's (docs/deployment.md, "Native compare commands"); on servers without
 //! it the script stays.
+
+use super::recovery::info_field;
 
 /// The native commands one connection's server offers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -18,12 +20,7 @@ impl Commands {
     /// `valkey_version` (and an old `redis_version` for compatibility, which must not count);
     /// Redis only `redis_version`. Anything unreadable offers nothing.
     pub(crate) fn from_info(info: &str) -> Commands {
-        let field = |name: &str| {
-            info.lines().find_map(|line| {
-                let (key, value) = line.trim_end_matches('\r').split_once(':')?;
-                (key == name).then(|| value.trim())
-            })
-        };
+        let field = |name: &str| info_field(info, name);
         let at_least = |version: &str, wanted: (u32, u32)| {
             let mut parts = version.split('.').map(str::parse::<u32>);
             match (parts.next(), parts.next()) {

@@ -27,6 +27,14 @@ use std::time::Duration;
 /// whole seconds.
 const UPTIME_OVERSTATEMENT: Duration = Duration::from_secs(1);
 
+/// The value of `name` in `INFO` text (`name:value` lines, CRLF or LF), trimmed.
+pub(crate) fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines().find_map(|line| {
+        let (key, value) = line.trim_end_matches('\r').split_once(':')?;
+        (key == name).then(|| value.trim())
+    })
+}
+
 /// What a node told about itself on connect (`INFO server`, `INFO persistence`, `INFO
 /// replication`, and `CONFIG GET appendfsync` when allowed).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,12 +62,7 @@ impl ServerFacts {
     /// as a master that was never a replica). `None` when `run_id` or `uptime_in_seconds` is missing or
     /// malformed: then nothing is known about the node and it must not vote.
     pub(crate) fn from_info(info: &str, fsync_always: Option<bool>) -> Option<ServerFacts> {
-        let field = |name: &str| {
-            info.lines().find_map(|line| {
-                let (key, value) = line.trim_end_matches('\r').split_once(':')?;
-                (key == name).then(|| value.trim())
-            })
-        };
+        let field = |name: &str| info_field(info, name);
         let run_id = field("run_id").filter(|id| !id.is_empty())?.to_owned();
         let uptime = Duration::from_secs(field("uptime_in_seconds")?.parse().ok()?);
         let aof_enabled = field("aof_enabled") == Some("1");

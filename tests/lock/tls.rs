@@ -15,15 +15,18 @@ mod with_the_feature {
 
     use crate::common::*;
 
+    /// TLS-only nodes with AOF always, so that they vote at once.
+    fn tls_options(nodes: usize) -> ClusterOptions {
+        ClusterOptions::default()
+            .nodes(nodes)
+            .tls(true)
+            .persistence(Persistence::AofAlways)
+    }
+
     async fn tls_cluster(nodes: usize) -> TestCluster {
-        TestCluster::start(
-            ClusterOptions::default()
-                .nodes(nodes)
-                .tls(true)
-                .persistence(Persistence::AofAlways),
-        )
-        .await
-        .expect("start TLS-only redis-server processes")
+        TestCluster::start(tls_options(nodes))
+            .await
+            .expect("start TLS-only redis-server processes")
     }
 
     /// The message of a `NodeError::Connection`, or a failure naming what the reply was.
@@ -158,14 +161,9 @@ mod with_the_feature {
     }
 
     async fn mutual_tls_cluster(nodes: usize) -> TestCluster {
-        TestCluster::start(
-            ClusterOptions::default()
-                .nodes(nodes)
-                .tls_auth_clients(true)
-                .persistence(Persistence::AofAlways),
-        )
-        .await
-        .expect("start redis-server processes that require client certificates")
+        TestCluster::start(tls_options(nodes).tls_auth_clients(true))
+            .await
+            .expect("start redis-server processes that require client certificates")
     }
 
     /// The cluster's CA trusted and its client certificate presented.
