@@ -90,6 +90,53 @@ pub enum HarnessError {
         #[source]
         source: std::io::Error,
     },
+    /// [`RedisClustersOptions`](crate::RedisClustersOptions) ask for no member, or for members
+    /// of no shard.
+    #[error(
+        "redis clusters need at least one member of at least one shard (asked for {members} × {shards})"
+    )]
+    InvalidClusterShape {
+        /// Members asked for.
+        members: usize,
+        /// Shards per member asked for.
+        shards: usize,
+    },
+    /// A member or shard index of [`RedisClusters`](crate::RedisClusters) is out of range.
+    #[error("no such shard: member {member}, shard {shard}")]
+    NoSuchShard {
+        /// The member index given.
+        member: usize,
+        /// The shard index given (0 when only the member was asked for).
+        shard: usize,
+    },
+    /// A Redis Cluster member did not reach the state waited for (every shard
+    /// `cluster_state:ok`, agreeing on one slot map covering all 16384 slots) in time.
+    #[error("redis cluster member {member}: not ready after {waited:?}: {last}")]
+    ClusterNotReady {
+        /// The member index.
+        member: usize,
+        /// How long the harness waited.
+        waited: Duration,
+        /// What the last check found wrong.
+        last: String,
+    },
+    /// A Redis Cluster member answered something the harness cannot use (no running shard, a
+    /// slot nobody serves, a reply of an unexpected shape).
+    #[error("redis cluster member {member}: {reason}")]
+    ClusterReply {
+        /// The member index.
+        member: usize,
+        /// What was wrong.
+        reason: String,
+    },
+    /// `redis-cli` could not be run, failed, or took too long.
+    #[error("redis-cli {args}: {reason}")]
+    RedisCli {
+        /// The arguments it was run with.
+        args: String,
+        /// Why it failed, with its output.
+        reason: String,
+    },
     /// The harness was used outside a Tokio runtime.
     #[error("the test harness must run inside a Tokio runtime")]
     NoRuntime,

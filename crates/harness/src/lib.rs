@@ -12,6 +12,11 @@
 //!   Everything it started is killed and reaped when it is dropped, including
 //!   while a failing test unwinds. [`TestCluster::masters`] is the one call a
 //!   test of your own locking code starts with (`examples/testing_your_code.rs`).
+//! * [`RedisClusters`] starts several independent local Redis Clusters, each a quorum
+//!   member made of several shards (masters without replicas), for tests of a lock whose
+//!   members are Redis Clusters: it kills and restarts shards (AOF keeps their keys), tells
+//!   which shard serves a slot, and moves slots between shards, by hand ([`Migration`], to
+//!   act mid-move) or with `redis-cli --cluster reshard`.
 //! * [`FaultProxy`] sits in front of one server and injects network faults:
 //!   added latency and jitter, a black hole (connections accepted, nothing
 //!   ever answered), refused connections and cut connections.
@@ -128,6 +133,7 @@ mod port;
 mod probe;
 mod process;
 mod proxy;
+mod redis_clusters;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
@@ -141,6 +147,7 @@ pub use floor::{RawFloor, raw_connection};
 pub use netfilter::PacketDrop;
 pub use options::{ClusterOptions, Persistence};
 pub use proxy::FaultProxy;
+pub use redis_clusters::{Migration, RedisClusters, RedisClustersOptions};
 #[cfg(feature = "tls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use tls::{CA_CERT_FILE, CERT_FILE, KEY_FILE, SERVER_NAMES, TlsFiles};

@@ -1,0 +1,554 @@
+//! [`RedisClusters`]: several independent local Redis Clusters, each one quorum member of a lock
+//! and each made of several shards (masters without replicas), and the shard-level faults and
+//! slot moves a test of a lock over Redis Cluster members needs. Each shard is a process node of
+//! the process backend (`process.rs`); forming a member and reading its slot map is in
+//! `redis_clusters/slots.rs`, moving slots in `redis_clusters/migration.rs`.
+
+mod migration;
+mod slots;
+
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use tracing::info;
+
+pub use self::migration::Migration;
+use self::migration::ShardRef;
+use self::slots::{SlotMap, form_member, wait_until_agreed};
+use crate::error::HarnessError;
+use crate::options::{ClusterOptions, Persistence};
+use crate::port::{free_port, redis_url};
+use crate::probe::connect_plain;
+use crate::process::ProcessServer;
+use crate::transport::Transport;
+
+/// Connect and response timeout of the harness's own commands to a shard, and of
+/// [`RedisClusters::shard_connection`].
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a member may take to agree on its slot map (after a start, restart or slot move).
+const CLUSTER_READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// `--cluster-node-timeout`: how long a shard may be unreachable before the others count it
+/// as failing.
+const NODE_TIMEOUT_MS: u32 = 2000;
+/// Keys asked for per `SCAN` call by [`RedisClusters::keys`], and the bound on calls per shard.
+const SCAN_COUNT: usize = 1000;
+const MAX_SCANS: usize = 100_000;
+
+/// Options for [`RedisClusters::start`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RedisClustersOptions {
+    members: usize,
+    shards: usize,
+    /// What every shard's `redis-server` is started with (before its cluster arguments).
+    node: ClusterOptions,
+    redis_cli: PathBuf,
+}
+
+impl Default for RedisClustersOptions {
+    /// Three members of three shards each, AOF with `appendfsync always` (on `/dev/shm` where it
+    /// exists, as [`Persistence::AofAlways`] does for a [`TestCluster`](crate::TestCluster)), the
+    /// `redis-server` named by `QUORUMLOCK_REDIS_SERVER` (or found on `PATH`), and `redis-cli`
+    /// found on `PATH`.
+    fn default() -> Self {
+        RedisClustersOptions {
+            members: 3,
+            shards: 3,
+            node: ClusterOptions::default().persistence(Persistence::AofAlways),
+            redis_cli: PathBuf::from("redis-cli"),
+        }
+    }
+}
+
+impl RedisClustersOptions {
+    /// Number of independent Redis Clusters, the quorum members (default 3, at least 1).
+    #[must_use]
+    pub fn members(mut self, members: usize) -> Self {
+        self.members = members;
+        self
+    }
+
+    /// Shards (masters, no replicas) per member (default 3, at least 1). The slots are split
+    /// evenly between them, in shard order.
+    #[must_use]
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = shards;
+        self
+    }
+
+    /// The `redis-server` binary to run (Redis 7 or newer, or Valkey). A wrapper script must
+    /// `exec` the server, as for [`ClusterOptions::redis_server`].
+    #[must_use]
+    pub fn redis_server(mut self, path: impl Into<PathBuf>) -> Self {
+        self.node = self.node.redis_server(path);
+        self
+    }
+
+    /// The `redis-cli` binary [`RedisClusters::reshard`] runs (default: found on `PATH`).
+    #[must_use]
+    pub fn redis_cli(mut self, path: impl Into<PathBuf>) -> Self {
+        self.redis_cli = path.into();
+        self
+    }
+}
+
+/// Several independent local Redis Clusters on 127.0.0.1, for tests: each is one quorum
+/// member of a lock, made of [`shards`](Self::shards) masters without replicas that split the
+/// 16384 slots between them.
+///
+/// Members never meet each other: each is a cluster of its own. Members and shards are
+/// addressed by 0-based index; an index out of range gives [`HarnessError::NoSuchShard`]. In
+/// errors about one process (`node` fields), shard `s` of member `m` is node
+/// `m * shards + s`.
+///
+/// Every shard runs `redis-server --cluster-enabled yes` with AOF (`appendfsync always`) in its
+/// own temporary directory, where its `nodes.conf` is kept too, so a killed and restarted shard
+/// comes back with its keys and its place in the cluster. Dropping the value SIGKILLs and reaps
+/// every process it started and deletes the directories, also while a failing test unwinds.
+///
+/// Must be started and used on a Tokio runtime with I/O and time enabled.
+#[derive(Debug)]
+pub struct RedisClusters {
+    members: Vec<Member>,
+    shards: usize,
+    redis_cli: PathBuf,
+}
+
+/// One member: its shards, in shard order.
+#[derive(Debug)]
+struct Member {
+    shards: Vec<Shard>,
+}
+
+/// One shard: its ports, its cluster node id, and its process.
+#[derive(Debug)]
+struct Shard {
+    port: u16,
+    /// The cluster bus port (`--cluster-port`), fixed so it survives restarts and stays below
+    /// 65536 whatever the client port is.
+    bus_port: u16,
+    id: String,
+    /// Its options: the cluster's, with this shard's bus port among the extra arguments.
+    options: ClusterOptions,
+    /// Behind a lock because finding out whether it still runs reaps it, and the read-only
+    /// methods take `&self`; never held across an await.
+    server: Mutex<ProcessServer>,
+}
+
+impl Shard {
+    fn is_running(&self) -> Result<bool, HarnessError> {
+        self.server
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_running()
+    }
+
+    fn shard_ref(&self) -> ShardRef {
+        ShardRef {
+            port: self.port,
+            id: self.id.clone(),
+        }
+    }
+}
+
+impl RedisClusters {
+    /// Starts every shard of every member (all at once), forms each member into a cluster of
+    /// its own (slots assigned with `CLUSTER ADDSLOTSRANGE`, shards joined with `CLUSTER
+    /// MEET`), and returns once every shard of every member says `cluster_state:ok` and all
+    /// shards of a member agree on a slot map covering all 16384 slots.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::InvalidClusterShape`] for no member or no shard; as
+    /// [`TestCluster::start`](crate::TestCluster::start) for starting the processes;
+    /// [`HarnessError::ClusterNotReady`] if a member does not agree on its slots within 20 s;
+    /// [`HarnessError::Redis`] if a shard refuses a command. Whatever was started is killed
+    /// before returning.
+    pub async fn start(options: RedisClustersOptions) -> Result<RedisClusters, HarnessError> {
+        tokio::runtime::Handle::try_current().map_err(|_| HarnessError::NoRuntime)?;
+        if options.members == 0 || options.shards == 0 {
+            return Err(HarnessError::InvalidClusterShape {
+                members: options.members,
+                shards: options.shards,
+            });
+        }
+        let started = tokio::time::Instant::now();
+        let shards = options.shards;
+        let starts = (0..options.members * shards).map(|node| start_shard(&options.node, node));
+        // On failure the shards that did start are dropped, which kills them.
+        let mut all = futures::future::try_join_all(starts).await?.into_iter();
+        let members: Vec<Member> = (0..options.members)
+            .map(|_| Member {
+                shards: all.by_ref().take(shards).collect(),
+            })
+            .collect();
+        let forming = members
+            .iter()
+            .enumerate()
+            .map(|(index, member)| async move {
+                let ports: Vec<(u16, u16)> = member
+                    .shards
+                    .iter()
+                    .map(|shard| (shard.port, shard.bus_port))
+                    .collect();
+                form_member(index, &ports, CLUSTER_READY_TIMEOUT).await
+            });
+        let ids = futures::future::try_join_all(forming).await?;
+        let mut members = members;
+        for (member, ids) in members.iter_mut().zip(ids) {
+            for (shard, id) in member.shards.iter_mut().zip(ids) {
+                shard.id = id;
+            }
+        }
+        info!(
+            members = members.len(),
+            shards,
+            ports = ?members
+                .iter()
+                .map(|member| member.shards.iter().map(|shard| shard.port).collect::<Vec<_>>())
+                .collect::<Vec<_>>(),
+            elapsed = ?started.elapsed(),
+            "redis clusters started"
+        );
+        Ok(RedisClusters {
+            members,
+            shards,
+            redis_cli: options.redis_cli,
+        })
+    }
+
+    /// Number of members (independent Redis Clusters).
+    #[must_use]
+    pub fn members(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Number of shards per member.
+    #[must_use]
+    pub fn shards(&self) -> usize {
+        self.shards
+    }
+
+    /// `redis://127.0.0.1:<port>` of every shard of `member`, in shard order: the seed nodes a
+    /// cluster client of that member starts from. Empty if `member` is out of range.
+    #[must_use]
+    pub fn seed_urls(&self, member: usize) -> Vec<String> {
+        self.members.get(member).map_or_else(Vec::new, |member| {
+            member
+                .shards
+                .iter()
+                .map(|shard| redis_url(shard.port))
+                .collect()
+        })
+    }
+
+    /// `redis://127.0.0.1:<port>` of one shard.
+    pub fn shard_url(&self, member: usize, shard: usize) -> Result<String, HarnessError> {
+        Ok(redis_url(self.shard(member, shard)?.port))
+    }
+
+    /// The process id of one shard's `redis-server`, or `None` if it is not running (killed, or
+    /// exited by itself).
+    pub fn shard_pid(&self, member: usize, shard: usize) -> Result<Option<u32>, HarnessError> {
+        self.shard(member, shard)?
+            .server
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pid()
+    }
+
+    /// A plain connection to one shard (not a cluster client: it follows no redirection), to
+    /// look at that shard alone. Connecting and every reply are bounded by 5 s.
+    pub async fn shard_connection(
+        &self,
+        member: usize,
+        shard: usize,
+    ) -> Result<MultiplexedConnection, HarnessError> {
+        let port = self.shard(member, shard)?.port;
+        Ok(connect_plain(port, ADMIN_TIMEOUT).await?)
+    }
+
+    /// The slot of `key` (`CLUSTER KEYSLOT` on any running shard).
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::ClusterReply`] if no shard runs.
+    pub async fn key_slot(&self, key: &[u8]) -> Result<u16, HarnessError> {
+        let (member, port) = self
+            .members
+            .iter()
+            .enumerate()
+            .find_map(|(index, member)| {
+                let shard = member.shards.iter().find(|shard| {
+                    // One that cannot be asked counts as not running.
+                    shard.is_running().unwrap_or(false)
+                })?;
+                Some((index, shard.port))
+            })
+            .ok_or_else(|| HarnessError::ClusterReply {
+                member: 0,
+                reason: "no shard of any member is running".to_owned(),
+            })?;
+        let mut connection = connect_plain(port, ADMIN_TIMEOUT).await?;
+        let slot: i64 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query_async(&mut connection)
+            .await?;
+        u16::try_from(slot).map_err(|_| HarnessError::ClusterReply {
+            member,
+            reason: format!("CLUSTER KEYSLOT answered {slot}"),
+        })
+    }
+
+    /// Which shard of `member` serves `slot` now, from a running shard's `CLUSTER SLOTS`.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::ClusterReply`] if no shard of the member runs or none serves the slot.
+    pub async fn shard_of_slot(&self, member: usize, slot: u16) -> Result<usize, HarnessError> {
+        let map = self.slot_map(member).await?;
+        self.shard_serving(member, &map, slot)
+    }
+
+    /// SIGKILLs one shard and reaps it; nothing if it is not running. Its slots then fail
+    /// (connections to it are refused, and once the other shards count it as failed, after
+    /// about 2 s, the whole member answers `CLUSTERDOWN`), while other members go on.
+    pub async fn kill_shard(&mut self, member: usize, shard: usize) -> Result<(), HarnessError> {
+        let node = self.node_index(member, shard);
+        let shard = self.shard_mut(member, shard)?;
+        shard
+            .server
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .kill(node)
+            .await
+    }
+
+    /// Starts a killed shard again on its own port, in its own directory: its `nodes.conf`
+    /// gives it back its node id and slots, its append-only file its keys. Returns once it
+    /// serves its slots again: every shard of the member says `cluster_state:ok` and they agree
+    /// on the slot map. (The other shards keep a failed shard counted as failed for twice the
+    /// node timeout, so this takes a few seconds.)
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::AlreadyRunning`] if it runs; as for starting a node; and
+    /// [`HarnessError::ClusterNotReady`] if the member does not recover within 20 s.
+    pub async fn restart_shard(&mut self, member: usize, shard: usize) -> Result<(), HarnessError> {
+        let node = self.node_index(member, shard);
+        let entry = self.shard_mut(member, shard)?;
+        let port = entry.port;
+        entry
+            .server
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .start_again(&entry.options, node, port)
+            .await?;
+        let ports = self.member_ports(member)?;
+        wait_until_agreed(member, &ports, CLUSTER_READY_TIMEOUT, |_| Ok(())).await?;
+        Ok(())
+    }
+
+    /// Every key on every running shard of `member` (`SCAN`, at most 100 000 calls per shard;
+    /// a key may show twice if it moves while this runs).
+    pub async fn keys(&self, member: usize) -> Result<Vec<Vec<u8>>, HarnessError> {
+        let mut keys = Vec::new();
+        for shard in &self.member(member)?.shards {
+            if !shard.is_running()? {
+                continue;
+            }
+            let mut connection = connect_plain(shard.port, ADMIN_TIMEOUT).await?;
+            let mut cursor: u64 = 0;
+            let mut scans = 0;
+            loop {
+                let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("COUNT")
+                    .arg(SCAN_COUNT)
+                    .query_async(&mut connection)
+                    .await?;
+                keys.extend(batch);
+                cursor = next;
+                scans += 1;
+                if cursor == 0 {
+                    break;
+                }
+                if scans >= MAX_SCANS {
+                    return Err(HarnessError::ClusterReply {
+                        member,
+                        reason: format!("SCAN of port {} not done after {scans} calls", shard.port),
+                    });
+                }
+            }
+        }
+        Ok(keys)
+    }
+
+    /// Starts moving `slot` of `member` to shard `to_shard`: `CLUSTER SETSLOT <slot> IMPORTING`
+    /// on the target, then `MIGRATING` on the shard serving it (in that order, as Redis
+    /// requires). The slot's keys stay where they are until [`Migration::move_keys`] or
+    /// [`Migration::finish`]; meanwhile the source answers `ASK` for keys it no longer has.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::ClusterReply`] if the target already serves the slot;
+    /// [`HarnessError::Redis`] if a shard refuses.
+    pub async fn begin_migration(
+        &self,
+        member: usize,
+        slot: u16,
+        to_shard: usize,
+    ) -> Result<Migration, HarnessError> {
+        let target = self.shard(member, to_shard)?.shard_ref();
+        let from_shard = self.shard_of_slot(member, slot).await?;
+        if from_shard == to_shard {
+            return Err(HarnessError::ClusterReply {
+                member,
+                reason: format!("slot {slot} is already served by shard {to_shard}"),
+            });
+        }
+        let source = self.shard(member, from_shard)?.shard_ref();
+        let all = self
+            .member(member)?
+            .shards
+            .iter()
+            .map(Shard::shard_ref)
+            .collect();
+        Migration::begin(member, slot, source, target, all).await
+    }
+
+    /// Moves `slots` slots of `member` from one shard to another with `redis-cli --cluster
+    /// reshard` (keys and all), and returns once every shard agrees on the new map.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::RedisCli`] if `redis-cli` fails or runs for more than 60 s;
+    /// [`HarnessError::ClusterNotReady`] if the shards do not agree within 20 s.
+    pub async fn reshard(
+        &self,
+        member: usize,
+        from_shard: usize,
+        to_shard: usize,
+        slots: usize,
+    ) -> Result<(), HarnessError> {
+        let from = self.shard(member, from_shard)?.shard_ref();
+        let to = self.shard(member, to_shard)?.shard_ref();
+        let ports = self.member_ports(member)?;
+        // redis-cli refuses to reshard a cluster whose nodes disagree.
+        let before = wait_until_agreed(member, &ports, CLUSTER_READY_TIMEOUT, |_| Ok(())).await?;
+        let expected = before.slots_of(to.port) + slots;
+        migration::run_reshard(&self.redis_cli, &from, &to, slots).await?;
+        wait_until_agreed(member, &ports, CLUSTER_READY_TIMEOUT, |map| {
+            let has = map.slots_of(to.port);
+            if has == expected {
+                Ok(())
+            } else {
+                Err(format!(
+                    "shard {to_shard} serves {has} slots, not {expected}"
+                ))
+            }
+        })
+        .await?;
+        info!(member, from_shard, to_shard, slots, "resharded");
+        Ok(())
+    }
+
+    /// The slot map as a running shard of `member` sees it.
+    async fn slot_map(&self, member: usize) -> Result<SlotMap, HarnessError> {
+        for shard in &self.member(member)?.shards {
+            if shard.is_running()? {
+                let mut connection = connect_plain(shard.port, ADMIN_TIMEOUT).await?;
+                return slots::read_slot_map(member, &mut connection).await;
+            }
+        }
+        Err(HarnessError::ClusterReply {
+            member,
+            reason: "no shard is running".to_owned(),
+        })
+    }
+
+    /// The index of the shard of `member` that `map` says serves `slot`.
+    fn shard_serving(
+        &self,
+        member: usize,
+        map: &SlotMap,
+        slot: u16,
+    ) -> Result<usize, HarnessError> {
+        let unserved = || HarnessError::ClusterReply {
+            member,
+            reason: format!("no shard serves slot {slot}"),
+        };
+        let port = map.port_of(slot).ok_or_else(unserved)?;
+        self.member(member)?
+            .shards
+            .iter()
+            .position(|shard| shard.port == port)
+            .ok_or_else(unserved)
+    }
+
+    fn member_ports(&self, member: usize) -> Result<Vec<u16>, HarnessError> {
+        Ok(self
+            .member(member)?
+            .shards
+            .iter()
+            .map(|shard| shard.port)
+            .collect())
+    }
+
+    fn node_index(&self, member: usize, shard: usize) -> usize {
+        member * self.shards + shard
+    }
+
+    fn member(&self, member: usize) -> Result<&Member, HarnessError> {
+        self.members
+            .get(member)
+            .ok_or(HarnessError::NoSuchShard { member, shard: 0 })
+    }
+
+    fn shard(&self, member: usize, shard: usize) -> Result<&Shard, HarnessError> {
+        self.member(member)?
+            .shards
+            .get(shard)
+            .ok_or(HarnessError::NoSuchShard { member, shard })
+    }
+
+    fn shard_mut(&mut self, member: usize, shard: usize) -> Result<&mut Shard, HarnessError> {
+        self.members
+            .get_mut(member)
+            .and_then(|entry| entry.shards.get_mut(shard))
+            .ok_or(HarnessError::NoSuchShard { member, shard })
+    }
+}
+
+/// Starts process node `node` as a cluster-enabled shard on a free port, with a bus port of its
+/// own; its node id is filled in once its member is formed.
+async fn start_shard(base: &ClusterOptions, node: usize) -> Result<Shard, HarnessError> {
+    let bus_port = free_port()?;
+    let mut extra_args: Vec<String> = [
+        "--cluster-enabled",
+        "yes",
+        // Relative to the shard's own directory, where redis-server runs.
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    extra_args.push(NODE_TIMEOUT_MS.to_string());
+    extra_args.push("--cluster-port".to_owned());
+    extra_args.push(bus_port.to_string());
+    let options = base.clone().extra_args(extra_args);
+    let (server, port) =
+        ProcessServer::start_new(&options, &Transport::Plain, None, None, node).await?;
+    Ok(Shard {
+        port,
+        bus_port,
+        id: String::new(),
+        options,
+        server: Mutex::new(server),
+    })
+}
