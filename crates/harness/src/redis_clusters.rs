@@ -1,28 +1,29 @@
 //! [`RedisClusters`]: several independent local Redis Clusters, each one quorum member of a lock
 //! and each made of several shards (masters without replicas), and the shard-level faults and
 //! slot moves a test of a lock over Redis Cluster members needs. Each shard is a process node of
-//! the process backend (`process.rs`); forming a member and reading its slot map is in
-//! `redis_clusters/slots.rs`, moving slots in `redis_clusters/migration.rs`.
+//! the process backend (`process.rs`, started in `redis_clusters/shard.rs`); forming a member
+//! and reading its slot map is in `redis_clusters/slots.rs`, moving slots in
+//! `redis_clusters/migration.rs`, the options in `redis_clusters/options.rs`.
 
 mod migration;
+mod options;
+mod shard;
 mod slots;
 
 use std::path::PathBuf;
-use std::sync::{Mutex, PoisonError};
+use std::sync::PoisonError;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use tracing::info;
 
 pub use self::migration::Migration;
-use self::migration::ShardRef;
+pub use self::options::RedisClustersOptions;
+use self::shard::{Shard, start_shard};
 use self::slots::{SlotMap, form_member, wait_until_agreed};
 use crate::error::HarnessError;
-use crate::options::{ClusterOptions, Persistence};
-use crate::port::{free_port, redis_url};
+use crate::port::redis_url;
 use crate::probe::connect_plain;
-use crate::process::ProcessServer;
-use crate::transport::Transport;
 
 /// Connect and response timeout of the harness's own commands to a shard, and of
 /// [`RedisClusters::shard_connection`].
@@ -35,64 +36,6 @@ const NODE_TIMEOUT_MS: u32 = 2000;
 /// Keys asked for per `SCAN` call by [`RedisClusters::keys`], and the bound on calls per shard.
 const SCAN_COUNT: usize = 1000;
 const MAX_SCANS: usize = 100_000;
-
-/// Options for [`RedisClusters::start`].
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct RedisClustersOptions {
-    members: usize,
-    shards: usize,
-    /// What every shard's `redis-server` is started with (before its cluster arguments).
-    node: ClusterOptions,
-    redis_cli: PathBuf,
-}
-
-impl Default for RedisClustersOptions {
-    /// Three members of three shards each, AOF with `appendfsync always` (on `/dev/shm` where it
-    /// exists, as [`Persistence::AofAlways`] does for a [`TestCluster`](crate::TestCluster)), the
-    /// `redis-server` named by `QUORUMLOCK_REDIS_SERVER` (or found on `PATH`), and `redis-cli`
-    /// found on `PATH`.
-    fn default() -> Self {
-        RedisClustersOptions {
-            members: 3,
-            shards: 3,
-            node: ClusterOptions::default().persistence(Persistence::AofAlways),
-            redis_cli: PathBuf::from("redis-cli"),
-        }
-    }
-}
-
-impl RedisClustersOptions {
-    /// Number of independent Redis Clusters, the quorum members (default 3, at least 1).
-    #[must_use]
-    pub fn members(mut self, members: usize) -> Self {
-        self.members = members;
-        self
-    }
-
-    /// Shards (masters, no replicas) per member (default 3, at least 1). The slots are split
-    /// evenly between them, in shard order.
-    #[must_use]
-    pub fn shards(mut self, shards: usize) -> Self {
-        self.shards = shards;
-        self
-    }
-
-    /// The `redis-server` binary to run (Redis 7 or newer, or Valkey). A wrapper script must
-    /// `exec` the server, as for [`ClusterOptions::redis_server`].
-    #[must_use]
-    pub fn redis_server(mut self, path: impl Into<PathBuf>) -> Self {
-        self.node = self.node.redis_server(path);
-        self
-    }
-
-    /// The `redis-cli` binary [`RedisClusters::reshard`] runs (default: found on `PATH`).
-    #[must_use]
-    pub fn redis_cli(mut self, path: impl Into<PathBuf>) -> Self {
-        self.redis_cli = path.into();
-        self
-    }
-}
 
 /// Several independent local Redis Clusters on 127.0.0.1, for tests: each is one quorum
 /// member of a lock, made of [`shards`](Self::shards) masters without replicas that split the
@@ -120,37 +63,6 @@ pub struct RedisClusters {
 #[derive(Debug)]
 struct Member {
     shards: Vec<Shard>,
-}
-
-/// One shard: its ports, its cluster node id, and its process.
-#[derive(Debug)]
-struct Shard {
-    port: u16,
-    /// The cluster bus port (`--cluster-port`), fixed so it survives restarts and stays below
-    /// 65536 whatever the client port is.
-    bus_port: u16,
-    id: String,
-    /// Its options: the cluster's, with this shard's bus port among the extra arguments.
-    options: ClusterOptions,
-    /// Behind a lock because finding out whether it still runs reaps it, and the read-only
-    /// methods take `&self`; never held across an await.
-    server: Mutex<ProcessServer>,
-}
-
-impl Shard {
-    fn is_running(&self) -> Result<bool, HarnessError> {
-        self.server
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_running()
-    }
-
-    fn shard_ref(&self) -> ShardRef {
-        ShardRef {
-            port: self.port,
-            id: self.id.clone(),
-        }
-    }
 }
 
 impl RedisClusters {
@@ -387,75 +299,6 @@ impl RedisClusters {
         Ok(keys)
     }
 
-    /// Starts moving `slot` of `member` to shard `to_shard`: `CLUSTER SETSLOT <slot> IMPORTING`
-    /// on the target, then `MIGRATING` on the shard serving it (in that order, as Redis
-    /// requires). The slot's keys stay where they are until [`Migration::move_keys`] or
-    /// [`Migration::finish`]; meanwhile the source answers `ASK` for keys it no longer has.
-    ///
-    /// # Errors
-    ///
-    /// [`HarnessError::ClusterReply`] if the target already serves the slot;
-    /// [`HarnessError::Redis`] if a shard refuses.
-    pub async fn begin_migration(
-        &self,
-        member: usize,
-        slot: u16,
-        to_shard: usize,
-    ) -> Result<Migration, HarnessError> {
-        let target = self.shard(member, to_shard)?.shard_ref();
-        let from_shard = self.shard_of_slot(member, slot).await?;
-        if from_shard == to_shard {
-            return Err(HarnessError::ClusterReply {
-                member,
-                reason: format!("slot {slot} is already served by shard {to_shard}"),
-            });
-        }
-        let source = self.shard(member, from_shard)?.shard_ref();
-        let all = self
-            .member(member)?
-            .shards
-            .iter()
-            .map(Shard::shard_ref)
-            .collect();
-        Migration::begin(member, slot, source, target, all).await
-    }
-
-    /// Moves `slots` slots of `member` from one shard to another with `redis-cli --cluster
-    /// reshard` (keys and all), and returns once every shard agrees on the new map.
-    ///
-    /// # Errors
-    ///
-    /// [`HarnessError::RedisCli`] if `redis-cli` fails or runs for more than 60 s;
-    /// [`HarnessError::ClusterNotReady`] if the shards do not agree within 20 s.
-    pub async fn reshard(
-        &self,
-        member: usize,
-        from_shard: usize,
-        to_shard: usize,
-        slots: usize,
-    ) -> Result<(), HarnessError> {
-        let from = self.shard(member, from_shard)?.shard_ref();
-        let to = self.shard(member, to_shard)?.shard_ref();
-        let ports = self.member_ports(member)?;
-        // redis-cli refuses to reshard a cluster whose nodes disagree.
-        let before = wait_until_agreed(member, &ports, CLUSTER_READY_TIMEOUT, |_| Ok(())).await?;
-        let expected = before.slots_of(to.port) + slots;
-        migration::run_reshard(&self.redis_cli, &from, &to, slots).await?;
-        wait_until_agreed(member, &ports, CLUSTER_READY_TIMEOUT, |map| {
-            let has = map.slots_of(to.port);
-            if has == expected {
-                Ok(())
-            } else {
-                Err(format!(
-                    "shard {to_shard} serves {has} slots, not {expected}"
-                ))
-            }
-        })
-        .await?;
-        info!(member, from_shard, to_shard, slots, "resharded");
-        Ok(())
-    }
-
     /// The slot map as a running shard of `member` sees it.
     async fn slot_map(&self, member: usize) -> Result<SlotMap, HarnessError> {
         for shard in &self.member(member)?.shards {
@@ -521,34 +364,4 @@ impl RedisClusters {
             .and_then(|entry| entry.shards.get_mut(shard))
             .ok_or(HarnessError::NoSuchShard { member, shard })
     }
-}
-
-/// Starts process node `node` as a cluster-enabled shard on a free port, with a bus port of its
-/// own; its node id is filled in once its member is formed.
-async fn start_shard(base: &ClusterOptions, node: usize) -> Result<Shard, HarnessError> {
-    let bus_port = free_port()?;
-    let mut extra_args: Vec<String> = [
-        "--cluster-enabled",
-        "yes",
-        // Relative to the shard's own directory, where redis-server runs.
-        "--cluster-config-file",
-        "nodes.conf",
-        "--cluster-node-timeout",
-    ]
-    .into_iter()
-    .map(str::to_owned)
-    .collect();
-    extra_args.push(NODE_TIMEOUT_MS.to_string());
-    extra_args.push("--cluster-port".to_owned());
-    extra_args.push(bus_port.to_string());
-    let options = base.clone().extra_args(extra_args);
-    let (server, port) =
-        ProcessServer::start_new(&options, &Transport::Plain, None, None, node).await?;
-    Ok(Shard {
-        port,
-        bus_port,
-        id: String::new(),
-        options,
-        server: Mutex::new(server),
-    })
 }

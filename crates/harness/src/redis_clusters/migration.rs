@@ -1,6 +1,7 @@
 //! Moving slots between the shards of a member: [`Migration`], one slot moved by hand
 //! (`CLUSTER SETSLOT … IMPORTING / MIGRATING / NODE`, `MIGRATE … KEYS`) so a test can act
-//! while it is mid-way, and `redis-cli --cluster reshard` for many slots at once.
+//! while it is mid-way ([`RedisClusters::begin_migration`]), and `redis-cli --cluster reshard`
+//! for many slots at once ([`RedisClusters::reshard`]).
 
 use std::path::Path;
 use std::process::Stdio;
@@ -9,7 +10,7 @@ use std::time::Duration;
 use tracing::info;
 
 use super::slots::wait_until_agreed;
-use super::{ADMIN_TIMEOUT, CLUSTER_READY_TIMEOUT};
+use super::{ADMIN_TIMEOUT, CLUSTER_READY_TIMEOUT, RedisClusters, Shard};
 use crate::error::HarnessError;
 use crate::probe::connect_plain;
 
@@ -21,6 +22,77 @@ const MAX_MIGRATE_BATCHES: usize = 10_000;
 const MIGRATE_TIMEOUT_MS: u64 = 2000;
 /// How long `redis-cli --cluster reshard` may run.
 const RESHARD_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl RedisClusters {
+    /// Starts moving `slot` of `member` to shard `to_shard`: `CLUSTER SETSLOT <slot> IMPORTING`
+    /// on the target, then `MIGRATING` on the shard serving it (in that order, as Redis
+    /// requires). The slot's keys stay where they are until [`Migration::move_keys`] or
+    /// [`Migration::finish`]; meanwhile the source answers `ASK` for keys it no longer has.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::ClusterReply`] if the target already serves the slot;
+    /// [`HarnessError::Redis`] if a shard refuses.
+    pub async fn begin_migration(
+        &self,
+        member: usize,
+        slot: u16,
+        to_shard: usize,
+    ) -> Result<Migration, HarnessError> {
+        let target = self.shard(member, to_shard)?.shard_ref();
+        let from_shard = self.shard_of_slot(member, slot).await?;
+        if from_shard == to_shard {
+            return Err(HarnessError::ClusterReply {
+                member,
+                reason: format!("slot {slot} is already served by shard {to_shard}"),
+            });
+        }
+        let source = self.shard(member, from_shard)?.shard_ref();
+        let all = self
+            .member(member)?
+            .shards
+            .iter()
+            .map(Shard::shard_ref)
+            .collect();
+        Migration::begin(member, slot, source, target, all).await
+    }
+
+    /// Moves `slots` slots of `member` from one shard to another with `redis-cli --cluster
+    /// reshard` (keys and all), and returns once every shard agrees on the new map.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::RedisCli`] if `redis-cli` fails or runs for more than 60 s;
+    /// [`HarnessError::ClusterNotReady`] if the shards do not agree within 20 s.
+    pub async fn reshard(
+        &self,
+        member: usize,
+        from_shard: usize,
+        to_shard: usize,
+        slots: usize,
+    ) -> Result<(), HarnessError> {
+        let from = self.shard(member, from_shard)?.shard_ref();
+        let to = self.shard(member, to_shard)?.shard_ref();
+        let ports = self.member_ports(member)?;
+        // redis-cli refuses to reshard a cluster whose nodes disagree.
+        let before = wait_until_agreed(member, &ports, CLUSTER_READY_TIMEOUT, |_| Ok(())).await?;
+        let expected = before.slots_of(to.port) + slots;
+        run_reshard(&self.redis_cli, &from, &to, slots).await?;
+        wait_until_agreed(member, &ports, CLUSTER_READY_TIMEOUT, |map| {
+            let has = map.slots_of(to.port);
+            if has == expected {
+                Ok(())
+            } else {
+                Err(format!(
+                    "shard {to_shard} serves {has} slots, not {expected}"
+                ))
+            }
+        })
+        .await?;
+        info!(member, from_shard, to_shard, slots, "resharded");
+        Ok(())
+    }
+}
 
 /// A shard as a migration addresses it: its port and cluster node id.
 #[derive(Debug, Clone)]
