@@ -71,7 +71,8 @@
 //!
 //! # What it needs
 //!
-//! A `redis-server` binary, 7.0 or newer, and a Tokio runtime with I/O and time enabled (for
+//! A `redis-server` binary, 7.0 or newer (Valkey too; [`RedisClusters::reshard`] also runs
+//! `redis-cli`), and a Tokio runtime with I/O and time enabled (for
 //! example `#[tokio::test]`), on which the harness must be used. These environment variables
 //! are read:
 //!

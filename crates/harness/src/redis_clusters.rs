@@ -52,6 +52,32 @@ const MAX_SCANS: usize = 100_000;
 /// every process it started and deletes the directories, also while a failing test unwinds.
 ///
 /// Must be started and used on a Tokio runtime with I/O and time enabled.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), quorumlock_harness::HarnessError> {
+/// use quorumlock_harness::{RedisClusters, RedisClustersOptions};
+///
+/// // Three members of three shards each.
+/// let mut clusters = RedisClusters::start(RedisClustersOptions::default()).await?;
+/// let seeds: Vec<Vec<String>> = (0..clusters.members())
+///     .map(|member| clusters.seed_urls(member))
+///     .collect();
+/// // ... hand `seeds` to the lock under test: one cluster client per member ...
+///
+/// // Member 0 loses the shard that serves the lock's key, then gets it back with its keys.
+/// let slot = clusters.key_slot(b"my-lock").await?;
+/// let shard = clusters.shard_of_slot(0, slot).await?;
+/// clusters.kill_shard(0, shard).await?;
+/// clusters.restart_shard(0, shard).await?;
+///
+/// // The key's slot moves to another shard of member 1, mid-way first.
+/// let to = (clusters.shard_of_slot(1, slot).await? + 1) % clusters.shards();
+/// let migration = clusters.begin_migration(1, slot, to).await?;
+/// migration.move_keys().await?; // the source now answers ASK for the key
+/// migration.finish().await?; // the target serves the slot
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct RedisClusters {
     members: Vec<Member>,
