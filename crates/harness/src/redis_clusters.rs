@@ -36,6 +36,8 @@ const NODE_TIMEOUT_MS: u32 = 2000;
 /// Keys asked for per `SCAN` call by [`RedisClusters::keys`], and the bound on calls per shard.
 const SCAN_COUNT: usize = 1000;
 const MAX_SCANS: usize = 100_000;
+/// Time bound of the bulk operations: [`RedisClusters::keys`], [`Migration::move_keys`].
+const BULK_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Several independent local Redis Clusters on 127.0.0.1, for tests: each is one quorum
 /// member of a lock, made of [`shards`](Self::shards) masters without replicas that split the
@@ -268,8 +270,9 @@ impl RedisClusters {
     /// Starts a killed shard again on its own port, in its own directory: its `nodes.conf`
     /// gives it back its node id and slots, its append-only file its keys. Returns once it
     /// serves its slots again: every shard of the member says `cluster_state:ok` and they agree
-    /// on the slot map. (The other shards keep a failed shard counted as failed for twice the
-    /// node timeout, so this takes a few seconds.)
+    /// on the slot map. (Once the other shards have counted it as failed, they keep it so for
+    /// twice the node timeout, 4 s, so a restart after that takes about 4 s; sooner, about 2 s,
+    /// the time a master waits before it takes writes after a start.)
     ///
     /// # Errors
     ///
@@ -290,9 +293,23 @@ impl RedisClusters {
         Ok(())
     }
 
-    /// Every key on every running shard of `member` (`SCAN`, at most 100 000 calls per shard;
-    /// a key may show twice if it moves while this runs).
+    /// Every key on every running shard of `member` (`SCAN`, at most 100 000 calls per shard
+    /// and 60 s in all; a key may show twice if it moves while this runs).
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::ClusterReply`] if the scan is not done within those bounds;
+    /// [`HarnessError::Redis`] if a running shard cannot be asked.
     pub async fn keys(&self, member: usize) -> Result<Vec<Vec<u8>>, HarnessError> {
+        tokio::time::timeout(BULK_TIMEOUT, self.scan_keys(member))
+            .await
+            .map_err(|_| HarnessError::ClusterReply {
+                member,
+                reason: format!("SCAN of its shards not done after {BULK_TIMEOUT:?}"),
+            })?
+    }
+
+    async fn scan_keys(&self, member: usize) -> Result<Vec<Vec<u8>>, HarnessError> {
         let mut keys = Vec::new();
         for shard in &self.member(member)?.shards {
             if !shard.is_running()? {

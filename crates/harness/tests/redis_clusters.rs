@@ -234,6 +234,54 @@ async fn a_killed_shard_fails_its_slots_and_comes_back_with_its_key_after_restar
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_down_past_the_node_timeout_takes_its_member_down_until_it_is_restarted() {
+    bounded(async {
+        let mut clusters = start(1, 3).await;
+        let killed = shard_of_key(&clusters, 0, "lock:down").await;
+        let alive = (killed + 1) % 3;
+        // A key the surviving shard serves.
+        let mut key = None;
+        for index in 0..1000 {
+            let candidate = format!("lock:alive:{index}");
+            if shard_of_key(&clusters, 0, &candidate).await == alive {
+                key = Some(candidate);
+                break;
+            }
+        }
+        let key = key.unwrap();
+        set(&mut shard(&clusters, 0, killed).await, "lock:down", "token")
+            .await
+            .unwrap();
+
+        clusters.kill_shard(0, killed).await.unwrap();
+        // Once the others count it as failed (node timeout 2 s), the whole member refuses.
+        let mut survivor = shard(&clusters, 0, alive).await;
+        let mut refused = None;
+        for _ in 0..100 {
+            match set(&mut survivor, &key, "token").await {
+                Err(err) if err.code() == Some("CLUSTERDOWN") => {
+                    refused = Some(err);
+                    break;
+                }
+                _ => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            }
+        }
+        assert!(refused.is_some(), "the member never answered CLUSTERDOWN");
+
+        let started = Instant::now();
+        clusters.restart_shard(0, killed).await.unwrap();
+        eprintln!("restart after a failure took {:?}", started.elapsed());
+        set(&mut survivor, &key, "token").await.unwrap();
+        let mut back = clusters.shard_connection(0, killed).await.unwrap();
+        assert_eq!(
+            get(&mut back, "lock:down").await.unwrap().as_deref(),
+            Some("token")
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_moves_a_keys_slot_and_the_key_to_the_target() {
     bounded(async {
         let clusters = start(1, 3).await;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tracing::info;
 
 use super::slots::wait_until_agreed;
-use super::{ADMIN_TIMEOUT, CLUSTER_READY_TIMEOUT, RedisClusters, Shard};
+use super::{ADMIN_TIMEOUT, BULK_TIMEOUT, CLUSTER_READY_TIMEOUT, RedisClusters, Shard};
 use crate::error::HarnessError;
 use crate::probe::connect_plain;
 
@@ -167,14 +167,23 @@ impl Migration {
     }
 
     /// Moves every key of the slot still on the source to the target: `CLUSTER GETKEYSINSLOT`
-    /// and `MIGRATE … KEYS` in batches of 100, at most 10 000 batches. Gives how many keys
-    /// moved.
+    /// and `MIGRATE … KEYS` in batches of 100, at most 10 000 batches and 60 s in all. Gives
+    /// how many keys moved.
     ///
     /// # Errors
     ///
     /// [`HarnessError::Redis`] if a shard refuses; [`HarnessError::ClusterReply`] if keys are
-    /// still left after the last batch.
+    /// still left after the last batch or the time is up.
     pub async fn move_keys(&self) -> Result<usize, HarnessError> {
+        tokio::time::timeout(BULK_TIMEOUT, self.migrate_batches())
+            .await
+            .map_err(|_| HarnessError::ClusterReply {
+                member: self.member,
+                reason: format!("slot {}: keys not moved after {BULK_TIMEOUT:?}", self.slot),
+            })?
+    }
+
+    async fn migrate_batches(&self) -> Result<usize, HarnessError> {
         let mut from = connect_plain(self.source.port, ADMIN_TIMEOUT).await?;
         let mut moved = 0;
         for _ in 0..MAX_MIGRATE_BATCHES {
@@ -187,7 +196,9 @@ impl Migration {
             if keys.is_empty() {
                 return Ok(moved);
             }
-            let () = redis::cmd("MIGRATE")
+            // `OK`, or `NOKEY` (a status, not an error) when every key expired or was deleted
+            // in between: nothing moved.
+            let reply: String = redis::cmd("MIGRATE")
                 .arg("127.0.0.1")
                 .arg(self.target.port)
                 .arg("")
@@ -196,13 +207,10 @@ impl Migration {
                 .arg("KEYS")
                 .arg(&keys)
                 .query_async(&mut from)
-                .await
-                .or_else(|err| match err.code() {
-                    // Every key expired or was deleted in between: nothing to move.
-                    Some("NOKEY") => Ok(()),
-                    _ => Err(err),
-                })?;
-            moved += keys.len();
+                .await?;
+            if reply != "NOKEY" {
+                moved += keys.len();
+            }
         }
         Err(HarnessError::ClusterReply {
             member: self.member,
