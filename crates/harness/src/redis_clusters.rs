@@ -119,7 +119,7 @@ impl RedisClusters {
         let starts = (0..options.members * shards).map(|node| start_shard(&options.node, node));
         // On failure the shards that did start are dropped, which kills them.
         let mut all = futures::future::try_join_all(starts).await?.into_iter();
-        let members: Vec<Member> = (0..options.members)
+        let mut members: Vec<Member> = (0..options.members)
             .map(|_| Member {
                 shards: all.by_ref().take(shards).collect(),
             })
@@ -136,7 +136,6 @@ impl RedisClusters {
                 form_member(index, &ports, CLUSTER_READY_TIMEOUT).await
             });
         let ids = futures::future::try_join_all(forming).await?;
-        let mut members = members;
         for (member, ids) in members.iter_mut().zip(ids) {
             for (shard, id) in member.shards.iter_mut().zip(ids) {
                 shard.id = id;
