@@ -219,6 +219,35 @@ pub enum ConfigError {
     /// An empty resource name.
     #[error("the resource name is empty")]
     EmptyResource,
+    /// On a lock with a Redis Cluster node, a resource name starting with `}`: its key's hash
+    /// tag (`{name}`) would be empty, so Redis would hash the whole key, and its lock key and
+    /// fence counter would fall in different slots.
+    #[error("resource {:?} starts with '}}': on a cluster node its key would have no hash tag", String::from_utf8_lossy(.resource))]
+    NoHashTag {
+        /// The name.
+        resource: Vec<u8>,
+    },
+    /// On a lock with a Redis Cluster node, a key prefix holding `{`: it would open every
+    /// key's hash tag inside the prefix instead of around the resource's name.
+    #[error(
+        "{which} {prefix:?} holds '{{': on a cluster node the resource's name must be each key's hash tag"
+    )]
+    BraceInPrefix {
+        /// `key_prefix` or `fence_prefix`.
+        which: &'static str,
+        /// The prefix, lossily as text.
+        prefix: String,
+    },
+    /// On a lock with a Redis Cluster node, a set whose resources fall in different hash
+    /// slots: a node takes a set in one atomic script, which a cluster runs only on keys of one
+    /// slot. Names that start with the same `{tag}` share a slot.
+    #[error("resources {:?} and {:?} hash to different slots; on a cluster node a set's names must share a slot (start them with the same {{tag}})", String::from_utf8_lossy(.first), String::from_utf8_lossy(.other))]
+    CrossSlotSet {
+        /// The set's first resource.
+        first: Vec<u8>,
+        /// One in another slot.
+        other: Vec<u8>,
+    },
     /// A set of resources with none in it.
     #[error("the set of resources is empty")]
     EmptySet,

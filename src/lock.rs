@@ -17,10 +17,10 @@ use crate::options::{LockOptions, Topology};
 use crate::outcome::NodeOutcome;
 use crate::round::NodeSet;
 use crate::round::fencing::delete_counters;
-use crate::rules::identity::{Claims, first_duplicate};
+use crate::rules::identity::{Claims, Endpoint, first_duplicate};
 use crate::rules::resources::Keys;
 use crate::rules::retry::RetryPolicy;
-use crate::rules::token::lock_key;
+use crate::rules::slots::prefix_keeps_tag;
 use crate::settings::check_retry;
 
 /// A distributed lock client over one Redis server or a quorum of independent masters.
@@ -63,24 +63,52 @@ impl Lock {
     /// A lock over `topology`. Fails only on an invalid configuration.
     pub fn new(topology: Topology, options: LockOptions) -> Result<Lock, Error> {
         let configs = topology.nodes();
-        let settings = options.validate(configs.len())?;
+        let mut settings = options.validate(configs.len())?;
+        settings.tagged_keys = configs.iter().any(NodeConfig::is_cluster);
+        if settings.tagged_keys {
+            for (which, prefix) in [
+                ("key_prefix", &settings.key_prefix),
+                ("fence_prefix", &settings.fence_prefix),
+            ] {
+                if !prefix_keeps_tag(prefix) {
+                    return Err(ConfigError::BraceInPrefix {
+                        which,
+                        prefix: String::from_utf8_lossy(prefix).into_owned(),
+                    }
+                    .into());
+                }
+            }
+        }
         let claims = Arc::new(Claims::default());
         let nodes = configs
             .iter()
             .enumerate()
             .map(|(index, config)| {
-                let info = config.resolve(index)?;
-                Node::new(index, info, &settings).map(|node| Arc::new(node.with_claims(&claims)))
+                let resolved = config.resolve(index)?;
+                Node::new(index, resolved, &settings, &claims).map(Arc::new)
             })
             .collect::<Result<Vec<_>, ConfigError>>()?;
-        // One server, one vote: the same host and port twice is a configuration error (the
-        // same server under two names is caught on connect, by its run_id).
-        let endpoints: Vec<_> = nodes.iter().map(|node| node.endpoint()).collect();
-        if let Some((first, second)) = first_duplicate(&endpoints) {
+        // One server, one vote: the same host and port in two nodes (or twice among a
+        // cluster's seeds) is a configuration error (the same server under two names is caught
+        // on connect, by its run_id).
+        let endpoints: Vec<(usize, Endpoint)> = nodes
+            .iter()
+            .flat_map(|node| {
+                node.endpoints()
+                    .into_iter()
+                    .map(|endpoint| (node.index(), endpoint))
+            })
+            .collect();
+        let addresses: Vec<Endpoint> = endpoints
+            .iter()
+            .map(|(_, endpoint)| endpoint.clone())
+            .collect();
+        if let Some((first, second)) = first_duplicate(&addresses) {
+            let node = |at: usize| endpoints.get(at).map_or(0, |(index, _)| *index);
             return Err(ConfigError::DuplicateNode {
-                first,
-                second,
-                addr: endpoints
+                first: node(first),
+                second: node(second),
+                addr: addresses
                     .get(second)
                     .map(|endpoint| endpoint.as_str().to_owned())
                     .unwrap_or_default(),
@@ -237,7 +265,7 @@ impl Lock {
         }
         check_retry(policy)?;
         let settings = &self.node_set.settings;
-        let key = lock_key(&settings.key_prefix, resource);
+        let key = settings.lock_key(resource)?;
         Acquisition::new(&self.node_set, resource, Keys::One(key), settings.ttl)
             .run(policy, cancel)
             .await

@@ -58,6 +58,19 @@ enum Source {
     Url(String),
     /// Boxed: a `ConnectionInfo` is several times the size of a URL.
     Info(Box<ConnectionInfo>),
+    /// A Redis Cluster as one node of the quorum, by its seed nodes.
+    Cluster(Vec<NodeConfig>),
+}
+
+/// A node's connection details, resolved. Short-lived (made and used once per node, when the
+/// lock is built): not worth boxing the one-server case.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Resolved {
+    /// One server.
+    Server(ConnectionInfo),
+    /// A Redis Cluster's seeds: where its slot map is read first, and (the first of them) the
+    /// login and TLS settings every shard found is reached with.
+    Cluster(Vec<ConnectionInfo>),
 }
 
 impl NodeConfig {
@@ -76,18 +89,83 @@ impl NodeConfig {
         }
     }
 
+    /// A Redis Cluster as one node of the quorum, reached through `seeds` (any of its masters;
+    /// the others are found from the cluster's slot map). A resource's vote in this node comes
+    /// from the shard that serves the resource's hash slot; every shard the lock reaches gets
+    /// the restart guard, its own `run_id` claim (no shard votes for two nodes) and the lock's
+    /// timeouts, as a node that is one server does. The seeds' login and TLS settings (the
+    /// first seed's) are used for every shard. A lock with a cluster node puts each resource's
+    /// name in braces in its keys, its hash tag (README, "Redis Cluster members").
+    ///
+    /// ```
+    /// use quorumlock::{Lock, LockOptions, NodeConfig};
+    ///
+    /// # fn main() -> Result<(), quorumlock::Error> {
+    /// let member = |ports: [u16; 3]| {
+    ///     NodeConfig::cluster(ports.map(|port| format!("redis://127.0.0.1:{port}")))
+    /// };
+    /// let lock = Lock::from_nodes(
+    ///     [member([7000, 7001, 7002]), member([7100, 7101, 7102]), member([7200, 7201, 7202])],
+    ///     LockOptions::new(),
+    /// )?;
+    /// assert_eq!(lock.node_addrs()[0], "cluster(127.0.0.1:7000, 127.0.0.1:7001, 127.0.0.1:7002)");
+    /// # Ok(()) }
+    /// ```
+    pub fn cluster<I>(seeds: I) -> NodeConfig
+    where
+        I: IntoIterator,
+        I::Item: Into<NodeConfig>,
+    {
+        NodeConfig {
+            source: Source::Cluster(seeds.into_iter().map(Into::into).collect()),
+        }
+    }
+
+    /// Whether this node is a Redis Cluster ([`NodeConfig::cluster`]).
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.source, Source::Cluster(_))
+    }
+
     /// Where the node is, for logs and messages: the URL with any credentials masked, or
-    /// `host:port` (the socket's path) for connection info.
+    /// `host:port` (the socket's path) for connection info; a cluster's seeds in
+    /// `cluster(…)`.
     pub fn display_addr(&self) -> String {
         match &self.source {
             Source::Url(url) => redact(url),
             Source::Info(info) => info.addr().to_string(),
+            Source::Cluster(seeds) => {
+                let seeds: Vec<String> = seeds.iter().map(NodeConfig::display_addr).collect();
+                format!("cluster({})", seeds.join(", "))
+            }
         }
     }
 
-    /// The connection details of node `index`: the URL parsed, or the info as given.
-    pub(crate) fn resolve(&self, index: usize) -> Result<ConnectionInfo, ConfigError> {
+    /// The connection details of node `index`: the URL parsed, the info as given, or a
+    /// cluster's seeds (at least one, none of them a cluster).
+    pub(crate) fn resolve(&self, index: usize) -> Result<Resolved, ConfigError> {
+        let Source::Cluster(seeds) = &self.source else {
+            return self.resolve_server(index).map(Resolved::Server);
+        };
+        if seeds.is_empty() {
+            return Err(ConfigError::InvalidNode {
+                index,
+                reason: "a cluster node needs at least one seed".to_owned(),
+            });
+        }
+        seeds
+            .iter()
+            .map(|seed| seed.resolve_server(index))
+            .collect::<Result<_, _>>()
+            .map(Resolved::Cluster)
+    }
+
+    /// One server's connection details.
+    fn resolve_server(&self, index: usize) -> Result<ConnectionInfo, ConfigError> {
         match &self.source {
+            Source::Cluster(_) => Err(ConfigError::InvalidNode {
+                index,
+                reason: "a cluster's seed is a cluster".to_owned(),
+            }),
             Source::Url(url) => {
                 url.as_str()
                     .into_connection_info()

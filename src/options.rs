@@ -417,6 +417,7 @@ impl LockOptions {
             _ => quorum,
         };
         Ok(Settings {
+            tagged_keys: false,
             ttl: self.ttl,
             drift_factor: self.drift_factor,
             quorum,

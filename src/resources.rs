@@ -13,8 +13,8 @@ use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::rules::resources::{Keys, MAX_RESOURCES, SetDefect, canonical_set};
 use crate::rules::retry::RetryPolicy;
-use crate::rules::token::lock_key;
-use crate::settings::{check_retry, validate_ttl};
+use crate::rules::slots::key_slot;
+use crate::settings::{Settings, check_retry, validate_ttl};
 use crate::waiting::AcquireOptions;
 
 /// A set of resources to lock together with [`Lock::acquire_all`]: not empty, each name once,
@@ -82,13 +82,29 @@ impl Resources {
         self.names.is_empty()
     }
 
-    /// The set's keys under `prefix`. A set of one is one key, taken with the single-key
-    /// commands.
-    fn keys(&self, prefix: &[u8]) -> Keys {
-        match self.names.as_slice() {
-            [name] => Keys::One(lock_key(prefix, name)),
-            names => Keys::Set(names.iter().map(|name| lock_key(prefix, name)).collect()),
+    /// The set's lock keys. A set of one is one key, taken with the single-key commands. On a
+    /// lock with a cluster node every key must be in the first one's slot
+    /// ([`ConfigError::CrossSlotSet`]): a node takes a set in one script.
+    fn keys(&self, settings: &Settings) -> Result<Keys, ConfigError> {
+        let keys = self
+            .names
+            .iter()
+            .map(|name| settings.lock_key(name))
+            .collect::<Result<Vec<_>, _>>()?;
+        if settings.tagged_keys {
+            let slot = keys.first().map(|key| key_slot(key));
+            let other = keys.iter().position(|key| Some(key_slot(key)) != slot);
+            if let Some(other) = other.and_then(|other| self.names.get(other)) {
+                return Err(ConfigError::CrossSlotSet {
+                    first: self.first().to_vec(),
+                    other: other.clone(),
+                });
+            }
         }
+        Ok(match <[_; 1]>::try_from(keys) {
+            Ok([key]) => Keys::One(key),
+            Err(keys) => Keys::Set(keys.into()),
+        })
     }
 
     /// The first resource, which stands for the set where one name is wanted (`Error::Held`).
@@ -160,7 +176,7 @@ impl Lock {
         let ttl = options.ttl.unwrap_or(settings.ttl);
         validate_ttl(ttl)?;
         settings.check_guarded_ttl(ttl)?;
-        let keys = resources.keys(&settings.key_prefix);
+        let keys = resources.keys(settings)?;
         if let Some(guard) = self.reenter(options.owner, keys.clone()) {
             return Ok(guard);
         }
@@ -199,7 +215,7 @@ impl Lock {
     ) -> Result<Guard, Error> {
         check_retry(policy)?;
         let settings = &self.node_set().settings;
-        let keys = resources.keys(&settings.key_prefix);
+        let keys = resources.keys(settings)?;
         Acquisition::new(self.node_set(), resources.first(), keys, settings.ttl)
             .run(policy, cancel)
             .await

@@ -2,11 +2,14 @@
 //! lock repeats per call (a TTL Redis can store, a retry policy that tries, an extension the
 //! restart guard covers).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::ConfigError;
 use crate::rules::clock::Moment;
 use crate::rules::retry::RetryPolicy;
+use crate::rules::slots::{resource_has_tag, tagged};
+use crate::rules::token::lock_key;
 use crate::rules::validity::{MAX_TTL, drift, validity};
 
 /// Rejects a retry policy that would never try.
@@ -57,6 +60,8 @@ pub(crate) struct Settings {
     pub(crate) fence_prefix: Vec<u8>,
     /// Fencing, when on.
     pub(crate) fencing: Option<Fencing>,
+    /// A node is a Redis Cluster: every key holds its resource's name as its hash tag.
+    pub(crate) tagged_keys: bool,
     /// The deliberate defect this lock was built with (test-only, see `defect.rs`).
     #[cfg(feature = "chaos-defects")]
     pub(crate) defect: Option<crate::rules::defect::Defect>,
@@ -83,6 +88,30 @@ impl std::fmt::Debug for ClientCertificate {
 
 #[cfg(feature = "tls")]
 impl Settings {
+    /// The lock key of `resource` (not empty): the key prefix and the name, on a lock with a
+    /// cluster node the name in braces, its hash tag (`rules/slots.rs`).
+    pub(crate) fn lock_key(&self, resource: &[u8]) -> Result<Arc<[u8]>, ConfigError> {
+        self.key_under(&self.key_prefix, resource)
+    }
+
+    /// The fence counter's key of `resource`, as [`lock_key`](Settings::lock_key) under the
+    /// fence prefix: on a cluster node in the lock key's slot.
+    pub(crate) fn fence_key(&self, resource: &[u8]) -> Result<Arc<[u8]>, ConfigError> {
+        self.key_under(&self.fence_prefix, resource)
+    }
+
+    fn key_under(&self, prefix: &[u8], resource: &[u8]) -> Result<Arc<[u8]>, ConfigError> {
+        if !self.tagged_keys {
+            return Ok(lock_key(prefix, resource));
+        }
+        if !resource_has_tag(resource) {
+            return Err(ConfigError::NoHashTag {
+                resource: resource.to_vec(),
+            });
+        }
+        Ok(lock_key(prefix, &tagged(resource)))
+    }
+
     /// What a TLS node is given from the options, if they set anything: the certificate
     /// authorities to trust and the certificate to present.
     pub(crate) fn tls_certificates(&self) -> Option<redis::TlsCertificates> {

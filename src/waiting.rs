@@ -25,7 +25,6 @@ use crate::owner::Owner;
 use crate::round::wait_list::free_by_expiry_after;
 use crate::rules::resources::Keys;
 use crate::rules::retry::RetryPolicy;
-use crate::rules::token::lock_key;
 use crate::settings::{Patience, validate_ttl};
 
 /// A deadline further out than this is treated as this far out (about 30 years): a deadline
@@ -162,7 +161,7 @@ impl Lock {
         let ttl = options.ttl.unwrap_or(settings.ttl);
         validate_ttl(ttl)?;
         settings.check_guarded_ttl(ttl)?;
-        let key = lock_key(&settings.key_prefix, resource);
+        let key = settings.lock_key(resource)?;
         if let Some(guard) = self.reenter(options.owner, Keys::One(Arc::clone(&key))) {
             return Ok(guard);
         }
@@ -331,8 +330,9 @@ impl Lock {
     /// ([`acquire_within`](Lock::acquire_within)).
     pub fn waiters(&self, resource: impl AsRef<[u8]>) -> usize {
         let settings = &self.node_set().settings;
-        self.node_set()
-            .wait_list
-            .waiters(&lock_key(&settings.key_prefix, resource.as_ref()))
+        // A name no key can be made of has nobody waiting for it.
+        settings
+            .lock_key(resource.as_ref())
+            .map_or(0, |key| self.node_set().wait_list.waiters(&key))
     }
 }

@@ -3,6 +3,8 @@
 //! the resource's counter) in the same atomic step; and how to read its reply. How a request is
 //! handed over, in order with the acquisition's other requests, is `round/acquire.rs`.
 
+use std::sync::Arc;
+
 use redis::{Cmd, RedisResult, Value};
 
 use super::set::{acquire_set_command, acquire_set_refused, read_acquire_set};
@@ -50,6 +52,8 @@ pub(crate) struct AcquireRequest<'a> {
 /// attempt and sent to every node: the nodes share its bytes.
 pub(crate) struct AcquireCommand {
     pub(crate) command: Cmd,
+    /// The key a cluster node routes it by (`Keys::slot_key`).
+    pub(crate) slot_key: Arc<[u8]>,
     reply: AcquireReply,
 }
 
@@ -90,6 +94,7 @@ impl AcquireCommand {
                 let fence_keys = fence_keys.map(Keys::all);
                 return AcquireCommand {
                     command: acquire_set_command(keys, fence_keys, token, ttl_ms, renew_leftover),
+                    slot_key: request.keys.slot_key(),
                     reply: AcquireReply::AllOrNone {
                         fenced: fence_keys.is_some(),
                     },
@@ -132,7 +137,11 @@ impl AcquireCommand {
         if let AcquireReply::Fenced = reply {
             command.arg(if renew_leftover { "1" } else { "0" });
         }
-        AcquireCommand { command, reply }
+        AcquireCommand {
+            command,
+            slot_key: request.keys.slot_key(),
+            reply,
+        }
     }
 
     /// Whether `reply` says this request did not set the key: it was held (by another token,

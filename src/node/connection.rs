@@ -1,5 +1,6 @@
-//! [`Node`]: one Redis master as the lock sees it: its address, its lazily made multiplexed
-//! connection, the generation of that connection, and the timeouts that bound every command.
+//! [`Server`]: one Redis master as the lock sees it: its address, its lazily made multiplexed
+//! connection, the generation of that connection, and the timeouts that bound every command. A
+//! node of the lock is one server, or a cluster member's shards (`member.rs`).
 //!
 //! The connection is made on first use, in a background task shared by every caller that needs
 //! it meanwhile, so a dead or hung node costs each caller at most its own timeout and never
@@ -11,6 +12,7 @@
 //! a socket of ours whose writes gather the requests ready to go (`stream.rs`).
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -51,13 +53,19 @@ pub(super) struct Connected {
 }
 
 /// One Redis master as the lock sees it.
-pub(crate) struct Node {
+pub(crate) struct Server {
+    /// The lock's node this server belongs to.
     pub(super) index: usize,
+    /// Its number among its node's servers (0 for a node that is one server), for the claims.
+    pub(super) shard: usize,
     pub(super) addr: Arc<str>,
     client: redis::Client,
     connect_timeout: Duration,
     command_timeout: Duration,
     slot: Mutex<(u64, Slot)>,
+    /// Where new generations are numbered: the server's own, or shared by a cluster node's
+    /// shards, so that a generation names one connection among all of them.
+    generations: Arc<AtomicU64>,
     /// With the restart guard on, how long a server that may have lost writes stays out of
     /// acquisitions after it started.
     pub(super) restart_guard: Option<Duration>,
@@ -72,38 +80,37 @@ pub(crate) struct Node {
     pub(super) defect: Option<crate::rules::defect::Defect>,
 }
 
-impl Node {
-    /// The node at `info`, connected with the lock's settings. Nothing is sent until the first
-    /// command.
+impl Server {
+    /// The server at `info`, shard `shard` of node `index`, connected with the lock's settings
+    /// and deciding with the other servers of its lock (`claims`) which of them votes for a
+    /// server that several reach. Nothing is sent until the first command.
     pub(crate) fn new(
         index: usize,
+        shard: usize,
         info: ConnectionInfo,
         settings: &Settings,
-    ) -> Result<Node, ConfigError> {
+        claims: &Arc<Claims>,
+        generations: &Arc<AtomicU64>,
+    ) -> Result<Server, ConfigError> {
         let client = client::open(index, info, settings)?;
-        Ok(Node {
+        Ok(Server {
             index,
+            shard,
             addr: client.get_connection_info().addr().to_string().into(),
             client,
             connect_timeout: settings.connect_timeout,
             command_timeout: settings.node_timeout,
             slot: Mutex::new((0, Slot::Idle)),
+            generations: Arc::clone(generations),
             restart_guard: settings.restart_guard,
             durable_only: settings
                 .fencing
                 .is_some_and(|fencing| !fencing.volatile_nodes),
-            claims: Arc::default(),
+            claims: Arc::clone(claims),
             history: Arc::new(History::new(settings.replaced_sit_out)),
             #[cfg(feature = "chaos-defects")]
             defect: settings.defect,
         })
-    }
-
-    /// This node, deciding with the other nodes of its lock which of them votes for a server
-    /// that several of them reach.
-    pub(crate) fn with_claims(mut self, claims: &Arc<Claims>) -> Node {
-        self.claims = Arc::clone(claims);
-        self
     }
 
     /// Where the URL points, for telling duplicate URLs apart: host (lower case) and port, or
@@ -125,11 +132,6 @@ impl Node {
         on_message: OnMessage,
     ) -> Subscription {
         Subscription::new(self.client.clone(), connect_timeout, on_message)
-    }
-
-    /// Position in the configured node list.
-    pub(crate) fn index(&self) -> usize {
-        self.index
     }
 
     /// `host:port`, without credentials.
@@ -166,22 +168,38 @@ impl Node {
         command: impl Future<Output = RedisResult<T>>,
     ) -> impl Future<Output = Result<T, NodeError>> {
         tokio::time::timeout(self.command_timeout, command).map(move |result| {
-            let error = match result {
-                Ok(Ok(reply)) => {
-                    self.history.heard();
-                    return Ok(reply);
-                }
-                Ok(Err(err)) if err.is_timeout() => NodeError::Timeout(self.command_timeout),
-                Ok(Err(err)) => NodeError::from(err),
-                Err(_elapsed) => NodeError::Timeout(self.command_timeout),
+            let result = match result {
+                Ok(Ok(reply)) => Ok(reply),
+                Ok(Err(err)) if err.is_timeout() => Err(NodeError::Timeout(self.command_timeout)),
+                Ok(Err(err)) => Err(NodeError::from(err)),
+                Err(_elapsed) => Err(NodeError::Timeout(self.command_timeout)),
             };
-            metrics::node_error(&error);
-            if error.breaks_connection() {
-                tracing::debug!(node = self.index, addr = %self.addr, %error, "dropping connection");
-                self.reset(generation);
-            }
-            Err(error)
+            self.note(generation, &result);
+            result
         })
+    }
+
+    /// What a request's end on the connection of `generation` tells: a reply, that the server
+    /// is there; an error that broke the connection, that it must be made again.
+    pub(super) fn note<T>(&self, generation: u64, result: &Result<T, NodeError>) {
+        let Err(error) = result else {
+            self.history.heard();
+            return;
+        };
+        metrics::node_error(error);
+        if error.breaks_connection() {
+            tracing::debug!(node = self.index, addr = %self.addr, %error, "dropping connection");
+            self.reset(generation);
+        }
+    }
+
+    /// As [`note`](Server::note), for a redirected request's reply (`redirect.rs`): any reply
+    /// says the server is there; no reply leaves the connection in doubt, so it is made again.
+    pub(super) fn note_reply(&self, generation: u64, reply: &RedisResult<redis::Value>) {
+        match reply {
+            Err(error) if error.code().is_none() => self.reset(generation),
+            _ => self.history.heard(),
+        }
     }
 
     /// The current connection, or a new one: joins an attempt already in flight, else starts one.
@@ -199,7 +217,7 @@ impl Node {
                 }
                 Slot::Connecting(generation, connecting) => (*generation, connecting.clone()),
                 Slot::Idle => {
-                    *next_generation += 1;
+                    *next_generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
                     let connecting = self.connect();
                     *slot = Slot::Connecting(*next_generation, connecting.clone());
                     (*next_generation, connecting)

@@ -1,13 +1,13 @@
 //! `DEL` of a resource's fence counter on one node, for a retired resource
 //! (`Lock::delete_fence_counter`).
 
-use super::connection::Node;
+use super::Node;
 use super::wire::one_or_zero;
 use crate::outcome::NodeError;
 
 /// Deletes a fence counter. Answers whether there was one.
 pub(crate) async fn delete_counter(node: &Node, fence_key: &[u8]) -> Result<bool, NodeError> {
-    node.run(|mut connection, _generation| async move {
+    node.run(fence_key, |mut connection, _generation| async move {
         redis::cmd("DEL")
             .arg(fence_key)
             .query_async(&mut connection)

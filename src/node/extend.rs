@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-use super::connection::Node;
+use super::Node;
 use super::vote::Counted;
 use super::wire::one_or_zero;
 use crate::outcome::NodeError;
@@ -28,6 +28,7 @@ pub(crate) async fn extend(
     ttl_ms: u64,
 ) -> Result<bool, NodeError> {
     node.run_counted(
+        key,
         Counted::Extend,
         |mut connection, _generation, commands| async move {
             if commands.set_ifeq {

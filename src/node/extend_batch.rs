@@ -6,7 +6,7 @@
 
 use redis::{Cmd, Value};
 
-use super::connection::Node;
+use super::Node;
 use super::vote::Counted;
 use super::wire::send;
 use crate::outcome::NodeError;
@@ -98,6 +98,7 @@ fn read_reply(reply: Value, keys: usize) -> Result<Vec<KeyReply>, NodeError> {
 /// the extend gate (`run_counted`). Returns the answer and the caller's `T`, if it was built.
 pub(crate) async fn extend_batch<T>(
     node: &Node,
+    slot_key: &[u8],
     keys: usize,
     fill: bool,
     mut build: impl FnMut(u64, bool) -> (Cmd, T),
@@ -106,7 +107,7 @@ pub(crate) async fn extend_batch<T>(
     if fill {
         let mut built = false;
         let reply = node
-            .run_vote(|mut connection, generation, _server| {
+            .run_vote(slot_key, |mut connection, generation, _server| {
                 built = true;
                 let (command, t) = build(generation, true);
                 kept = Some(t);
@@ -118,11 +119,15 @@ pub(crate) async fn extend_batch<T>(
         }
     }
     let reply = node
-        .run_counted(Counted::Extend, |mut connection, generation, _commands| {
-            let (command, t) = build(generation, false);
-            kept = Some(t);
-            async move { send(&mut connection, &command).await }
-        })
+        .run_counted(
+            slot_key,
+            Counted::Extend,
+            |mut connection, generation, _commands| {
+                let (command, t) = build(generation, false);
+                kept = Some(t);
+                async move { send(&mut connection, &command).await }
+            },
+        )
         .await;
     (reply.and_then(|reply| read_reply(reply, keys)), kept)
 }

@@ -1,7 +1,10 @@
 //! One member of the lock: a Redis master, its connection, and the lock's commands on it, one
 //! command per file. Nothing here knows about other nodes or about rounds (`round/` does).
 //!
-//! - `connection`: [`Node`]: the lazy shared connection, its generations, connect and command timeouts.
+//! - `member`: [`Node`]: one server, or a Redis Cluster whose shard serving a key's slot takes its requests.
+//! - `connection`: `Server`: the lazy shared connection, its generations, connect and command timeouts.
+//! - `cluster`: a Redis Cluster node's shards and slot map (`CLUSTER SLOTS`, `MOVED`).
+//! - `redirect`: the connection a command is handed; for a cluster, following `MOVED` and `ASK`.
 //! - `client`: a node's connection details as a `redis::Client`: `TCP_NODELAY`, TLS certificates.
 //! - `stream`: the TCP socket under a connection, whose writes gather what is ready to go.
 //! - `identify`: what a new connection's server says about itself (`INFO`, `CONFIG GET appendfsync`).
@@ -21,13 +24,16 @@
 
 pub(crate) mod acquire;
 mod client;
+mod cluster;
 mod connection;
 pub(crate) mod delete_counter;
 pub(crate) mod extend;
 pub(crate) mod extend_batch;
 mod history;
 mod identify;
+mod member;
 pub(crate) mod pttl;
+mod redirect;
 mod redis_error;
 pub(crate) mod release;
 pub(crate) mod set;
@@ -37,10 +43,13 @@ mod vote;
 pub(crate) mod wire;
 pub(crate) mod write_back;
 
-pub(crate) use connection::Node;
+pub(crate) use member::Node;
 
-/// A test server's URL as the connection details a [`Node`] is built from.
+/// Node `index` on the test server at `url`, with a claim table of its own.
 #[cfg(test)]
-pub(crate) fn test_info(url: &str) -> redis::ConnectionInfo {
-    redis::IntoConnectionInfo::into_connection_info(url).expect("a test server's URL parses")
+pub(crate) fn test_node(index: usize, url: &str, settings: &crate::settings::Settings) -> Node {
+    let info =
+        redis::IntoConnectionInfo::into_connection_info(url).expect("a test server's URL parses");
+    let resolved = crate::node_config::Resolved::Server(info);
+    Node::new(index, resolved, settings, &std::sync::Arc::default()).expect("a test node")
 }

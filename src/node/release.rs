@@ -2,6 +2,8 @@
 //! one Lua script. How a release is
 //! ordered after the acquisition's requests is `round/release.rs`.
 
+use std::sync::Arc;
+
 use redis::{Cmd, Value};
 
 use super::set::{read_found, release_set_command};
@@ -31,6 +33,8 @@ return 1";
 /// A release as one command, built once per release and sent to every node.
 pub(crate) struct ReleaseCommand {
     pub(crate) command: Cmd,
+    /// The key a cluster node routes it by (`Keys::slot_key`).
+    pub(crate) slot_key: Arc<[u8]>,
     /// For a set, how many keys it releases (its answer has one flag per key).
     set_keys: Option<usize>,
 }
@@ -59,12 +63,14 @@ impl ReleaseCommand {
                     .arg(token);
                 ReleaseCommand {
                     command,
+                    slot_key: keys.slot_key(),
                     set_keys: None,
                 }
             }
-            Keys::Set(keys) => ReleaseCommand {
-                command: release_set_command(keys, token, wake),
-                set_keys: Some(keys.len()),
+            Keys::Set(set) => ReleaseCommand {
+                command: release_set_command(set, token, wake),
+                slot_key: keys.slot_key(),
+                set_keys: Some(set.len()),
             },
         }
     }

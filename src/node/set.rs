@@ -9,7 +9,7 @@ use std::sync::{Arc, LazyLock};
 
 use redis::{Cmd, Script, Value};
 
-use super::connection::Node;
+use super::Node;
 use super::vote::Counted;
 use super::wire::{one_or_zero, sized};
 use crate::outcome::NodeError;
@@ -153,6 +153,12 @@ pub(crate) fn read_found(reply: Value, keys: usize) -> Result<Vec<bool>, NodeErr
     found.into_iter().map(one_or_zero).collect()
 }
 
+/// The key a set's request is routed by on a cluster node: its first (a set's keys share a
+/// slot there, `rules/slots.rs`).
+pub(crate) fn slot_key(keys: &[Arc<[u8]>]) -> &[u8] {
+    keys.first().map(|key| &key[..]).unwrap_or_default()
+}
+
 /// Extends every key of the set to `ttl_ms` if all still hold `token` (counted only for the node
 /// that holds the claim on its server, as a single key's extension). Answers what each key held.
 pub(crate) async fn extend_set(
@@ -163,6 +169,7 @@ pub(crate) async fn extend_set(
 ) -> Result<Vec<bool>, NodeError> {
     let reply = node
         .run_counted(
+            slot_key(keys),
             Counted::Extend,
             |mut connection, _generation, _commands| async move {
                 let mut invocation = EXTEND_SET.prepare_invoke();
@@ -191,6 +198,7 @@ pub(crate) async fn write_back_set(
 ) -> Result<bool, NodeError> {
     let found = node
         .run_counted(
+            slot_key(keys),
             Counted::WriteBack,
             |mut connection, _generation, _commands| async move {
                 let mut invocation = WRITE_BACK_SET.prepare_invoke();

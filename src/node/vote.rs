@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use redis::RedisResult;
 use redis::aio::MultiplexedConnection;
 
-use super::connection::Node;
+use super::connection::Server;
 use super::history::Standing;
 use super::identify::Identity;
 use crate::metrics;
@@ -32,11 +32,11 @@ pub(crate) enum Counted {
     WriteBack,
 }
 
-impl Node {
-    /// As [`run`](Node::run), for a request that votes in an acquisition: `command` is called
-    /// (and so anything sent) only if this node may vote now, and it is also told the server's
-    /// `run_id`, which it must hand to the acquisition's ledger in the same step as the request
-    /// (one request per server and attempt). Otherwise, without sending anything:
+impl Server {
+    /// As [`run`](Server::run), for a request that votes in an acquisition: `command` is called
+    /// (and so anything sent) only if this server may vote now, and it is also told the
+    /// server's `run_id`, which it must hand to the acquisition's ledger in the same step as the
+    /// request (one request per server and attempt). Otherwise, without sending anything:
     ///
     /// - the server's identity could not be read on connect: that error (the connection is
     ///   dropped, so that the next command reads it again, e.g. once an ACL allows `INFO`);
@@ -51,9 +51,20 @@ impl Node {
         F: FnOnce(MultiplexedConnection, u64, Arc<str>) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
+        let (generation, connection, run_id) = self.pass_vote().await?;
+        self.bounded(generation, command(connection, generation, run_id))
+            .await
+    }
+
+    /// The vote gate alone: the connection (and its generation) to send a voting request over,
+    /// and the server's `run_id`; or why this server may not vote now (see
+    /// [`run_vote`](Server::run_vote)).
+    pub(super) async fn pass_vote(
+        &self,
+    ) -> Result<(u64, MultiplexedConnection, Arc<str>), NodeError> {
         let (generation, connected) = self.connection().await?;
-        let run_id = match self.may_vote(&connected.identity) {
-            Ok(run_id) => run_id,
+        match self.may_vote(&connected.identity) {
+            Ok(run_id) => Ok((generation, connected.connection, run_id)),
             Err(error) => {
                 if connected.identity.is_err() || error == NodeError::Replica {
                     self.reset(generation);
@@ -62,21 +73,16 @@ impl Node {
                     metrics::sat_out();
                 }
                 metrics::node_error(&error);
-                return Err(error);
+                Err(error)
             }
-        };
-        self.bounded(
-            generation,
-            command(connected.connection, generation, run_id),
-        )
-        .await
+        }
     }
 
-    /// As [`run`](Node::run), for a request that is counted towards a quorum after the
-    /// acquisition (extend, and the fence's write-back): `command` is called only if this node
-    /// holds the claim on its server, so one server never counts twice, and for the write-back
-    /// only if the server is no replica and not sitting out. The restart guard does not apply:
-    /// such a request only confirms a key of ours that the node already holds. `command` is
+    /// As [`run`](Server::run), for a request counted towards a quorum after an acquisition:
+    /// `command` is called only if this server holds the claim on its server (so that one
+    /// server never confirms twice), and for the fence's write-back only if it is no replica and
+    /// no replacement sitting out (else [`NodeError::SameServer`], [`NodeError::Replica`],
+    /// [`NodeError::Replaced`] or the identity's error, without sending anything). It is also
     /// told the connection's generation and the native commands its server offers.
     pub(crate) async fn run_counted<T, F, Fut>(
         &self,
@@ -87,6 +93,17 @@ impl Node {
         F: FnOnce(MultiplexedConnection, u64, Commands) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
+        let (generation, connection, commands) = self.pass_counted(counted).await?;
+        self.bounded(generation, command(connection, generation, commands))
+            .await
+    }
+
+    /// The gate of [`run_counted`](Server::run_counted) alone: the connection, its generation
+    /// and the server's native commands, or why nothing may be sent.
+    pub(super) async fn pass_counted(
+        &self,
+        counted: Counted,
+    ) -> Result<(u64, MultiplexedConnection, Commands), NodeError> {
         let (generation, connected) = self.connection().await?;
         if let Err(error) = connected
             .identity
@@ -110,11 +127,7 @@ impl Node {
             .identity
             .as_ref()
             .map_or_else(|_| Commands::default(), |identity| identity.commands);
-        self.bounded(
-            generation,
-            command(connected.connection, generation, commands),
-        )
-        .await
+        Ok((generation, connected.connection, commands))
     }
 
     /// Whether this node may vote in an acquisition now, and for which server.
@@ -166,7 +179,10 @@ impl Node {
     /// One server, one vote: whether this node holds the claim on its server (else
     /// [`NodeError::SameServer`], logged once per connection).
     fn claim(&self, identity: &Identity) -> Result<(), NodeError> {
-        let Err(owner) = self.claims.claim(self.index, &identity.run_id) else {
+        let Err(owner) = self
+            .claims
+            .claim((self.index, self.shard), &identity.run_id)
+        else {
             return Ok(());
         };
         if !identity.warned.swap(true, Ordering::Relaxed) {
@@ -242,7 +258,7 @@ mod tests {
             .await
             .unwrap();
         assert!(up >= Duration::from_secs(2), "{up:?}");
-        let node = Node::new(0, crate::node::test_info(&servers.urls()[0]), &settings).unwrap();
+        let node = crate::node::test_node(0, &servers.urls()[0], &settings);
         assert_eq!(write_back(&node, b"k", b"f", "t", 1).await, Ok(false));
         let proxy = servers.proxy(0).unwrap();
         proxy.switch_upstream(SocketAddr::from((

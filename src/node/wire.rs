@@ -2,7 +2,7 @@
 //! command: built with their size known, sent with `send_packed_command` (one request, no boxed
 //! future), error replies checked, 1/0 replies read.
 
-use redis::aio::MultiplexedConnection;
+use super::redirect::Connection;
 use redis::{Cmd, RedisResult, Value};
 
 use crate::outcome::NodeError;
@@ -18,14 +18,8 @@ pub(super) fn sized(args: usize, parts: &[&[u8]]) -> Cmd {
 
 /// Sends `command` (one request) and checks the reply for an error reply. Called directly on the
 /// connection, not through `query_async`, which boxes a future per request.
-pub(crate) async fn send(
-    connection: &mut MultiplexedConnection,
-    command: &Cmd,
-) -> RedisResult<Value> {
-    connection
-        .send_packed_command(command)
-        .await?
-        .extract_error()
+pub(crate) async fn send(connection: &mut Connection, command: &Cmd) -> RedisResult<Value> {
+    connection.send(command).await?.extract_error()
 }
 
 /// Whether the server answered the request (with a value or an error reply), so that it has

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-use super::connection::Node;
+use super::Node;
 use super::vote::Counted;
 use super::wire::one_or_zero;
 use crate::outcome::NodeError;
@@ -33,6 +33,7 @@ pub(crate) async fn write_back(
     fence: u64,
 ) -> Result<bool, NodeError> {
     node.run_counted(
+        key,
         Counted::WriteBack,
         |mut connection, _generation, _commands| async move {
             WRITE_BACK

@@ -34,19 +34,22 @@ pub(crate) async fn acquire(
 ) -> Result<Taken, NodeError> {
     let index = node.index();
     let sent = node
-        .run_vote(|mut connection, generation, server| async move {
-            let in_flight = match ledger.hand_acquire(attempt, index, generation, &server) {
-                Ok(in_flight) => in_flight,
-                Err(refused) => return Ok(Sent::Refused(refused, server)),
-            };
-            let reply = send(&mut connection, &command.command).await;
-            // A reply that says the key was held leaves nothing of ours there to release.
-            in_flight.finish(match &reply {
-                Ok(value) if command.refused(value) => End::Refused,
-                reply => End::replied(answered(reply)),
-            });
-            command.taken(reply?).map(Sent::Reply)
-        })
+        .run_vote(
+            &command.slot_key,
+            |mut connection, generation, server| async move {
+                let in_flight = match ledger.hand_acquire(attempt, index, generation, &server) {
+                    Ok(in_flight) => in_flight,
+                    Err(refused) => return Ok(Sent::Refused(refused, server)),
+                };
+                let reply = send(&mut connection, &command.command).await;
+                // A reply that says the key was held leaves nothing of ours there to release.
+                in_flight.finish(match &reply {
+                    Ok(value) if command.refused(value) => End::Refused,
+                    reply => End::replied(answered(reply)),
+                });
+                command.taken(reply?).map(Sent::Reply)
+            },
+        )
         .await?;
     match sent {
         Sent::Reply(taken) => Ok(taken),
@@ -107,12 +110,7 @@ pub(super) mod tests {
         let settings = LockOptions::new()
             .node_timeout(Duration::from_secs(5))
             .connect_timeout(Duration::from_secs(5));
-        Node::new(
-            0,
-            crate::node::test_info(url),
-            &settings.validate(1).unwrap(),
-        )
-        .unwrap()
+        crate::node::test_node(0, url, &settings.validate(1).unwrap())
     }
 
     /// Against a real server: a key of ours left by an earlier attempt counts for us (and gets
@@ -181,8 +179,8 @@ pub(super) mod tests {
             .unwrap();
         let url = &cluster.urls()[0];
         // Separate claim tables: neither node knows of the other.
-        let first = Node::new(0, crate::node::test_info(url), &settings).unwrap();
-        let second = Node::new(1, crate::node::test_info(url), &settings).unwrap();
+        let first = crate::node::test_node(0, url, &settings);
+        let second = crate::node::test_node(1, url, &settings);
         let ledger = Ledger::new(2);
         let attempt = ledger.begin();
         assert!(

@@ -22,7 +22,7 @@ use crate::outcome::{NodeOutcome, NodeReply};
 use crate::rules::clock::Moment;
 use crate::rules::quorum::Verdict;
 use crate::rules::resources::Keys;
-use crate::rules::token::{Token, lock_key};
+use crate::rules::token::Token;
 
 /// The fence's write-back over every node: raises the counter to `fence` wherever our key still
 /// holds (for a set, every counter of it wherever every key still holds), and returns when a quorum has confirmed (with the moment it did), else fails with
@@ -95,7 +95,7 @@ pub(crate) async fn delete_counters(
     if resource.is_empty() {
         return Err(ConfigError::EmptyResource.into());
     }
-    let fence_key = lock_key(&node_set.settings.fence_prefix, resource);
+    let fence_key = node_set.settings.fence_key(resource)?;
     let outcomes = futures::future::join_all(node_set.nodes.iter().map(|node| {
         let fence_key = &fence_key;
         async move {
@@ -114,7 +114,6 @@ pub(crate) async fn delete_counters(
 mod tests {
     use super::*;
     use crate::LockOptions;
-    use crate::node::Node;
     use crate::node::acquire::{AcquireCommand, AcquireRequest, Taken};
     use crate::outcome::NodeError;
     use crate::round::acquire::acquire;
@@ -140,7 +139,7 @@ mod tests {
             .connect_timeout(Duration::from_secs(5))
             .validate(1)
             .unwrap();
-        let node = Node::new(0, crate::node::test_info(&cluster.urls()[0]), &settings).unwrap();
+        let node = crate::node::test_node(0, &cluster.urls()[0], &settings);
         let mut direct = cluster.connection(0).await.unwrap();
         let ledger = Ledger::new(1);
         let attempt = ledger.begin();

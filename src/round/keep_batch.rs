@@ -23,6 +23,7 @@ use crate::rules::clock::Moment;
 use crate::rules::ordering::End;
 use crate::rules::quorum::{Tally, Verdict, Vote};
 use crate::rules::renewal::{Schedule, taken};
+use crate::rules::slots::key_slot;
 use crate::rules::validity::whole_millis;
 use crate::settings::Settings;
 
@@ -111,7 +112,7 @@ pub(crate) async fn run_batch(members: &Members, items: Arc<[Item]>) -> Vec<Done
         items.len()
     ];
     let mut missing: Vec<Missing> = items.iter().map(|item| item.missing).collect();
-    let mut answers: Vec<Option<Result<Vec<KeyReply>, NodeError>>> =
+    let mut answers: Vec<Option<Vec<Result<KeyReply, NodeError>>>> =
         (0..nodes.len()).map(|_| None).collect();
     let started = Moment::now();
     let mut in_flight: FuturesUnordered<_> = nodes
@@ -132,17 +133,14 @@ pub(crate) async fn run_batch(members: &Members, items: Arc<[Item]>) -> Vec<Done
         };
         let now = Moment::now();
         for (position, (standing, item)) in standings.iter_mut().zip(items.iter()).enumerate() {
-            let vote = match &answer {
-                Ok(replies) => match replies.get(position) {
-                    Some(reply) => {
-                        if let Some(missing) = missing.get_mut(position) {
-                            missing.record(index, *reply);
-                        }
-                        reply.vote()
+            let vote = match answer.get(position) {
+                Some(Ok(reply)) => {
+                    if let Some(missing) = missing.get_mut(position) {
+                        missing.record(index, *reply);
                     }
-                    None => Vote::Failed,
-                },
-                Err(_) => Vote::Failed,
+                    reply.vote()
+                }
+                _ => Vote::Failed,
             };
             let before = standing.tally.verdict();
             let after = standing.tally.record(vote);
@@ -196,7 +194,7 @@ pub(crate) async fn run_batch(members: &Members, items: Arc<[Item]>) -> Vec<Done
 /// What each node said for the lease at `position`, for a failed extension's error.
 fn outcomes(
     nodes: &[Arc<Node>],
-    answers: &[Option<Result<Vec<KeyReply>, NodeError>>],
+    answers: &[Option<Vec<Result<KeyReply, NodeError>>>],
     position: usize,
 ) -> Vec<NodeOutcome> {
     nodes
@@ -205,13 +203,12 @@ fn outcomes(
         .map(|(node, answer)| NodeOutcome {
             node: node.index(),
             addr: Arc::clone(node.addr()),
-            reply: match answer {
+            reply: match answer.as_ref().and_then(|answer| answer.get(position)) {
                 None => NodeReply::NoReply,
                 Some(Err(error)) => NodeReply::Failed(error.clone()),
-                Some(Ok(replies)) => match replies.get(position).map(|reply| reply.vote()) {
-                    Some(Vote::Ours) => NodeReply::Ours,
-                    Some(_) => NodeReply::NotOurs,
-                    None => NodeReply::NoReply,
+                Some(Ok(reply)) => match reply.vote() {
+                    Vote::Ours => NodeReply::Ours,
+                    _ => NodeReply::NotOurs,
                 },
             },
         })
@@ -220,7 +217,7 @@ fn outcomes(
 
 /// Each lease's answer from the per-key answers of a batch, in order: one key's own, or a set's
 /// combined (`rules/batch.rs`). Missing answers (a short reply) read as absent.
-fn per_lease(items: &[Item], replies: &[KeyReply]) -> Vec<KeyReply> {
+fn per_lease(items: &[&Item], replies: &[KeyReply]) -> Vec<KeyReply> {
     let mut rest = replies;
     items
         .iter()
@@ -236,41 +233,98 @@ fn per_lease(items: &[Item], replies: &[KeyReply]) -> Vec<KeyReply> {
         .collect()
 }
 
-/// The batch on one node: renews every lease's key there, and sets it where it is missing if
-/// the node passes the vote gates and the lease's ledger takes the request (the lock still
-/// held, nothing of ours in flight there). Each such request is recorded in the lease's ledger
-/// as one that may set the key, so its release is ordered after it.
-async fn node_batch(node: &Node, items: &[Item]) -> Result<Vec<KeyReply>, NodeError> {
+/// The batch on one node, one answer per lease: one command for every lease on a node that is
+/// one server; on a cluster node, one per hash slot (a script runs on the keys of one slot),
+/// all at once, so that a shard that fails fails only its slots' leases.
+async fn node_batch(node: &Node, items: &[Item]) -> Vec<Result<KeyReply, NodeError>> {
+    if !node.routes_by_slot() {
+        let all: Vec<&Item> = items.iter().collect();
+        return match slot_batch(node, &all).await {
+            Ok(replies) => replies.into_iter().map(Ok).collect(),
+            Err(error) => vec![Err(error); items.len()],
+        };
+    }
+    let mut slots: Vec<(u16, Vec<usize>)> = Vec::new();
+    for (position, item) in items.iter().enumerate() {
+        let slot = key_slot(
+            item.kept
+                .keys()
+                .first()
+                .map(|key| &key[..])
+                .unwrap_or_default(),
+        );
+        match slots.iter_mut().find(|(known, _)| *known == slot) {
+            Some((_, positions)) => positions.push(position),
+            None => slots.push((slot, vec![position])),
+        }
+    }
+    let batches = slots.iter().map(|(_, positions)| {
+        let group: Vec<&Item> = positions.iter().filter_map(|&at| items.get(at)).collect();
+        async move { (positions, slot_batch(node, &group).await) }
+    });
+    let mut answers: Vec<Result<KeyReply, NodeError>> =
+        vec![Err(NodeError::Protocol("no answer for the lease".to_owned())); items.len()];
+    for (positions, answer) in futures::future::join_all(batches).await {
+        for (at, &position) in positions.iter().enumerate() {
+            if let Some(slot) = answers.get_mut(position) {
+                *slot = match &answer {
+                    Ok(replies) => replies.get(at).copied().ok_or_else(|| {
+                        NodeError::Protocol("a batch reply short of a lease".to_owned())
+                    }),
+                    Err(error) => Err(error.clone()),
+                };
+            }
+        }
+    }
+    answers
+}
+
+/// One command of a batch on one node: renews every lease's key there, and sets it where it is
+/// missing if the node passes the vote gates and the lease's ledger takes the request (the lock
+/// still held, nothing of ours in flight there). Each such request is recorded in the lease's
+/// ledger as one that may set the key, so its release is ordered after it.
+async fn slot_batch(node: &Node, items: &[&Item]) -> Result<Vec<KeyReply>, NodeError> {
     let index = node.index();
     let fill = items.iter().any(|item| item.missing.contains(index));
     let keys_sent = items.iter().map(|item| item.kept.keys().len()).sum();
-    let (answer, flights) = extend_batch(node, keys_sent, fill, |generation, gates_passed| {
-        let mut flights: Vec<(usize, InFlight<'_>)> = Vec::new();
-        let mut keys: Vec<BatchKey<'_>> = Vec::with_capacity(items.len());
-        for (position, item) in items.iter().enumerate() {
-            let fill = gates_passed
-                && item.missing.contains(index)
-                && match item
-                    .kept
-                    .ledger()
-                    .hand_fill(index, generation, || item.kept.held())
-                {
-                    Some(flight) => {
-                        flights.push((position, flight));
-                        true
-                    }
-                    None => false,
-                };
-            // A set's keys go out one after the other, each with the lease's token and TTL.
-            keys.extend(item.kept.keys().iter().map(|key| BatchKey {
-                key,
-                token: item.kept.token(),
-                ttl_ms: whole_millis(item.ttl),
-                fill,
-            }));
-        }
-        (batch_command(&keys), flights)
-    })
+    let slot_key = items
+        .first()
+        .and_then(|item| item.kept.keys().first())
+        .map(|key| &key[..])
+        .unwrap_or_default();
+    let (answer, flights) = extend_batch(
+        node,
+        slot_key,
+        keys_sent,
+        fill,
+        |generation, gates_passed| {
+            let mut flights: Vec<(usize, InFlight<'_>)> = Vec::new();
+            let mut keys: Vec<BatchKey<'_>> = Vec::with_capacity(items.len());
+            for (position, item) in items.iter().enumerate() {
+                let fill = gates_passed
+                    && item.missing.contains(index)
+                    && match item
+                        .kept
+                        .ledger()
+                        .hand_fill(index, generation, || item.kept.held())
+                    {
+                        Some(flight) => {
+                            flights.push((position, flight));
+                            true
+                        }
+                        None => false,
+                    };
+                // A set's keys go out one after the other, each with the lease's token and TTL.
+                keys.extend(item.kept.keys().iter().map(|key| BatchKey {
+                    key,
+                    token: item.kept.token(),
+                    ttl_ms: whole_millis(item.ttl),
+                    fill,
+                }));
+            }
+            (batch_command(&keys), flights)
+        },
+    )
     .await;
     // One answer per lease: a set's keys' answers combined.
     let answer = answer.map(|replies| per_lease(items, &replies));

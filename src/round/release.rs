@@ -123,7 +123,7 @@ pub(crate) async fn release(
     }
     let mut sent_on = None;
     let result = node
-        .run(|mut connection, generation| {
+        .run(&command.slot_key, |mut connection, generation| {
             sent_on = Some(generation);
             async move {
                 let (in_flight, after_all) = ledger.hand_release(index, generation);

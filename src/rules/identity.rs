@@ -52,19 +52,23 @@ pub(crate) fn first_duplicate(endpoints: &[Endpoint]) -> Option<(usize, usize)> 
     })
 }
 
-/// Which configured node speaks for which server (`run_id`): at most one node per `run_id`, and
-/// one `run_id` per node (the last one it reached).
+/// Who claims a server: a configured node and, for a cluster member, its shard's number (0 for
+/// a node that is one server).
+pub(crate) type Claimant = (usize, usize);
+
+/// Which configured node (shard) speaks for which server (`run_id`): at most one claimant per
+/// `run_id`, and one `run_id` per claimant (the last one it reached).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct ClaimTable {
-    claims: Vec<(usize, Arc<str>)>,
+    claims: Vec<(Claimant, Arc<str>)>,
 }
 
 impl ClaimTable {
-    /// Node `node` reached the server `run_id`. It keeps or takes the claim (giving up any
-    /// claim on another server) unless another node holds it: then `Err(that node)`, and
-    /// nothing changes.
-    pub(crate) fn claim(&mut self, node: usize, run_id: &Arc<str>) -> Result<(), usize> {
-        if let Some(&(owner, _)) = self
+    /// `claimant` reached the server `run_id`. It keeps or takes the claim (giving up any
+    /// claim on another server) unless another claimant holds it: then `Err(that one's node)`,
+    /// and nothing changes.
+    pub(crate) fn claim(&mut self, node: Claimant, run_id: &Arc<str>) -> Result<(), usize> {
+        if let Some(&((owner, _), _)) = self
             .claims
             .iter()
             .find(|(owner, claimed)| *owner != node && claimed == run_id)
@@ -78,9 +82,9 @@ impl ClaimTable {
         Ok(())
     }
 
-    /// The node holding the claim on `run_id`, if any.
+    /// The claimant holding the claim on `run_id`, if any.
     #[cfg(test)]
-    fn owner(&self, run_id: &str) -> Option<usize> {
+    fn owner(&self, run_id: &str) -> Option<Claimant> {
         self.claims
             .iter()
             .find(|(_, claimed)| &**claimed == run_id)
@@ -94,7 +98,7 @@ pub(crate) struct Claims(Mutex<ClaimTable>);
 
 impl Claims {
     /// See [`ClaimTable::claim`].
-    pub(crate) fn claim(&self, node: usize, run_id: &Arc<str>) -> Result<(), usize> {
+    pub(crate) fn claim(&self, node: Claimant, run_id: &Arc<str>) -> Result<(), usize> {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -140,39 +144,63 @@ mod tests {
     fn the_shared_claims_keep_the_first_claim_on_a_server_as_the_table_does() {
         let (a, b): (Arc<str>, Arc<str>) = ("run-a".into(), "run-b".into());
         let claims = Claims::default();
-        assert_eq!(claims.claim(0, &a), Ok(()));
-        assert_eq!(claims.claim(1, &a), Err(0), "node 0 holds run-a");
-        assert_eq!(claims.claim(1, &b), Ok(()));
-        assert_eq!(claims.claim(0, &b), Err(1), "node 1 holds run-b");
+        assert_eq!(claims.claim((0, 0), &a), Ok(()));
+        assert_eq!(claims.claim((1, 0), &a), Err(0), "node 0 holds run-a");
+        assert_eq!(claims.claim((1, 0), &b), Ok(()));
+        assert_eq!(claims.claim((0, 0), &b), Err(1), "node 1 holds run-b");
+    }
+
+    #[test]
+    fn a_cluster_members_shards_each_claim_their_server_and_no_other_node_takes_one() {
+        let (a, b, c): (Arc<str>, Arc<str>, Arc<str>) = ("a".into(), "b".into(), "c".into());
+        let mut table = ClaimTable::default();
+        assert_eq!(table.claim((0, 0), &a), Ok(()));
+        assert_eq!(table.claim((0, 1), &b), Ok(()), "another shard of node 0");
+        assert_eq!(
+            table.owner("a"),
+            Some((0, 0)),
+            "shard 1 took nothing of shard 0"
+        );
+        assert_eq!(
+            table.claim((1, 0), &b),
+            Err(0),
+            "a shard of node 0 is no server of node 1"
+        );
+        assert_eq!(
+            table.claim((0, 2), &a),
+            Err(0),
+            "two shards reaching one server"
+        );
+        assert_eq!(table.claim((1, 0), &c), Ok(()));
     }
 
     #[test]
     fn the_first_claim_on_a_server_keeps_it() {
         let (a, b): (Arc<str>, Arc<str>) = ("run-a".into(), "run-b".into());
         let mut table = ClaimTable::default();
-        assert_eq!(table.claim(3, &a), Ok(()));
-        assert_eq!(table.claim(3, &a), Ok(()), "again, on a reconnect");
-        assert_eq!(table.claim(1, &a), Err(3));
-        assert_eq!(table.owner("run-a"), Some(3));
+        assert_eq!(table.claim((3, 0), &a), Ok(()));
+        assert_eq!(table.claim((3, 0), &a), Ok(()), "again, on a reconnect");
+        assert_eq!(table.claim((1, 0), &a), Err(3));
+        assert_eq!(table.owner("run-a"), Some((3, 0)));
         // Node 3 now reaches another server (the first restarted, or its address moved):
         // the old claim is given up, and node 1 may take it.
-        assert_eq!(table.claim(3, &b), Ok(()));
-        assert_eq!(table.claim(1, &a), Ok(()));
-        assert_eq!(table.claim(3, &a), Err(1));
+        assert_eq!(table.claim((3, 0), &b), Ok(()));
+        assert_eq!(table.claim((1, 0), &a), Ok(()));
+        assert_eq!(table.claim((3, 0), &a), Err(1));
         assert_eq!(
             table.owner("run-b"),
-            Some(3),
+            Some((3, 0)),
             "a refused claim changes nothing"
         );
     }
 
     proptest! {
-        /// Whatever order nodes reach servers in, no two nodes ever hold a claim on the same
-        /// server, each node holds at most one claim, and a claim is refused only to name the
-        /// node that holds it.
+        /// Whatever order nodes (and their shards) reach servers in, no two claimants ever
+        /// hold a claim on the same server, each holds at most one claim, and a claim is
+        /// refused only to name the node of the claimant that holds it.
         #[test]
         fn a_server_is_claimed_by_one_node_at_most(
-            steps in proptest::collection::vec((0usize..6, 0u8..4), 0..64)
+            steps in proptest::collection::vec(((0usize..4, 0usize..2), 0u8..4), 0..64)
         ) {
             let ids: Vec<Arc<str>> = (0..4).map(|i| Arc::from(format!("run-{i}"))).collect();
             let mut table = ClaimTable::default();
@@ -182,8 +210,9 @@ mod tests {
                 match table.claim(node, run_id) {
                     Ok(()) => prop_assert_eq!(table.owner(run_id), Some(node)),
                     Err(owner) => {
-                        prop_assert_ne!(owner, node);
-                        prop_assert_eq!(before.owner(run_id), Some(owner));
+                        let holder = before.owner(run_id);
+                        prop_assert_ne!(holder, Some(node));
+                        prop_assert_eq!(holder.map(|(owner, _)| owner), Some(owner));
                         prop_assert_eq!(&table, &before);
                     }
                 }

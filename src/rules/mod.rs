@@ -14,6 +14,7 @@
 //! - `commands`: which native commands a server offers in place of a script (`SET … IFEQ`).
 //! - `clock`: the lease clock (CLOCK_BOOTTIME where there is one: counts suspended time).
 //! - `resources`: the keys of one acquisition, and a set's checks, order and vote rule.
+//! - `slots`: Redis Cluster's hash slots: a key's slot, the tagged keys of a cluster lock, the slot map.
 //! - `token`: [`Token`](crate::Token)s and the key of a resource.
 //! - `wait`: when a waiter tries again without a wake-up: the key's expiry on a quorum.
 //! - `defect`: test-only (`chaos-defects`): the deliberate defects the chaos tooling scores.
@@ -31,6 +32,7 @@ pub(crate) mod renewal;
 pub(crate) mod replacement;
 pub(crate) mod resources;
 pub(crate) mod retry;
+pub(crate) mod slots;
 pub(crate) mod token;
 pub(crate) mod validity;
 pub(crate) mod wait;

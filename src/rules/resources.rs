@@ -68,6 +68,15 @@ impl Keys {
         }
     }
 
+    /// The key a cluster node routes the keys' requests by: the first (on a lock with a cluster
+    /// node a set's keys share a slot, `slots.rs`).
+    pub(crate) fn slot_key(&self) -> Arc<[u8]> {
+        self.all()
+            .first()
+            .cloned()
+            .unwrap_or_else(|| Arc::from(&[][..]))
+    }
+
     /// The first key: the only one, or the set's first.
     pub(crate) fn first(&self) -> &[u8] {
         self.all().first().map(|key| &key[..]).unwrap_or_default()

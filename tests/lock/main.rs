@@ -10,6 +10,7 @@ mod common;
 mod acl;
 mod acquire_default;
 mod cancellation;
+mod cluster;
 mod configuration;
 #[cfg(feature = "chaos-defects")]
 mod defects;
