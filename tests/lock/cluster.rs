@@ -393,3 +393,65 @@ fn a_prefix_that_would_hold_the_hash_tag_is_refused_for_cluster_members() {
         }))
     ));
 }
+
+#[tokio::test]
+async fn a_fenced_resource_keeps_its_key_and_counter_in_one_slot_and_fences_rise() {
+    bounded(async {
+        let clusters = clusters(3).await;
+        let lock = cluster_lock(&clusters, options().fencing(true));
+        let mut fences = Vec::new();
+        for _ in 0..3 {
+            let guard = lock.try_acquire("invoice-7").await.unwrap();
+            fences.push(guard.fence().unwrap());
+            guard.release().await;
+            lock.settle().await;
+        }
+        assert!(
+            fences.windows(2).all(|pair| pair[0] < pair[1]),
+            "{fences:?}"
+        );
+        let counter = b"quorumlock-fence:{invoice-7}";
+        let slot = clusters.key_slot(counter).await.unwrap();
+        assert_eq!(slot, clusters.key_slot(&key("invoice-7")).await.unwrap());
+    })
+    .await;
+}
+
+/// One server, one vote across a cluster member and a plain node: member 0's shard serving a
+/// resource is also given as node 1 (under another name, so the configuration cannot tell).
+/// Whichever claims the server first votes for it; the other is refused, every time.
+#[tokio::test]
+async fn a_shard_given_again_as_another_node_votes_once() {
+    bounded(async {
+        let clusters = clusters(3).await;
+        let resource = resource_on(&clusters, 0, "twice").await;
+        let shard = clusters
+            .shard_url(0, 0)
+            .unwrap()
+            .replace("127.0.0.1", "localhost");
+        let lock = Lock::from_nodes(
+            [
+                NodeConfig::cluster(clusters.seed_urls(0)),
+                NodeConfig::from_url(shard),
+                NodeConfig::cluster(clusters.seed_urls(2)),
+            ],
+            options(),
+        )
+        .unwrap();
+        for _ in 0..5 {
+            let guard = lock.try_acquire(&resource).await.unwrap();
+            let replies: Vec<_> = guard
+                .outcomes()
+                .iter()
+                .map(|outcome| &outcome.reply)
+                .collect();
+            assert!(
+                !(replies[0] == &NodeReply::Ours && replies[1] == &NodeReply::Ours),
+                "one server voted for two nodes: {replies:?}"
+            );
+            guard.release().await;
+            lock.settle().await;
+        }
+    })
+    .await;
+}
