@@ -88,30 +88,6 @@ impl std::fmt::Debug for ClientCertificate {
 
 #[cfg(feature = "tls")]
 impl Settings {
-    /// The lock key of `resource` (not empty): the key prefix and the name, on a lock with a
-    /// cluster node the name in braces, its hash tag (`rules/slots.rs`).
-    pub(crate) fn lock_key(&self, resource: &[u8]) -> Result<Arc<[u8]>, ConfigError> {
-        self.key_under(&self.key_prefix, resource)
-    }
-
-    /// The fence counter's key of `resource`, as [`lock_key`](Settings::lock_key) under the
-    /// fence prefix: on a cluster node in the lock key's slot.
-    pub(crate) fn fence_key(&self, resource: &[u8]) -> Result<Arc<[u8]>, ConfigError> {
-        self.key_under(&self.fence_prefix, resource)
-    }
-
-    fn key_under(&self, prefix: &[u8], resource: &[u8]) -> Result<Arc<[u8]>, ConfigError> {
-        if !self.tagged_keys {
-            return Ok(lock_key(prefix, resource));
-        }
-        if !resource_has_tag(resource) {
-            return Err(ConfigError::NoHashTag {
-                resource: resource.to_vec(),
-            });
-        }
-        Ok(lock_key(prefix, &tagged(resource)))
-    }
-
     /// What a TLS node is given from the options, if they set anything: the certificate
     /// authorities to trust and the certificate to present.
     pub(crate) fn tls_certificates(&self) -> Option<redis::TlsCertificates> {
@@ -147,6 +123,30 @@ pub(crate) struct Fencing {
 }
 
 impl Settings {
+    /// The lock key of `resource` (not empty): the key prefix and the name, on a lock with a
+    /// cluster node the name in braces, its hash tag (`rules/slots.rs`).
+    pub(crate) fn lock_key(&self, resource: &[u8]) -> Result<Arc<[u8]>, ConfigError> {
+        self.key_under(&self.key_prefix, resource)
+    }
+
+    /// The fence counter's key of `resource`, as [`lock_key`](Settings::lock_key) under the
+    /// fence prefix: on a cluster node in the lock key's slot.
+    pub(crate) fn fence_key(&self, resource: &[u8]) -> Result<Arc<[u8]>, ConfigError> {
+        self.key_under(&self.fence_prefix, resource)
+    }
+
+    fn key_under(&self, prefix: &[u8], resource: &[u8]) -> Result<Arc<[u8]>, ConfigError> {
+        if !self.tagged_keys {
+            return Ok(lock_key(prefix, resource));
+        }
+        if !resource_has_tag(resource) {
+            return Err(ConfigError::NoHashTag {
+                resource: resource.to_vec(),
+            });
+        }
+        Ok(lock_key(prefix, &tagged(resource)))
+    }
+
     /// How long a lease of `ttl` granted after `elapsed` may be trusted: `ttl − elapsed −
     /// drift`; `None` when nothing is left.
     pub(crate) fn validity(&self, ttl: Duration, elapsed: Duration) -> Option<Duration> {
