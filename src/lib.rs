@@ -61,8 +61,9 @@
 //!
 //! - `rules/`: the pure rules: the quorum tally, validity arithmetic, the retry and keep-alive
 //!   schedules, the ordering rule, the restart guard, one server one vote, tokens, the lease
-//!   clock. No I/O: nothing there imports `redis`, `tokio` or `futures`.
-//! - `node/`: one member: its connection, what its server says about itself, the gates in front
+//!   clock, Redis Cluster's hash slots. No I/O: nothing there imports `redis`, `tokio` or `futures`.
+//! - `node/`: one member: one server (or a Redis Cluster's shards, routed by slot, with `MOVED`
+//!   and `ASK` followed), its connection, what its server says about itself, the gates in front
 //!   of its votes, and the lock's commands on it, one per file.
 //! - `round/`: all members at once: the fan-out and its early decision, the ledger that orders a
 //!   release after our requests, the release round, fencing's write-back, background work.
@@ -70,7 +71,7 @@
 //!   waiting for a held lock in `waiting`, and sets of [`Resources`] in `resources`),
 //!   [`Guard`], [`KeptGuard`] and [`Lease`] (`keep_alive`, `lease`), [`LockOptions`] and
 //!   [`Topology`] (`options`, validated into `settings`), [`NodeConfig`] (`node_config`: a node
-//!   from a URL or the application's own `redis::Client`), [`Error`] (`error`) and what each
+//!   from a URL, the application's own `redis::Client`, or a Redis Cluster's seeds), [`Error`] (`error`) and what each
 //!   node did (`outcome`).
 //! - `metrics`: every metric's name and the functions the floors record through, with the
 //!   `metrics` feature (empty without it); the table is in its docs and in the README.
