@@ -45,5 +45,8 @@ pub use history::{History, Recorder};
 /// [`RunOptions::defect`] and the mutation score in `docs/chaos.md`.
 #[doc(inline)]
 pub use quorumlock::{Defect, UnknownDefect};
-pub use run::{ChaosError, ExpectedVsObserved, LOCAL_NODES, RunOptions, ScenarioReport, run};
+pub use run::{
+    ChaosError, ExpectedVsObserved, LOCAL_NODES, RunOptions, SHARD_KILLED_LABEL,
+    SLOT_MIGRATED_LABEL, ScenarioReport, run,
+};
 pub use scenario::{Scenario, UnknownScenario};
