@@ -9,8 +9,11 @@
 //! resource, one after the other, to its next shard: `CLUSTER SETSLOT … IMPORTING/MIGRATING`, a
 //! quarter TTL with the keys still on the source, the keys moved (the source answers `ASK`), a
 //! quarter TTL more, then the slot handed over (`MOVED`), proved by the new slot map. Then the
-//! killed shard is restarted (its append-only file gives it back its keys) and, a TTL later, the
-//! next cycle starts if it still fits before the deadline.
+//! killed shard is restarted (its append-only file gives it back its keys; that takes 2–4 s, and
+//! may end after the clients stopped) and, a TTL later, the next cycle starts if it still fits
+//! before the deadline. The first cycle always runs, one TTL into the run, so that even a 2 s
+//! run has a kill, a restart and the migrations; a run without any fails its self-check
+//! ([`ChaosError::EffectNotShown`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -33,6 +36,10 @@ use crate::scenario::Scenario;
 const MEMBERS: usize = 3;
 /// Shards (masters, no replicas) per member.
 const SHARDS: usize = 3;
+
+/// What a shard restart takes at least: a master waits about 2 s after a start before it takes
+/// writes (`RedisClusters::restart_shard`).
+const RESTART_TIME: Duration = Duration::from_secs(2);
 
 /// The label of a killed shard among the history's faults; the window ends when the shard is
 /// back (restarted, serving its slots).
@@ -150,6 +157,16 @@ pub(super) async fn run(options: &RunOptions, store: &Store) -> Result<ScenarioR
     };
     // On error, returning drops `clients` (aborting every task) and then the clusters.
     let tally = inject(&faults, &mut clusters, &slots).await?;
+    if tally.kills == 0 {
+        return Err(ChaosError::EffectNotShown {
+            scenario,
+            evidence: format!(
+                "no shard was killed: the run ({:?}) ended before the first cycle (after one \
+                 TTL)",
+                options.duration
+            ),
+        });
+    }
     notes.push(format!(
         "faults: {} shard(s) killed, {} restarted; {} slot migration(s) (slots {slots:?}), \
          {} key(s) moved",
@@ -211,8 +228,9 @@ async fn inject(
     };
     for cycle in 0..MAX_CYCLES as usize {
         faults.sleep(t).await;
-        // The kill and the migrations take about ½ TTL per slot; the restart itself 2–4 s more.
-        if !faults.fits(t * 2) {
+        // The first cycle always runs (if the clients still do), so that a short run has its
+        // faults too; a later one only if it ends before the deadline.
+        if !faults.fits(Duration::ZERO) || (cycle > 0 && !faults.fits(cycle_span(t, slots))) {
             break;
         }
         let killed = cycle % MEMBERS;
@@ -243,6 +261,13 @@ async fn inject(
         tally.restarts += 1;
     }
     Ok(tally)
+}
+
+/// About how long a fault cycle takes: ½ TTL and the commands per slot migrated, and the
+/// restart (2 s if the shard is back before the others count it as failed, 4 s after).
+fn cycle_span(ttl: Duration, slots: &[u16]) -> Duration {
+    let per_slot = ttl / 2 + Duration::from_millis(20);
+    per_slot * u32::try_from(slots.len()).unwrap_or(u32::MAX) + RESTART_TIME
 }
 
 /// Moves `slot` of `member` to its next shard, mid-way for a while at each step, and proves
