@@ -8,7 +8,9 @@
 //! - [`Scenario`]: the named scenarios, each declaring whether Redlock should stay safe.
 //! - [`nemesis`]: the seeded fault schedule of [`Scenario::Random`].
 //! - [`run`]: runs a scenario on a local [`TestCluster`](quorumlock_harness::TestCluster) (or, for
-//!   client-side scenarios, on the user's nodes) and checks the history; its
+//!   client-side scenarios, on the user's nodes; for [`Scenario::ClusterMembers`], on three
+//!   local Redis Clusters, [`RedisClusters`](quorumlock_harness::RedisClusters)) and checks the
+//!   history; its
 //!   [`ScenarioReport`] tells with [`ExpectedVsObserved`] whether the run came out as the
 //!   scenario predicts.
 //!

@@ -56,7 +56,9 @@ const WIND_DOWN_GRACE: Duration = Duration::from_secs(3);
 /// Runs `scenario` as `options` say: on a local cluster it starts (and always stops, also on
 /// error), or on the user's nodes for scenarios that need no node control. Either way the
 /// protected writes go to a store of its own, a local `redis-server` it starts (with the
-/// backend of [`RunOptions::cluster`]) and stops.
+/// backend of [`RunOptions::cluster`]) and stops. [`Scenario::ClusterMembers`] runs on three
+/// local Redis Clusters of three shards each instead (processes, whatever the backend; the
+/// `redis-server` of `QUORUMLOCK_REDIS_SERVER` or `PATH`), started and stopped the same way.
 ///
 /// Needs a multi-threaded Tokio runtime with I/O and time.
 pub async fn run(scenario: Scenario, options: &RunOptions) -> Result<ScenarioReport, ChaosError> {
