@@ -8,7 +8,9 @@
 //! - [`Scenario`]: the named scenarios, each declaring whether Redlock should stay safe.
 //! - [`nemesis`]: the seeded fault schedule of [`Scenario::Random`].
 //! - [`run`]: runs a scenario on a local [`TestCluster`](quorumlock_harness::TestCluster) (or, for
-//!   client-side scenarios, on the user's nodes) and checks the history; its
+//!   client-side scenarios, on the user's nodes; for [`Scenario::ClusterMembers`], on three
+//!   local Redis Clusters, [`RedisClusters`](quorumlock_harness::RedisClusters)) and checks the
+//!   history; its
 //!   [`ScenarioReport`] tells with [`ExpectedVsObserved`] whether the run came out as the
 //!   scenario predicts.
 //!
@@ -45,5 +47,8 @@ pub use history::{History, Recorder};
 /// [`RunOptions::defect`] and the mutation score in `docs/chaos.md`.
 #[doc(inline)]
 pub use quorumlock::{Defect, UnknownDefect};
-pub use run::{ChaosError, ExpectedVsObserved, LOCAL_NODES, RunOptions, ScenarioReport, run};
+pub use run::{
+    ChaosError, ExpectedVsObserved, LOCAL_NODES, RunOptions, SHARD_KILLED_LABEL,
+    SLOT_MIGRATED_LABEL, ScenarioReport, run,
+};
 pub use scenario::{Scenario, UnknownScenario};

@@ -110,6 +110,14 @@ pub enum Scenario {
     /// ([`RunOptions::seed`](crate::RunOptions::seed)) that replays them. Only faults Redlock's
     /// assumptions allow (see [`nemesis`](crate::nemesis)). Safe.
     Random,
+    /// The lock's three nodes are Redis Clusters of three shards each (local processes,
+    /// AOF `appendfsync always`), not single masters; the keys carry the resource's name as
+    /// their hash tag. In each cycle one member loses the shard serving a resource's slot
+    /// (killed, restarted with its keys later), and meanwhile another member migrates the slot
+    /// of every resource to another shard (`MIGRATING`/`IMPORTING`, keys moved, `ASK`, then
+    /// `MOVED`). Safe: a member's vote for a resource comes from the one shard serving its slot,
+    /// wherever that is. Not in [`ALL`](Scenario::ALL) (see [`OPT_IN`](Scenario::OPT_IN)).
+    ClusterMembers,
 }
 
 impl Scenario {
@@ -142,6 +150,11 @@ impl Scenario {
         Scenario::Random,
     ];
 
+    /// The scenarios `all` ([`ALL`](Scenario::ALL)) leaves out, run only when named: they start
+    /// more than the five local masters (`cluster-members`: nine Redis Cluster shards, and
+    /// `redis-server` with cluster support).
+    pub const OPT_IN: [Scenario; 1] = [Scenario::ClusterMembers];
+
     /// The scenario's name on the command line, e.g. `minority-crash`.
     pub fn name(self) -> &'static str {
         match self {
@@ -170,6 +183,7 @@ impl Scenario {
             Scenario::Sets => "sets",
             Scenario::NoLock => "no-lock",
             Scenario::Random => "random",
+            Scenario::ClusterMembers => "cluster-members",
         }
     }
 
@@ -234,6 +248,9 @@ impl Scenario {
             Scenario::NoLock => "clients skip the lock and write anyway",
             Scenario::Random => {
                 "seeded nemesis: kill, freeze, latency, black hole, refuse on random node subsets"
+            }
+            Scenario::ClusterMembers => {
+                "3 Redis Cluster members × 3 shards; a shard of one killed and restarted while another migrates the resources' slots"
             }
         }
     }
@@ -326,10 +343,14 @@ impl From<Scenario> for &'static str {
     }
 }
 
-/// A scenario name that is not one of [`Scenario::ALL`].
+/// A scenario name that is not one of [`Scenario::ALL`] or [`Scenario::OPT_IN`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-#[error("unknown scenario {0:?}; known: {known}", known = Scenario::ALL.map(Scenario::name).join(", "))]
+#[error(
+    "unknown scenario {0:?}; known: {known}, and (not in `all`) {opt_in}",
+    known = Scenario::ALL.map(Scenario::name).join(", "),
+    opt_in = Scenario::OPT_IN.map(Scenario::name).join(", ")
+)]
 pub struct UnknownScenario(
     /// The name given.
     pub String,
@@ -341,6 +362,7 @@ impl FromStr for Scenario {
     fn from_str(name: &str) -> Result<Scenario, UnknownScenario> {
         Scenario::ALL
             .into_iter()
+            .chain(Scenario::OPT_IN)
             .find(|scenario| scenario.name() == name)
             .ok_or_else(|| UnknownScenario(name.to_owned()))
     }
@@ -352,9 +374,12 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for scenario in Scenario::ALL {
+        for scenario in Scenario::ALL.into_iter().chain(Scenario::OPT_IN) {
             assert_eq!(scenario.name().parse::<Scenario>(), Ok(scenario));
         }
+        assert!(!Scenario::ALL.contains(&Scenario::ClusterMembers));
+        assert!(Scenario::ClusterMembers.expected_safe());
+        assert!(Scenario::ClusterMembers.needs_node_control());
         assert!("nope".parse::<Scenario>().is_err());
     }
 

@@ -126,6 +126,8 @@ impl Faults<'_> {
             | Scenario::ClientStall
             | Scenario::ClientStallFenced
             | Scenario::NoLock => {}
+            // Runs on Redis Cluster members, with faults of its own (`cluster_members.rs`).
+            Scenario::ClusterMembers => {}
             Scenario::MinorityCrash => {
                 let mut proved = 0;
                 for _ in 0..MAX_CYCLES {

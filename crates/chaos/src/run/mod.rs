@@ -6,13 +6,15 @@
 //! faults), [`drift`] (the drifting clocks) and [`checks`] (each fault's proof that it took
 //! effect; the TTL adapted to the restart time), [`failover`] (the address switches of
 //! [`Scenario::Failover`]), [`nemesis`] (the executor of
-//! [`Scenario::Random`]'s schedule), and [`report`] (what a run returns).
+//! [`Scenario::Random`]'s schedule), [`cluster_members`] (the clients, faults and check of
+//! [`Scenario::ClusterMembers`], on Redis Cluster members), and [`report`] (what a run returns).
 //!
 //! (Just over 500 lines: [`run_on`] wires every scenario's clients, faults and self-checks in one
 //! place, so that what differs between scenarios can be read side by side.)
 
 mod checks;
 mod clocks;
+mod cluster_members;
 mod drift;
 mod error;
 mod failover;
@@ -41,6 +43,7 @@ use faults::{Faults, waiters_in_turn};
 use store::Store;
 use workload::{Client, ClientPlan, PAUSE_LABEL, waited_in_turn, warm_up, warm_up_resource};
 
+pub use cluster_members::{SHARD_KILLED_LABEL, SLOT_MIGRATED_LABEL};
 pub use error::ChaosError;
 pub use options::RunOptions;
 pub use report::{ExpectedVsObserved, ScenarioReport};
@@ -53,7 +56,9 @@ const WIND_DOWN_GRACE: Duration = Duration::from_secs(3);
 /// Runs `scenario` as `options` say: on a local cluster it starts (and always stops, also on
 /// error), or on the user's nodes for scenarios that need no node control. Either way the
 /// protected writes go to a store of its own, a local `redis-server` it starts (with the
-/// backend of [`RunOptions::cluster`]) and stops.
+/// backend of [`RunOptions::cluster`]) and stops. [`Scenario::ClusterMembers`] runs on three
+/// local Redis Clusters of three shards each instead (processes, whatever the backend; the
+/// `redis-server` of `QUORUMLOCK_REDIS_SERVER` or `PATH`), started and stopped the same way.
 ///
 /// Needs a multi-threaded Tokio runtime with I/O and time.
 pub async fn run(scenario: Scenario, options: &RunOptions) -> Result<ScenarioReport, ChaosError> {
@@ -75,6 +80,9 @@ pub async fn run(scenario: Scenario, options: &RunOptions) -> Result<ScenarioRep
             Vec::new(),
         )
         .await;
+    }
+    if scenario == Scenario::ClusterMembers {
+        return cluster_members::run(options, &store).await;
     }
     let mut notes = Vec::new();
     let mut cluster = match TestCluster::start(cluster_options(scenario, options, true)).await {

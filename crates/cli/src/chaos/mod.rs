@@ -36,6 +36,7 @@ Examples:
   quorumlock chaos --scenario client-stall,client-stall-fenced --duration 10s
   quorumlock chaos --scenario keep-alive-loss --duration 10s
   quorumlock chaos --scenario waiters --duration 10s
+  quorumlock chaos --scenario cluster-members --duration 5s
   quorumlock chaos --scenario all --fencing --duration 5s
   quorumlock chaos --scenario random --seed 7 --duration 2m
   quorumlock chaos --defect all --scenario all --duration 5s     (the mutation score)
@@ -46,7 +47,8 @@ pub struct ChaosArgs {
     /// partition-majority, partition-one-way, partition-asymmetric, restart-no-persistence,
     /// restart-guarded, restart-delayed, restart-aof, failover, clock-drift, clock-fast,
     /// clock-jump-minority, clock-jump-majority, client-stall, client-stall-fenced,
-    /// keep-alive-loss, waiters, no-lock, random.
+    /// keep-alive-loss, waiters, sets, no-lock, random; and, not in `all`, cluster-members (3 Redis
+    /// Cluster members of 3 shards each: a shard killed and restarted, slots migrated).
     ///
     /// With --defect, only the scenarios expected to be safe run (an unsafe one says nothing
     /// about a defect).
