@@ -82,8 +82,10 @@ impl Server {
     /// `command` is called only if this server holds the claim on its server (so that one
     /// server never confirms twice), and for the fence's write-back only if it is no replica and
     /// no replacement sitting out (else [`NodeError::SameServer`], [`NodeError::Replica`],
-    /// [`NodeError::Replaced`] or the identity's error, without sending anything). It is also
-    /// told the connection's generation and the native commands its server offers.
+    /// [`NodeError::Replaced`] or the identity's error, without sending anything). The restart
+    /// guard does not apply: such a request only confirms a key of ours that the server already
+    /// holds. `command` is also told the connection's generation and the native commands its
+    /// server offers.
     pub(crate) async fn run_counted<T, F, Fut>(
         &self,
         counted: Counted,
