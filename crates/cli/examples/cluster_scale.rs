@@ -560,6 +560,15 @@ fn print_report(args: Args, cores: usize, layouts: &[Layout]) {
             busiest_commands(three),
             busiest_commands(one),
         );
+        let busiest_reads = |l: &Layout| {
+            l.all_shards().map(|c| c.reads).max().unwrap_or(0) as f64 / l.cycles.done.max(1) as f64
+        };
+        println!(
+            "  busiest shard's reads per cycle     {:.3}  ({:.3} / {:.3})",
+            busiest_reads(three) / busiest_reads(one),
+            busiest_reads(three),
+            busiest_reads(one),
+        );
         let member_total =
             |l: &Layout| l.us_per_cycle(l.all_shards().map(|c| c.cpu).sum()) / MEMBERS as f64;
         println!(
