@@ -19,6 +19,9 @@
 //! (`CLOCK_PROCESS_CPUTIME_ID`) and the machine's (`/proc/stat`). Then it stops that layout's
 //! servers (dropping `RedisClusters` kills them, also on an error) and starts the next.
 //!
+//! Over 500 lines because it is one self-contained measuring run: the load, the readings of
+//! shards, client and machine, and the table, read top to bottom in the order they happen.
+//!
 //! It prints, per layout, the cycles per second and the CPU of the client, the servers and the
 //! machine; per shard, its utilisation (CPU seconds per wall second: 1.0 is one core, all a
 //! shard's single command thread can use), its CPU µs, commands and read events per cycle; the
