@@ -455,3 +455,90 @@ async fn a_shard_given_again_as_another_node_votes_once() {
     })
     .await;
 }
+
+/// `ACL SETUSER quorumlock <rules>` on every shard of every member, as the default user.
+async fn set_user_everywhere(clusters: &RedisClusters, rules: &[String]) {
+    for member in 0..clusters.members() {
+        for shard in 0..clusters.shards() {
+            let mut admin = clusters.shard_connection(member, shard).await.unwrap();
+            let () = redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg(crate::acl::USER)
+                .arg(rules)
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// A lock over the members as the ACL user: its login given in the seeds only, so that every
+/// shard found from the slot map is reached with it too.
+fn lock_as_user(clusters: &RedisClusters, options: LockOptions) -> Lock {
+    let login = format!("redis://{}:{}@", crate::acl::USER, crate::acl::PASSWORD);
+    let nodes = (0..clusters.members()).map(|member| {
+        NodeConfig::cluster(
+            clusters
+                .seed_urls(member)
+                .into_iter()
+                .map(|url| url.replacen("redis://", &login, 1)),
+        )
+    });
+    Lock::from_nodes(nodes, options).unwrap()
+}
+
+/// The least-privilege user of `docs/deployment.md` with `+cluster|slots` and `+asking` added
+/// runs a lock over cluster members through a slot migration (`ASK`, then `MOVED`); without
+/// `+cluster|slots` no member can find its shards, and nothing is granted. (Without `+asking`,
+/// the extension during the migration fails on the migrating member with `ASK`.)
+#[tokio::test]
+async fn the_recommended_acl_user_with_cluster_slots_and_asking_runs_a_cluster_lock() {
+    bounded(async {
+        let clusters = clusters(3).await;
+        let mut rules = crate::acl::recommended();
+        rules.extend(["+cluster|slots".to_owned(), "+asking".to_owned()]);
+        set_user_everywhere(&clusters, &rules).await;
+        let lock = lock_as_user(&clusters, crate::acl::acl_options().quorum_size(3));
+        let resource = "acl-ledger";
+        let mut guard = lock.try_acquire(resource).await.unwrap();
+        guard.extend(Duration::from_secs(10)).await.unwrap();
+        let slot = clusters.key_slot(&key(resource)).await.unwrap();
+        let target = (clusters.shard_of_slot(0, slot).await.unwrap() + 1) % clusters.shards();
+        let migration = clusters.begin_migration(0, slot, target).await.unwrap();
+        assert!(migration.move_keys().await.unwrap() >= 1);
+        guard.extend(Duration::from_secs(10)).await.unwrap();
+        migration.finish().await.unwrap();
+        guard.extend(Duration::from_secs(10)).await.unwrap();
+        assert_eq!(guard.release().await.held, 3);
+
+        let without: Vec<String> = rules
+            .into_iter()
+            .filter(|rule| rule != "+cluster|slots")
+            .collect();
+        set_user_everywhere(&clusters, &without).await;
+        let refused = lock_as_user(&clusters, crate::acl::acl_options())
+            .try_acquire(resource)
+            .await
+            .unwrap_err();
+        // Decided once two members failed: the third may not have answered yet.
+        let denied = refused
+            .outcomes()
+            .iter()
+            .filter(|outcome| {
+                matches!(&outcome.reply, NodeReply::Failed(NodeError::NoPermission(message))
+                    if message.contains("cluster|slots"))
+            })
+            .count();
+        assert!(denied >= 2, "{refused:?}");
+        assert!(
+            refused
+                .outcomes()
+                .iter()
+                .all(|outcome| outcome.reply != NodeReply::Ours),
+            "{refused:?}"
+        );
+        lock.settle().await;
+        assert_eq!(leftovers(&clusters).await, []);
+    })
+    .await;
+}
