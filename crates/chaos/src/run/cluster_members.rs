@@ -19,16 +19,15 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quorumlock::{Lock, LockOptions, NodeConfig, RetryPolicy};
+use quorumlock::{Lock, NodeConfig};
 use quorumlock_harness::{RedisClusters, RedisClustersOptions};
 use tokio::task::JoinSet;
 
 use super::checks::process_gone;
 use super::faults::{Faults, MAX_CYCLES};
 use super::store::Store;
-use super::workload::{Client, ClientPlan, warm_up, warm_up_resource};
-use super::{ChaosError, RunOptions, ScenarioReport, WIND_DOWN_GRACE};
-use crate::checker::check;
+use super::workload::{Client, ClientPlan};
+use super::{ChaosError, RunOptions, ScenarioReport, lifecycle};
 use crate::history::{Clock, Recorder};
 use crate::scenario::Scenario;
 
@@ -78,14 +77,7 @@ pub(super) async fn run(options: &RunOptions, store: &Store) -> Result<ScenarioR
     let resources: Vec<String> = (0..options.resources).map(|i| format!("res-{i}")).collect();
     let restart_guard = options.restart_guard_for(scenario);
     let fencing = options.fencing_for(scenario);
-    let mut lock_options = LockOptions::new()
-        .ttl(options.ttl)
-        .retry(RetryPolicy::once())
-        .key_prefix(prefix)
-        .restart_guard(restart_guard);
-    if let Some(defect) = options.defect {
-        lock_options = lock_options.defect(defect);
-    }
+    let mut lock_options = lifecycle::lock_options(options, prefix, restart_guard);
     if fencing {
         // Every shard persists every write, so every one may vote for fences.
         lock_options = lock_options
@@ -100,22 +92,7 @@ pub(super) async fn run(options: &RunOptions, store: &Store) -> Result<ScenarioR
         })
         .collect::<Result<Vec<_>, _>>()?;
     if restart_guard {
-        // As in every other scenario: connect and wait out the guard of freshly started shards
-        // before the clock starts.
-        let waits = locks
-            .iter()
-            .enumerate()
-            .map(|(id, lock)| warm_up(lock, warm_up_resource(id)));
-        let cold = futures::future::join_all(waits)
-            .await
-            .iter()
-            .filter(|ready| !**ready)
-            .count();
-        if cold > 0 {
-            notes.push(format!(
-                "{cold} client(s) could not acquire before the run (restart guard warm-up)"
-            ));
-        }
+        lifecycle::warm_up_all(&locks, &mut notes).await;
     }
     // The slots the resources live in: a lock key holds its resource's name as its hash tag,
     // so `{name}` hashes as the key does.
@@ -129,10 +106,7 @@ pub(super) async fn run(options: &RunOptions, store: &Store) -> Result<ScenarioR
     }
     let slots: Vec<u16> = slots.into_iter().collect();
 
-    let mut store_clients = Vec::with_capacity(locks.len());
-    for _ in &locks {
-        store_clients.push(store.client().await?);
-    }
+    let store_clients = lifecycle::store_clients(store, locks.len()).await?;
     let recorder = Recorder::new(Clock::start());
     let deadline = Instant::now() + options.duration;
     let plan = Arc::new(ClientPlan::new(
@@ -174,28 +148,9 @@ pub(super) async fn run(options: &RunOptions, store: &Store) -> Result<ScenarioR
     ));
     faults.sleep_until(deadline).await;
 
-    let wind_down = options.ttl * 2 + WIND_DOWN_GRACE;
-    let joined = tokio::time::timeout(wind_down, async {
-        while clients.join_next().await.is_some() {}
-    })
-    .await;
-    if joined.is_err() {
-        notes.push(format!(
-            "{} client task(s) still busy {wind_down:?} after the end; aborted",
-            clients.len()
-        ));
-        clients.shutdown().await;
-    }
-    recorder.set_duration(recorder.clock().us(deadline));
-    recorder.set_store(store.read_back(&resources).await?);
-    let history = recorder.take();
-    let check = check(&history);
-    notes.push(format!(
-        "checked {} holds, {} writes, {} attempts",
-        history.holds.len(),
-        history.writes.len(),
-        history.attempts.len()
-    ));
+    lifecycle::wind_down(&mut clients, options, &mut notes).await;
+    let (history, check) =
+        lifecycle::checked(&recorder, store, &resources, deadline, &mut notes).await?;
     Ok(ScenarioReport {
         scenario,
         expected_safe: options.expected_safe(scenario),

@@ -7,10 +7,9 @@
 //! effect; the TTL adapted to the restart time), [`failover`] (the address switches of
 //! [`Scenario::Failover`]), [`nemesis`] (the executor of
 //! [`Scenario::Random`]'s schedule), [`cluster_members`] (the clients, faults and check of
-//! [`Scenario::ClusterMembers`], on Redis Cluster members), and [`report`] (what a run returns).
-//!
-//! (Just over 500 lines: [`run_on`] wires every scenario's clients, faults and self-checks in one
-//! place, so that what differs between scenarios can be read side by side.)
+//! [`Scenario::ClusterMembers`], on Redis Cluster members), [`lifecycle`] (the steps both kinds
+//! of run share: base lock options, warm-up, store clients, wind-down, the check), and
+//! [`report`] (what a run returns).
 
 mod checks;
 mod clocks;
@@ -19,6 +18,7 @@ mod drift;
 mod error;
 mod failover;
 mod faults;
+mod lifecycle;
 mod nemesis;
 mod options;
 mod report;
@@ -26,13 +26,13 @@ mod store;
 mod workload;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use quorumlock::{Lock, LockOptions, NodeReply, RetryPolicy};
+use quorumlock::{Lock, NodeReply};
 use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 use tokio::task::JoinSet;
 
-use crate::checker::{CheckReport, check};
+use crate::checker::CheckReport;
 use crate::history::{Clock, History, Recorder, Rejection};
 use crate::nemesis::Schedule;
 use crate::scenario::Scenario;
@@ -41,7 +41,7 @@ use clocks::{with_fast_clocks, with_jumping_clocks};
 use drift::{ttl_for_drift, with_drifting_clocks};
 use faults::{Faults, waiters_in_turn};
 use store::Store;
-use workload::{Client, ClientPlan, PAUSE_LABEL, waited_in_turn, warm_up, warm_up_resource};
+use workload::{Client, ClientPlan, PAUSE_LABEL, waited_in_turn, warm_up_resource};
 
 pub use cluster_members::{SHARD_KILLED_LABEL, SLOT_MIGRATED_LABEL};
 pub use error::ChaosError;
@@ -50,9 +50,6 @@ pub use report::{ExpectedVsObserved, ScenarioReport};
 
 /// Nodes of a cluster the runner starts itself (the scenarios name nodes 0–4).
 pub const LOCAL_NODES: usize = 5;
-/// How long clients get to finish their last hold after the run, beyond one TTL.
-const WIND_DOWN_GRACE: Duration = Duration::from_secs(3);
-
 /// Runs `scenario` as `options` say: on a local cluster it starts (and always stops, also on
 /// error), or on the user's nodes for scenarios that need no node control. Either way the
 /// protected writes go to a store of its own, a local `redis-server` it starts (with the
@@ -181,14 +178,7 @@ async fn run_on(
     let resources: Vec<String> = (0..options.resources).map(|i| format!("res-{i}")).collect();
     let restart_guard = options.restart_guard_for(scenario);
     let fencing = options.fencing_for(scenario);
-    let mut lock_options = LockOptions::new()
-        .ttl(options.ttl)
-        .retry(RetryPolicy::once())
-        .key_prefix(prefix.clone())
-        .restart_guard(restart_guard);
-    if let Some(defect) = options.defect {
-        lock_options = lock_options.defect(defect);
-    }
+    let mut lock_options = lifecycle::lock_options(options, prefix.clone(), restart_guard);
     if !restart_guard {
         notes.push(
             "restart guard off (LockOptions::restart_guard(false)): restarted nodes vote at once"
@@ -228,25 +218,9 @@ async fn run_on(
         .then(|| locks.first().cloned())
         .flatten();
     if restart_guard {
-        // Freshly started nodes that do not persist every write sit out acquisitions for the
-        // TTL plus the drift: every client connects and waits that out before the clock starts,
-        // so that the run measures the faults, not the start.
-        let waits = locks
-            .iter()
-            .enumerate()
-            .map(|(id, lock)| warm_up(lock, warm_up_resource(id)));
-        let ready = futures::future::join_all(waits).await;
-        let cold = ready.iter().filter(|ready| !**ready).count();
-        if cold > 0 {
-            notes.push(format!(
-                "{cold} client(s) could not acquire before the run (restart guard warm-up)"
-            ));
-        }
+        lifecycle::warm_up_all(&locks, &mut notes).await;
     }
-    let mut store_clients = Vec::with_capacity(locks.len());
-    for _ in &locks {
-        store_clients.push(store.client().await?);
-    }
+    let store_clients = lifecycle::store_clients(store, locks.len()).await?;
     let recorder = Recorder::new(Clock::start());
     let waiting = scenario == Scenario::Waiters;
     if let Some(lock) = locks.first().filter(|_| waiting) {
@@ -315,33 +289,12 @@ async fn run_on(
     }
     faults.sleep_until(deadline).await;
 
-    let wind_down = options.ttl * 2 + WIND_DOWN_GRACE;
-    let joined = tokio::time::timeout(wind_down, async {
-        while clients.join_next().await.is_some() {}
-    })
-    .await;
-    if joined.is_err() {
-        notes.push(format!(
-            "{} client task(s) still busy {wind_down:?} after the end; aborted",
-            clients.len()
-        ));
-        clients.shutdown().await;
-    }
+    lifecycle::wind_down(&mut clients, options, &mut notes).await;
     if let Some(lock) = counters_to_delete {
         delete_fence_counters(&lock, &resources, options.clients, &mut notes).await;
     }
-    recorder.set_duration(recorder.clock().us(deadline));
-    recorder.set_store(store.read_back(&resources).await?);
-    let history = recorder.take();
-    let checking = Instant::now();
-    let check = check(&history);
-    notes.push(format!(
-        "checked {} holds, {} writes, {} attempts in {:.1} ms",
-        history.holds.len(),
-        history.writes.len(),
-        history.attempts.len(),
-        checking.elapsed().as_secs_f64() * 1e3
-    ));
+    let (history, check) =
+        lifecycle::checked(&recorder, store, &resources, deadline, &mut notes).await?;
     if stall && fencing {
         stall_rejected(&history, &check, &mut notes)?;
     }
