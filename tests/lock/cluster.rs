@@ -65,6 +65,12 @@ async fn leftovers(clusters: &RedisClusters) -> Vec<(usize, String)> {
     left
 }
 
+/// Once the lock's background releases are done, no key of any member is left.
+async fn nothing_left(lock: &Lock, clusters: &RedisClusters) {
+    lock.settle().await;
+    assert_eq!(leftovers(clusters).await, [], "keys left behind");
+}
+
 /// A resource whose slot member 0's shard `shard` serves.
 async fn resource_on(clusters: &RedisClusters, shard: usize, name: &str) -> String {
     for i in 0..1000 {
@@ -135,8 +141,7 @@ async fn contending_callers_over_three_cluster_members_never_overlap_and_leave_n
         let (won, overlaps) = contenders(&lock, &resources, 8, 15, never).await.unwrap();
         assert_eq!(overlaps, 0, "two holders at once");
         assert_eq!(won, 8 * 15);
-        lock.settle().await;
-        assert_eq!(leftovers(&clusters).await, [], "keys left behind");
+        nothing_left(&lock, &clusters).await;
         // The votes came from more than one shard of a member: the keys were routed by slot.
         let mut shards = HashSet::new();
         for resource in &resources {
@@ -181,8 +186,7 @@ async fn a_killed_shard_costs_its_member_that_shards_slots_and_the_lock_still_wo
         assert!(holders(other.outcomes()).len() >= 2);
         guard.release().await;
         other.release().await;
-        lock.settle().await;
-        assert_eq!(leftovers(&clusters).await, [], "keys left behind");
+        nothing_left(&lock, &clusters).await;
     })
     .await;
 }
@@ -280,8 +284,7 @@ async fn acquisitions_running_through_a_reshard_never_overlap_and_leave_nothing(
         let (won, overlaps) = running.await.unwrap();
         assert_eq!(overlaps, 0, "two holders at once");
         assert!(won > 0);
-        lock.settle().await;
-        assert_eq!(leftovers(&clusters).await, [], "keys left behind");
+        nothing_left(&lock, &clusters).await;
         // And after the reshard every resource is still lockable on every member.
         for resource in &resources {
             let guard = lock.try_acquire(resource).await.unwrap();
@@ -328,8 +331,7 @@ async fn kept_leases_on_cluster_members_are_renewed_slot_by_slot() {
         for lease in leases {
             lease.release().await;
         }
-        lock.settle().await;
-        assert_eq!(leftovers(&clusters).await, [], "keys left behind");
+        nothing_left(&lock, &clusters).await;
     })
     .await;
 }
@@ -352,8 +354,7 @@ async fn a_set_on_cluster_members_shares_a_slot_or_is_refused_before_anything_is
             lock.try_acquire("}no-tag").await,
             Err(Error::Config(ConfigError::NoHashTag { .. }))
         ));
-        lock.settle().await;
-        assert_eq!(leftovers(&clusters).await, []);
+        nothing_left(&lock, &clusters).await;
     })
     .await;
 }
@@ -537,8 +538,7 @@ async fn the_recommended_acl_user_with_cluster_slots_and_asking_runs_a_cluster_l
                 .all(|outcome| outcome.reply != NodeReply::Ours),
             "{refused:?}"
         );
-        lock.settle().await;
-        assert_eq!(leftovers(&clusters).await, []);
+        nothing_left(&lock, &clusters).await;
     })
     .await;
 }
