@@ -20,7 +20,6 @@ use crate::round::fencing::delete_counters;
 use crate::rules::identity::{Claims, Endpoint, first_duplicate};
 use crate::rules::resources::Keys;
 use crate::rules::retry::RetryPolicy;
-use crate::rules::slots::prefix_keeps_tag;
 use crate::settings::check_retry;
 
 /// A distributed lock client over one Redis server or a quorum of independent masters.
@@ -64,20 +63,8 @@ impl Lock {
     pub fn new(topology: Topology, options: LockOptions) -> Result<Lock, Error> {
         let configs = topology.nodes();
         let mut settings = options.validate(configs.len())?;
-        settings.tagged_keys = configs.iter().any(NodeConfig::is_cluster);
-        if settings.tagged_keys {
-            for (which, prefix) in [
-                ("key_prefix", &settings.key_prefix),
-                ("fence_prefix", &settings.fence_prefix),
-            ] {
-                if !prefix_keeps_tag(prefix) {
-                    return Err(ConfigError::BraceInPrefix {
-                        which,
-                        prefix: String::from_utf8_lossy(prefix).into_owned(),
-                    }
-                    .into());
-                }
-            }
+        if configs.iter().any(NodeConfig::is_cluster) {
+            settings.tag_keys()?;
         }
         let claims = Arc::new(Claims::default());
         let nodes = configs

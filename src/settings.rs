@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::error::ConfigError;
 use crate::rules::clock::Moment;
 use crate::rules::retry::RetryPolicy;
-use crate::rules::slots::{resource_has_tag, tagged};
+use crate::rules::slots::{prefix_keeps_tag, resource_has_tag, tagged};
 use crate::rules::token::lock_key;
 use crate::rules::validity::{MAX_TTL, drift, validity};
 
@@ -133,6 +133,24 @@ impl Settings {
     /// fence prefix: on a cluster node in the lock key's slot.
     pub(crate) fn fence_key(&self, resource: &[u8]) -> Result<Arc<[u8]>, ConfigError> {
         self.key_under(&self.fence_prefix, resource)
+    }
+
+    /// Every key from now on holds its resource's name as its hash tag (a node is a Redis
+    /// Cluster), if neither prefix holds a `{` that would open the tag early.
+    pub(crate) fn tag_keys(&mut self) -> Result<(), ConfigError> {
+        for (which, prefix) in [
+            ("key_prefix", &self.key_prefix),
+            ("fence_prefix", &self.fence_prefix),
+        ] {
+            if !prefix_keeps_tag(prefix) {
+                return Err(ConfigError::BraceInPrefix {
+                    which,
+                    prefix: String::from_utf8_lossy(prefix).into_owned(),
+                });
+            }
+        }
+        self.tagged_keys = true;
+        Ok(())
     }
 
     fn key_under(&self, prefix: &[u8], resource: &[u8]) -> Result<Arc<[u8]>, ConfigError> {
