@@ -6,6 +6,7 @@
 //! answered or failed, each within its timeouts), and says per lease what came of it. The nodes
 //! still out then finish in the background, as an acquisition's slower requests do.
 
+use std::borrow::Borrow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -217,12 +218,12 @@ fn outcomes(
 
 /// Each lease's answer from the per-key answers of a batch, in order: one key's own, or a set's
 /// combined (`rules/batch.rs`). Missing answers (a short reply) read as absent.
-fn per_lease(items: &[&Item], replies: &[KeyReply]) -> Vec<KeyReply> {
+fn per_lease<I: Borrow<Item>>(items: &[I], replies: &[KeyReply]) -> Vec<KeyReply> {
     let mut rest = replies;
     items
         .iter()
         .map(|item| {
-            let count = item.kept.keys().len().min(rest.len());
+            let count = item.borrow().kept.keys().len().min(rest.len());
             let (own, after) = rest.split_at(count);
             rest = after;
             match own {
@@ -238,8 +239,7 @@ fn per_lease(items: &[&Item], replies: &[KeyReply]) -> Vec<KeyReply> {
 /// all at once, so that a shard that fails fails only its slots' leases.
 async fn node_batch(node: &Node, items: &[Item]) -> Vec<Result<KeyReply, NodeError>> {
     if !node.routes_by_slot() {
-        let all: Vec<&Item> = items.iter().collect();
-        return match slot_batch(node, &all).await {
+        return match slot_batch(node, items).await {
             Ok(replies) => replies.into_iter().map(Ok).collect(),
             Err(error) => vec![Err(error); items.len()],
         };
@@ -283,12 +283,13 @@ async fn node_batch(node: &Node, items: &[Item]) -> Vec<Result<KeyReply, NodeErr
 /// missing if the node passes the vote gates and the lease's ledger takes the request (the lock
 /// still held, nothing of ours in flight there). Each such request is recorded in the lease's
 /// ledger as one that may set the key, so its release is ordered after it.
-async fn slot_batch(node: &Node, items: &[&Item]) -> Result<Vec<KeyReply>, NodeError> {
+async fn slot_batch<I: Borrow<Item>>(node: &Node, items: &[I]) -> Result<Vec<KeyReply>, NodeError> {
     let index = node.index();
-    let fill = items.iter().any(|item| item.missing.contains(index));
-    let keys_sent = items.iter().map(|item| item.kept.keys().len()).sum();
-    let slot_key = items
-        .first()
+    let leases = || items.iter().map(Borrow::<Item>::borrow);
+    let fill = leases().any(|item| item.missing.contains(index));
+    let keys_sent = leases().map(|item| item.kept.keys().len()).sum();
+    let slot_key = leases()
+        .next()
         .and_then(|item| item.kept.keys().first())
         .map(|key| &key[..])
         .unwrap_or_default();
@@ -300,7 +301,7 @@ async fn slot_batch(node: &Node, items: &[&Item]) -> Result<Vec<KeyReply>, NodeE
         |generation, gates_passed| {
             let mut flights: Vec<(usize, InFlight<'_>)> = Vec::new();
             let mut keys: Vec<BatchKey<'_>> = Vec::with_capacity(items.len());
-            for (position, item) in items.iter().enumerate() {
+            for (position, item) in leases().enumerate() {
                 let fill = gates_passed
                     && item.missing.contains(index)
                     && match item
