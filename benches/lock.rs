@@ -21,6 +21,7 @@
 // Test and demo code: an unwrap that fails is a failed run, which is what it should be.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use quorumlock::{Patience, Request};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -55,7 +56,7 @@ struct Env {
 fn options() -> LockOptions {
     LockOptions::new()
         .ttl(Duration::from_secs(10))
-        .retry(RetryPolicy::once())
+        .patience(Patience::Once)
         .key_prefix(format!("quorumlock-criterion:{}:", std::process::id()))
 }
 
@@ -73,17 +74,16 @@ impl Env {
         let urls = direct.urls();
         let mut locks = vec![(
             "single".to_owned(),
-            Lock::single(urls[0].clone(), options()).expect("single lock"),
+            Lock::new([urls[0].clone()], options()).expect("single lock"),
         )];
         for n in [3, 5, 7] {
-            let lock = Lock::quorum(urls[..n].to_vec(), options()).expect("quorum lock");
+            let lock = Lock::new(urls[..n].to_vec(), options()).expect("quorum lock");
             locks.push((format!("quorum-{n}"), lock));
         }
         // Its fence counters never expire; the servers, and so the counters, die with the run.
-        let fenced =
-            Lock::quorum(urls[..5].to_vec(), options().fencing(true)).expect("fenced lock");
+        let fenced = Lock::new(urls[..5].to_vec(), options().fencing(true)).expect("fenced lock");
         locks.push(("quorum-5-fenced".to_owned(), fenced));
-        let proxied_lock = Lock::quorum(proxied.urls(), options()).expect("proxied lock");
+        let proxied_lock = Lock::new(proxied.urls(), options()).expect("proxied lock");
         Env {
             direct,
             proxied,
@@ -231,7 +231,13 @@ async fn handoffs(lock: &Lock, handoffs: u64) -> Duration {
                         return;
                     }
                     let cancel = tokio::time::sleep_until(deadline.into());
-                    let Ok(guard) = lock.acquire_with("handoff", &policy, cancel).await else {
+                    let Ok(guard) = lock
+                        .acquire_until(
+                            Request::from("handoff").patience(Patience::Retry(policy.clone())),
+                            cancel,
+                        )
+                        .await
+                    else {
                         continue;
                     };
                     let now = Instant::now();

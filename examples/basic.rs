@@ -5,9 +5,10 @@
 // Test and demo code: an unwrap that fails is a failed run, which is what it should be.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use quorumlock::Patience;
 use std::time::Duration;
 
-use quorumlock::{Error, Lock, LockOptions, RetryPolicy};
+use quorumlock::{Error, Lock, LockOptions};
 use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 
 #[tokio::main(flavor = "current_thread")]
@@ -25,8 +26,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ttl(Duration::from_secs(5))
         // The longest TTL an extension below asks for: the restart guard covers keys this long.
         .max_ttl(Duration::from_secs(10))
-        .retry(RetryPolicy::once());
-    let lock = Lock::quorum(cluster.urls(), options)?;
+        .patience(Patience::Once);
+    let lock = Lock::new(cluster.urls(), options)?;
 
     let mut guard = lock.acquire("example").await?;
     println!("acquired; valid for {:?}", guard.remaining());

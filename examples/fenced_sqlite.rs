@@ -11,6 +11,7 @@
 // Test and demo code: an unwrap that fails is a failed run, which is what it should be.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use quorumlock::Patience;
 use std::error::Error;
 use std::time::Duration;
 
@@ -114,13 +115,13 @@ fn options() -> LockOptions {
         .ttl(Duration::from_secs(1))
         .node_timeout(Duration::from_millis(250))
         .connect_timeout(Duration::from_secs(1))
-        .retry(
+        .patience(Patience::Retry(
             RetryPolicy::new()
                 .attempts(100)
                 .delay(Duration::from_millis(20))
                 .jitter(Duration::from_millis(20))
                 .max_wait(Duration::from_secs(5)),
-        )
+        ))
 }
 
 /// The fence of a guard from a lock with fencing on.
@@ -134,8 +135,8 @@ fn fence_of(guard: &Guard) -> Result<u64, Box<dyn Error>> {
 pub async fn two_clients(urls: &[String]) -> Result<Outcome, Box<dyn Error>> {
     let store = Store::open()?;
     // Two clients, as two processes would be: each its own `Lock`, so its own connections.
-    let client_a = Lock::quorum(urls.to_vec(), options())?;
-    let client_b = Lock::quorum(urls.to_vec(), options())?;
+    let client_a = Lock::new(urls.to_vec(), options())?;
+    let client_b = Lock::new(urls.to_vec(), options())?;
 
     let guard_a = client_a.acquire(RESOURCE).await?;
     let fence_a = fence_of(&guard_a)?;

@@ -14,11 +14,12 @@
 // Demo code: an unwrap that fails is a failed run, which is what it should be.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use quorumlock::Patience;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
-use quorumlock::{Error, KeepAlive, Lock, LockOptions, RetryPolicy};
+use quorumlock::{Error, KeepAlive, Lock, LockOptions};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::FmtSpan;
 
@@ -62,11 +63,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .collect(),
         urls => urls,
     };
-    let lock = Lock::quorum(
+    let lock = Lock::new(
         urls,
         LockOptions::new()
             .ttl(Duration::from_secs(5))
-            .retry(RetryPolicy::once()),
+            .patience(Patience::Once),
     )?;
 
     for round in 1..=ROUNDS {

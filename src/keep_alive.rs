@@ -1,7 +1,7 @@
 //! The keep-alive: a [`Guard`] handed to its lock's keeper (`round/keeper.rs`), which extends
 //! it with every other lease the lock keeps, in batches, on the quorum rule (every third of the
 //! TTL by default, see `renewal.rs`), and says through a [`Lease`] whether the lock is still held
-//! and, once it is not, why ([`Lost`]). [`Lock::with_lock`] runs the caller's work under such a
+//! and, once it is not, why ([`Lost`]). [`Lock::with_lock`](crate::Lock::with_lock) runs the caller's work under such a
 //! lease and drops it the moment the lock is lost.
 //!
 //! Life cycle: [`Guard::keep_alive`] registers the lease with the keeper, which owns the guard
@@ -14,9 +14,7 @@
 //! keys of ours are left.
 
 use std::fmt;
-use std::future::Future;
 use std::ops::Deref;
-use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -29,7 +27,6 @@ use tokio::sync::oneshot;
 use crate::error::{ConfigError, Error, Lost};
 use crate::guard::{Guard, ReleaseReport};
 use crate::lease::{Lease, State};
-use crate::lock::Lock;
 use crate::outcome::NodeReply;
 use crate::round::keep_batch::{Kept, Members};
 use crate::round::keeper::Keeper;
@@ -342,65 +339,6 @@ impl Guard {
             kept: Some((kept, id)),
             report: Some(reported),
         })
-    }
-}
-
-impl Lock {
-    /// Acquires `resource` as [`acquire`](Lock::acquire) does, keeps the lock alive while
-    /// `work` runs, and releases it when `work` is done, on every path: `work` finishing, the
-    /// lock being lost, `work` panicking, or this future being dropped.
-    ///
-    /// `work` gets the [`Lease`] (for its fence, and to check `is_valid()` before each
-    /// protected write). If the lock is lost first, `work`'s future is dropped at once (it
-    /// stops at its current `.await`) and the result is [`Error::Lost`] with the reason.
-    ///
-    /// # Errors
-    ///
-    /// Those of [`Lock::acquire_with`] and [`Guard::keep_alive`], and [`Error::Lost`] when the
-    /// lock is lost while `work` runs.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn run() -> Result<(), quorumlock::Error> {
-    /// use std::time::Duration;
-    /// use quorumlock::{KeepAlive, Lock, LockOptions};
-    ///
-    /// let lock = Lock::quorum(
-    ///     ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"],
-    ///     LockOptions::new().ttl(Duration::from_secs(30)),
-    /// )?;
-    /// let rows = lock
-    ///     .with_lock("nightly-report", KeepAlive::new(), async |lease| {
-    ///         // Runs as long as it needs: the lock is extended every 10 s meanwhile.
-    ///         assert!(lease.is_valid());
-    ///         42
-    ///     })
-    ///     .await?;
-    /// # let _ = rows;
-    /// # Ok(()) }
-    /// ```
-    pub async fn with_lock<F, Fut, T>(
-        &self,
-        resource: impl AsRef<[u8]>,
-        keep_alive: KeepAlive,
-        work: F,
-    ) -> Result<T, Error>
-    where
-        F: FnOnce(Lease) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        let kept = self.acquire(resource).await?.keep_alive(keep_alive)?;
-        let outcome = {
-            let work = pin!(work(kept.lease()));
-            tokio::select! {
-                biased;
-                lost = kept.lost() => Err(Error::Lost(lost)),
-                value = work => Ok(value),
-            }
-        };
-        kept.release().await;
-        outcome
     }
 }
 

@@ -11,10 +11,7 @@
 //! use quorumlock::{Error, Lock, LockOptions};
 //!
 //! # async fn run() -> Result<(), Error> {
-//! let lock = Lock::quorum(
-//!     (1..=5).map(|i| format!("redis://127.0.0.1:700{i}")),
-//!     LockOptions::new().ttl(Duration::from_secs(10)),
-//! )?;
+//! let lock = Lock::new(//!     (1..=5).map(|i| format!("redis://127.0.0.1:700{i}")), //!     LockOptions::new().ttl(Duration::from_secs(10)), //!)?;
 //! match lock.try_acquire("reports:daily").await {
 //!     Ok(guard) => {
 //!         println!("held for {:?}", guard.remaining());
@@ -97,11 +94,11 @@ mod node_config;
 mod options;
 mod outcome;
 mod owner;
+mod request;
 mod resources;
 mod round;
 mod rules;
 mod settings;
-mod waiting;
 
 pub use error::{ConfigError, Error, Lost};
 pub use guard::{Guard, ReleaseReport};
@@ -109,9 +106,10 @@ pub use keep_alive::{KeepAlive, KeptGuard};
 pub use lease::Lease;
 pub use lock::Lock;
 pub use node_config::NodeConfig;
-pub use options::{LockOptions, Topology};
+pub use options::LockOptions;
 pub use outcome::{NodeError, NodeOutcome, NodeReply, SetOutcome};
 pub use owner::Owner;
+pub use request::{Patience, Request};
 pub use resources::Resources;
 #[cfg(feature = "chaos-defects")]
 #[doc(hidden)]
@@ -121,7 +119,6 @@ pub use rules::resources::MAX_RESOURCES;
 pub use rules::retry::RetryPolicy;
 pub use rules::token::Token;
 pub use rules::validity::MAX_TTL;
-pub use waiting::AcquireOptions;
 
 /// Compiles the README's examples as doctests, so they cannot drift from the API.
 #[cfg(doctest)]

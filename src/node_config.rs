@@ -41,7 +41,7 @@ use crate::error::ConfigError;
 ///     NodeConfig::from("redis://127.0.0.1:7003".to_owned()),
 /// ];
 /// assert!(!format!("{nodes:?}").contains("secret"));
-/// let lock = Lock::from_nodes(nodes, LockOptions::new())?;
+/// let lock = Lock::new(nodes, LockOptions::new())?;
 /// assert_eq!(lock.node_addrs(), ["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"]);
 /// # Ok(()) }
 /// ```
@@ -104,10 +104,7 @@ impl NodeConfig {
     /// let member = |ports: [u16; 3]| {
     ///     NodeConfig::cluster(ports.map(|port| format!("redis://127.0.0.1:{port}")))
     /// };
-    /// let lock = Lock::from_nodes(
-    ///     [member([7000, 7001, 7002]), member([7100, 7101, 7102]), member([7200, 7201, 7202])],
-    ///     LockOptions::new(),
-    /// )?;
+    /// let lock = Lock::new(///     [member([7000, 7001, 7002]), member([7100, 7101, 7102]), member([7200, 7201, 7202])], ///     LockOptions::new(), ///)?;
     /// assert_eq!(lock.node_addrs()[0], "cluster(127.0.0.1:7000, 127.0.0.1:7001, 127.0.0.1:7002)");
     /// # Ok(()) }
     /// ```
@@ -210,6 +207,18 @@ impl From<String> for NodeConfig {
 impl From<&str> for NodeConfig {
     fn from(url: &str) -> NodeConfig {
         NodeConfig::from_url(url)
+    }
+}
+
+impl From<&String> for NodeConfig {
+    fn from(url: &String) -> NodeConfig {
+        NodeConfig::from_url(url.as_str())
+    }
+}
+
+impl From<&NodeConfig> for NodeConfig {
+    fn from(node: &NodeConfig) -> NodeConfig {
+        node.clone()
     }
 }
 

@@ -1,79 +1,31 @@
-//! Configuration: where the nodes are ([`Topology`]) and how the lock behaves ([`LockOptions`]),
-//! validated once into `Settings` (`settings.rs`) so that no operation can meet a nonsensical
+//! Configuration: how the lock behaves ([`LockOptions`]), validated once into `Settings` (`settings.rs`) so that no operation can meet a nonsensical
 //! value.
 //!
 //! (About 600 lines: one documented builder method per setting, the validation that relates
 //! them, and its tests; splitting the builder from its checks would scatter each setting. What
 //! one node is lives apart, in `node_config.rs`.)
 
-use std::fmt;
 use std::time::Duration;
 
 use crate::error::ConfigError;
-use crate::node_config::NodeConfig;
+use crate::request::Patience;
 use crate::rules::quorum::majority;
-use crate::rules::retry::RetryPolicy;
 use crate::rules::validity::{MAX_TTL, drift};
 #[cfg(feature = "tls")]
 use crate::settings::ClientCertificate;
-use crate::settings::{Fencing, Patience, Settings, check_retry, validate_ttl};
-
-/// Which Redis servers the lock runs on.
-///
-/// Both kinds give the same [`Lock`](crate::Lock) and [`Guard`](crate::Guard), so code, tests and
-/// benchmarks switch between them by configuration alone. Nodes are given as URLs, or as
-/// [`NodeConfig`]s (from a `redis::Client` or `redis::ConnectionInfo` the application already
-/// built); either way the lock makes and owns the connections.
-///
-/// Not `PartialEq`: a `redis::ConnectionInfo`'s TLS parameters cannot be compared. `Debug`
-/// shows the nodes' addresses with credentials masked.
-#[derive(Clone)]
-#[non_exhaustive]
-pub enum Topology {
-    /// One Redis server: `SET NX PX` and compare-and-delete. Simple and fast, but the lock is
-    /// gone (or granted twice) if that server fails over or restarts without its data.
-    Single(NodeConfig),
-    /// N independent Redis masters (no replication between them): the Redlock algorithm. The
-    /// lock survives the loss of a minority of them.
-    Quorum(Vec<NodeConfig>),
-}
-
-impl Topology {
-    /// Where the nodes are, in order, credentials masked ([`NodeConfig::display_addr`]).
-    pub fn node_addrs(&self) -> Vec<String> {
-        self.nodes().iter().map(NodeConfig::display_addr).collect()
-    }
-
-    /// Every node, in order.
-    pub(crate) fn nodes(&self) -> &[NodeConfig] {
-        match self {
-            Topology::Single(node) => std::slice::from_ref(node),
-            Topology::Quorum(nodes) => nodes,
-        }
-    }
-}
-
-impl fmt::Debug for Topology {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = match self {
-            Topology::Single(_) => "Single",
-            Topology::Quorum(_) => "Quorum",
-        };
-        f.debug_tuple(kind).field(&self.node_addrs()).finish()
-    }
-}
+use crate::settings::{Fencing, Settings, check_retry, validate_ttl};
 
 /// How a [`Lock`](crate::Lock) behaves. Every setting has a default; see the README's table.
 ///
 /// ```
 /// use std::time::Duration;
-/// use quorumlock::{LockOptions, RetryPolicy};
+/// use quorumlock::{LockOptions, Patience};
 ///
 /// let options = LockOptions::new()
 ///     .ttl(Duration::from_secs(30))
 ///     .node_timeout(Duration::from_millis(20))
-///     .retry(RetryPolicy::once());
-/// let lock = quorumlock::Lock::single("redis://127.0.0.1:6379", options)?;
+///     .patience(Patience::Once);
+/// let lock = quorumlock::Lock::new(["redis://127.0.0.1:6379"], options)?;
 /// assert_eq!(lock.ttl(), Duration::from_secs(30));
 /// # Ok::<(), quorumlock::Error>(())
 /// ```
@@ -84,10 +36,8 @@ pub struct LockOptions {
     quorum: Option<usize>,
     node_timeout: Option<Duration>,
     connect_timeout: Duration,
-    /// Set: `acquire` makes these attempts. Unset: it waits (`wait`).
-    retry: Option<RetryPolicy>,
-    /// How long `acquire` waits for a held lock; unset: the TTL.
-    wait: Option<Duration>,
+    /// How `acquire` gets a held lock; unset: it waits up to the TTL.
+    patience: Option<Patience>,
     key_prefix: Vec<u8>,
     tcp_nodelay: bool,
     #[cfg(feature = "tls")]
@@ -111,8 +61,7 @@ impl Default for LockOptions {
             quorum: None,
             node_timeout: None,
             connect_timeout: Duration::from_millis(200),
-            retry: None,
-            wait: None,
+            patience: None,
             key_prefix: b"quorumlock:".to_vec(),
             tcp_nodelay: true,
             #[cfg(feature = "tls")]
@@ -171,25 +120,16 @@ impl LockOptions {
         self
     }
 
-    /// Make [`Lock::acquire`](crate::Lock::acquire) and
-    /// [`acquire_until`](crate::Lock::acquire_until) poll with this policy's attempts and
-    /// pauses instead of waiting (replaces [`wait`](LockOptions::wait)). The policy's pause is
-    /// also what a waiter sleeps after an attempt that failed for want of nodes (default:
-    /// [`RetryPolicy::default`]).
-    pub fn retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = Some(retry);
-        self.wait = None;
-        self
-    }
-
-    /// How long [`Lock::acquire`](crate::Lock::acquire) and
-    /// [`acquire_until`](crate::Lock::acquire_until) wait for a held lock, woken by its release
-    /// or expiry as [`Lock::acquire_within`](crate::Lock::acquire_within) is (replaces
-    /// [`retry`](LockOptions::retry)). Default: the TTL, the longest a holder that crashed
-    /// without releasing can keep the lock; zero makes one attempt.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = Some(wait);
-        self.retry = None;
+    /// How [`Lock::acquire`](crate::Lock::acquire) and
+    /// [`acquire_until`](crate::Lock::acquire_until) get a held lock, unless a
+    /// [`Request`](crate::Request) says otherwise. Default: [`Patience::Wait`] for the TTL, the
+    /// longest a holder that crashed without releasing can keep the lock, woken by the release
+    /// or the keys' expiry.
+    ///
+    /// A waiter whose attempt failed for want of nodes (not held) tries again after
+    /// [`RetryPolicy::default`]'s pause, or with [`Patience::Retry`] after that policy's.
+    pub fn patience(mut self, patience: Patience) -> Self {
+        self.patience = Some(patience);
         self
     }
 
@@ -283,7 +223,7 @@ impl LockOptions {
     /// let options = LockOptions::new()
     ///     .ttl(Duration::from_secs(10))
     ///     .max_ttl(Duration::from_secs(60));
-    /// let lock = Lock::single("redis://127.0.0.1:6379", options)?;
+    /// let lock = Lock::new(["redis://127.0.0.1:6379"], options)?;
     /// assert!(lock.restart_guard_period() > Some(Duration::from_secs(60)));
     /// # Ok::<(), quorumlock::Error>(())
     /// ```
@@ -317,7 +257,7 @@ impl LockOptions {
     ///
     /// // Fence counters and lock keys must never share a name.
     /// let overlapping = LockOptions::new().fencing(true).fence_prefix("quorumlock:fence:");
-    /// let err = Lock::single("redis://127.0.0.1:6379", overlapping).unwrap_err();
+    /// let err = Lock::new(["redis://127.0.0.1:6379"], overlapping).unwrap_err();
     /// assert!(matches!(err, Error::Config(ConfigError::OverlappingPrefixes { .. })));
     /// ```
     pub fn fencing(mut self, on: bool) -> Self {
@@ -381,12 +321,10 @@ impl LockOptions {
                 name: "connect_timeout",
             });
         }
-        let retry = self.retry.clone().unwrap_or_default();
-        check_retry(&retry)?;
-        let acquire = match (&self.retry, self.wait) {
-            (Some(_), _) => Patience::Retry,
-            (None, wait) => Patience::Wait(wait.unwrap_or(self.ttl)),
-        };
+        let patience = self.patience.clone().unwrap_or(Patience::Wait(self.ttl));
+        if let Patience::Retry(policy) = &patience {
+            check_retry(policy)?;
+        }
         let max_ttl = self.max_ttl.unwrap_or(self.ttl);
         if max_ttl < self.ttl || max_ttl > MAX_TTL {
             return Err(ConfigError::InvalidMaxTtl {
@@ -423,8 +361,7 @@ impl LockOptions {
             quorum,
             node_timeout,
             connect_timeout: self.connect_timeout,
-            retry,
-            acquire,
+            patience,
             key_prefix: self.key_prefix.clone(),
             tcp_nodelay: self.tcp_nodelay,
             #[cfg(feature = "tls")]
@@ -445,40 +382,17 @@ impl LockOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rules::retry::RetryPolicy;
 
     #[test]
-    fn acquire_waits_for_the_ttl_by_default_and_the_last_of_wait_and_retry_counts() {
+    fn acquire_waits_for_the_ttl_by_default() {
         let ttl = Duration::from_secs(7);
-        let acquire = |options: LockOptions| options.ttl(ttl).validate(1).unwrap().acquire;
-        assert_eq!(acquire(LockOptions::new()), Patience::Wait(ttl));
-        let (wait, retry) = (Duration::from_secs(2), RetryPolicy::once());
-        assert_eq!(acquire(LockOptions::new().wait(wait)), Patience::Wait(wait));
+        let patience = |options: LockOptions| options.ttl(ttl).validate(1).unwrap().patience;
+        assert_eq!(patience(LockOptions::new()), Patience::Wait(ttl));
         assert_eq!(
-            acquire(LockOptions::new().retry(retry.clone())),
-            Patience::Retry
+            patience(LockOptions::new().patience(Patience::Once)),
+            Patience::Once
         );
-        assert_eq!(
-            acquire(LockOptions::new().wait(wait).retry(retry.clone())),
-            Patience::Retry
-        );
-        assert_eq!(
-            acquire(LockOptions::new().retry(retry).wait(wait)),
-            Patience::Wait(wait)
-        );
-    }
-
-    #[test]
-    fn a_topologys_debug_shows_addresses_and_never_a_password() {
-        let url = "redis://user:secret@10.0.0.1:6379";
-        for topology in [
-            Topology::Single(url.into()),
-            Topology::Quorum(vec![url.into()]),
-            Topology::Single(NodeConfig::from_url(url)),
-        ] {
-            let debug = format!("{topology:?}");
-            assert!(!debug.contains("secret"), "{debug}");
-            assert!(debug.contains("10.0.0.1:6379"), "{debug}");
-        }
     }
 
     #[test]
@@ -489,7 +403,7 @@ mod tests {
         );
         assert_eq!(
             LockOptions::new()
-                .retry(RetryPolicy::new().attempts(0))
+                .patience(Patience::Retry(RetryPolicy::new().attempts(0)))
                 .validate(1)
                 .unwrap_err(),
             ConfigError::ZeroAttempts
@@ -557,7 +471,7 @@ mod tests {
         );
         assert_eq!(
             o.clone()
-                .retry(RetryPolicy::new().attempts(0))
+                .patience(Patience::Retry(RetryPolicy::new().attempts(0)))
                 .validate(5)
                 .unwrap_err(),
             ConfigError::ZeroAttempts

@@ -19,9 +19,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// use quorumlock::{AcquireOptions, Owner};
 ///
 /// let job = AcquireOptions::new().owner(Owner::new());
-/// let outer = lock.acquire_with_options("invoice:42", &job).await?;
+/// let outer = lock.acquire(options_request("invoice:42", &job)).await?;
 /// // Deeper in the same job: no wait, the same hold.
-/// let inner = lock.acquire_with_options("invoice:42", &job).await?;
+/// let inner = lock.acquire(options_request("invoice:42", &job)).await?;
 /// assert_eq!(inner.token(), outer.token());
 /// assert_eq!(outer.hold_count(), 2);
 /// inner.release().await; // still held by `outer`: nothing is sent

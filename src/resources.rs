@@ -1,23 +1,17 @@
-//! Locks over several resources at once: [`Resources`], a checked set of resource names, and
-//! [`Lock::acquire_all`], one acquisition that takes all of them or none. On each node one
-//! script sets every key of the set or none (`node/set.rs`), and a node votes yes only if it set
-//! all of them; the quorum, validity, release and fencing rules are those of one resource, and
-//! one [`Guard`] extends and releases the whole set.
+//! Locks over several resources at once: [`Resources`], a checked set of resource names, which
+//! [`Lock::acquire`](crate::Lock::acquire) takes as one acquisition of all of them or none. On
+//! each node one script sets every key of the set or none (`node/set.rs`), and a node votes yes
+//! only if it set all of them; the quorum, validity, release, waiting and fencing rules are those
+//! of one resource, and one [`Guard`](crate::Guard) extends and releases the whole set.
 
 use std::fmt;
-use std::future::{Future, pending};
 
-use crate::acquisition::Acquisition;
-use crate::error::{ConfigError, Error};
-use crate::guard::Guard;
-use crate::lock::Lock;
+use crate::error::ConfigError;
 use crate::rules::resources::{Keys, MAX_RESOURCES, SetDefect, canonical_set};
-use crate::rules::retry::RetryPolicy;
 use crate::rules::slots::key_slot;
-use crate::settings::{Settings, check_retry, validate_ttl};
-use crate::waiting::AcquireOptions;
+use crate::settings::Settings;
 
-/// A set of resources to lock together with [`Lock::acquire_all`]: not empty, each name once,
+/// A set of resources to lock together, all or none, with [`Lock::acquire`](crate::Lock::acquire): not empty, each name once,
 /// at most [`MAX_RESOURCES`]. The order the names are given in does not matter: a set is kept
 /// sorted, so two callers naming the same resources in different orders take the same set, and
 /// contend for it like for one resource (never each holding half of it waiting for the other).
@@ -85,7 +79,7 @@ impl Resources {
     /// The set's lock keys. A set of one is one key, taken with the single-key commands. On a
     /// lock with a cluster node every key must be in the first one's slot
     /// ([`ConfigError::CrossSlotSet`]): a node takes a set in one script.
-    fn keys(&self, settings: &Settings) -> Result<Keys, ConfigError> {
+    pub(crate) fn keys(&self, settings: &Settings) -> Result<Keys, ConfigError> {
         let keys = self
             .names
             .iter()
@@ -108,7 +102,7 @@ impl Resources {
     }
 
     /// The first resource, which stands for the set where one name is wanted (`Error::Held`).
-    fn first(&self) -> &[u8] {
+    pub(crate) fn first(&self) -> &[u8] {
         self.names.first().map(Vec::as_slice).unwrap_or_default()
     }
 }
@@ -118,106 +112,5 @@ impl fmt::Debug for Resources {
         f.debug_list()
             .entries(self.names.iter().map(|name| String::from_utf8_lossy(name)))
             .finish()
-    }
-}
-
-impl Lock {
-    /// Acquires every resource of `resources` at once, or none: one round to every node, each of
-    /// which takes the whole set in one atomic step or nothing of it, and votes yes only if it
-    /// took all of it. The quorum and validity rules are those of one resource, and the one
-    /// [`Guard`] it returns extends and releases the whole set ([`Guard::resources`],
-    /// [`ReleaseReport::set_outcomes`](crate::ReleaseReport::set_outcomes)).
-    ///
-    /// A set is not queued behind other waiters: a held set is tried again on the lock's retry
-    /// policy ([`LockOptions::retry`](crate::LockOptions::retry); by default three attempts
-    /// 100–200 ms apart), as [`acquire_with`](Lock::acquire_with) does. With fencing, the set
-    /// gets one fence, larger than the last fence of each of its resources (`docs/fencing.md`).
-    /// [`acquire_all_with_options`](Lock::acquire_all_with_options) gives one set its own TTL,
-    /// wait and owner.
-    ///
-    /// # Errors
-    ///
-    /// Those of [`acquire_with`](Lock::acquire_with); [`Error::Held`] names the set's first
-    /// resource.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn run(lock: quorumlock::Lock) -> Result<(), quorumlock::Error> {
-    /// use quorumlock::Resources;
-    ///
-    /// // Move money between two accounts: both locked, or neither.
-    /// let accounts = Resources::new(["account:7", "account:9"])?;
-    /// let guard = lock.acquire_all(&accounts).await?;
-    /// // … debit one, credit the other, while guard.is_valid() …
-    /// guard.release().await;
-    /// # Ok(()) }
-    /// ```
-    pub async fn acquire_all(&self, resources: &Resources) -> Result<Guard, Error> {
-        self.acquire_all_with_options(resources, &AcquireOptions::new())
-            .await
-    }
-
-    /// [`acquire_all`](Lock::acquire_all) as `options` say: with their TTL; with their wait, the
-    /// set is tried again on the lock's retry pause until that wait has passed (a set polls: it
-    /// is not queued); with their owner, re-entrant as one resource is ([`AcquireOptions::owner`]:
-    /// the owner's later acquisition of the same set joins its hold).
-    ///
-    /// # Errors
-    ///
-    /// Those of [`acquire_all`](Lock::acquire_all), and [`Error::Config`] for a TTL Redis
-    /// cannot store or, with the restart guard on, above `max_ttl`, before anything is sent.
-    pub async fn acquire_all_with_options(
-        &self,
-        resources: &Resources,
-        options: &AcquireOptions,
-    ) -> Result<Guard, Error> {
-        let settings = &self.node_set().settings;
-        let ttl = options.ttl.unwrap_or(settings.ttl);
-        validate_ttl(ttl)?;
-        settings.check_guarded_ttl(ttl)?;
-        let keys = resources.keys(settings)?;
-        if let Some(guard) = self.reenter(options.owner, keys.clone()) {
-            return Ok(guard);
-        }
-        let policy = match options.wait {
-            Some(wait) => settings.retry.clone().attempts(u32::MAX).max_wait(wait),
-            None => settings.retry.clone(),
-        };
-        Acquisition::new(self.node_set(), resources.first(), keys, ttl)
-            .for_owner(self.owned_by(options.owner))
-            .run(&policy, pending())
-            .await
-    }
-
-    /// [`acquire_all`](Lock::acquire_all) with one attempt: [`Error::Held`] at once if
-    /// someone else holds any resource of the set on too many nodes.
-    ///
-    /// # Errors
-    ///
-    /// Those of [`acquire_all`](Lock::acquire_all).
-    pub async fn try_acquire_all(&self, resources: &Resources) -> Result<Guard, Error> {
-        self.acquire_all_with(resources, &RetryPolicy::once(), pending())
-            .await
-    }
-
-    /// [`acquire_all`](Lock::acquire_all) with an explicit retry policy and cancel signal, as
-    /// [`acquire_with`](Lock::acquire_with) for one resource.
-    ///
-    /// # Errors
-    ///
-    /// Those of [`acquire_with`](Lock::acquire_with).
-    pub async fn acquire_all_with(
-        &self,
-        resources: &Resources,
-        policy: &RetryPolicy,
-        cancel: impl Future<Output = ()>,
-    ) -> Result<Guard, Error> {
-        check_retry(policy)?;
-        let settings = &self.node_set().settings;
-        let keys = resources.keys(settings)?;
-        Acquisition::new(self.node_set(), resources.first(), keys, settings.ttl)
-            .run(policy, cancel)
-            .await
     }
 }

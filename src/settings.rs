@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::ConfigError;
+use crate::request::Patience;
 use crate::rules::clock::Moment;
 use crate::rules::retry::RetryPolicy;
 use crate::rules::slots::{prefix_keeps_tag, resource_has_tag, tagged};
@@ -36,10 +37,8 @@ pub(crate) struct Settings {
     pub(crate) quorum: usize,
     pub(crate) node_timeout: Duration,
     pub(crate) connect_timeout: Duration,
-    /// The attempts of `acquire` when it polls, and the pause after a failure for want of nodes.
-    pub(crate) retry: RetryPolicy,
-    /// How `acquire` gets a held lock.
-    pub(crate) acquire: Patience,
+    /// How `acquire` gets a held lock unless a request says otherwise.
+    pub(crate) patience: Patience,
     pub(crate) key_prefix: Vec<u8>,
     pub(crate) tcp_nodelay: bool,
     /// Certificate authorities for `rediss://` nodes (PEM), instead of the public roots.
@@ -104,15 +103,6 @@ impl Settings {
             root_cert: self.tls_root_certificates.clone(),
         })
     }
-}
-
-/// How [`Lock::acquire`](crate::Lock::acquire) gets a held lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Patience {
-    /// Waits this long, woken by the release or the expiry.
-    Wait(Duration),
-    /// Polls with the retry policy.
-    Retry,
 }
 
 /// Fencing settings, when fencing is on.

@@ -30,7 +30,7 @@ use crate::common::{
 async fn leases_join_and_leave_the_batches() {
     bounded(async {
         let cluster = crate::common::cluster(3).await;
-        let lock = Lock::quorum(cluster.urls(), options(Duration::from_secs(3))).unwrap();
+        let lock = Lock::new(cluster.urls(), options(Duration::from_secs(3))).unwrap();
         let every = KeepAlive::new().every(Duration::from_millis(100));
         let mut leases = kept_leases(&lock, "joining:", 2, every.clone()).await;
         let (second, first) = (leases.pop().unwrap(), leases.pop().unwrap());
@@ -71,7 +71,7 @@ async fn leases_join_and_leave_the_batches() {
 async fn one_lease_taken_by_another_is_lost_while_the_others_keep_extending() {
     bounded(async {
         let cluster = crate::common::cluster(3).await;
-        let lock = Lock::quorum(cluster.urls(), options(Duration::from_secs(3))).unwrap();
+        let lock = Lock::new(cluster.urls(), options(Duration::from_secs(3))).unwrap();
         let every = KeepAlive::new().every(Duration::from_millis(100));
         let kept = kept_leases(&lock, "many:", 20, every).await;
         let (taken, others): (Vec<_>, Vec<_>) = kept
@@ -135,7 +135,7 @@ async fn a_kept_lock_acquired_on_a_bare_quorum_regains_the_fault_tolerance_of_al
     bounded(async {
         let mut cluster = crate::common::proxied_cluster(5).await;
         let ttl = Duration::from_millis(1_500);
-        let lock = Lock::quorum(
+        let lock = Lock::new(
             cluster.urls(),
             once()
                 .ttl(ttl)
@@ -187,7 +187,7 @@ async fn a_kept_lock_acquired_on_a_bare_quorum_regains_the_fault_tolerance_of_al
 async fn a_recovering_node_is_not_given_the_key_and_the_lock_is_lost_without_it() {
     bounded(async {
         let mut cluster = crate::common::volatile_cluster(5).await;
-        let lock = Lock::quorum(
+        let lock = Lock::new(
             cluster.urls(),
             options(Duration::from_secs(1)).max_ttl(Duration::from_secs(8)),
         )

@@ -29,7 +29,7 @@ async fn with_a_majority_frozen_every_lease_of_a_thousand_is_lost_before_its_val
         let mut cluster = crate::common::cluster(3).await;
         let ttl = Duration::from_millis(2_500);
         let margin = Duration::from_millis(50);
-        let lock = Lock::quorum(cluster.urls(), options(ttl)).unwrap();
+        let lock = Lock::new(cluster.urls(), options(ttl)).unwrap();
         crate::common::warm_up(&lock).await;
         let kept = kept_leases(&lock, "frozen:", 1_000, KeepAlive::new()).await;
         // Every lease in the batches before the freeze.

@@ -238,7 +238,7 @@ async fn kept(recorded: &mut Recorded, lock: &Lock) {
 async fn node_down(recorded: &mut Recorded, urls: &[String]) {
     let mut urls = urls.to_vec();
     urls.push("redis://127.0.0.1:1".to_owned());
-    let lock = Lock::quorum(urls, once()).unwrap();
+    let lock = Lock::new(urls, once()).unwrap();
     drop(recorded.look());
 
     let guard = lock.try_acquire("one-down").await.unwrap();
@@ -266,7 +266,7 @@ async fn node_down(recorded: &mut Recorded, urls: &[String]) {
 /// sit-out, its node error, and a single-node lock that is unavailable.
 async fn sat_out(recorded: &mut Recorded) {
     let fresh = volatile_cluster(1).await;
-    let lock = Lock::single(fresh.urls()[0].clone(), once()).unwrap();
+    let lock = Lock::new([fresh.urls()[0].clone()], once()).unwrap();
     drop(recorded.look());
 
     let error = lock.try_acquire("fresh").await.unwrap_err();

@@ -155,8 +155,8 @@ async fn stress(nodes: usize) {
     .await
     .expect("start redis-server processes");
     let lock = match cluster.urls().as_slice() {
-        [single] => Lock::single(single.clone(), options()),
-        urls => Lock::quorum(urls.to_vec(), options()),
+        [single] => Lock::new([single.clone()], options()),
+        urls => Lock::new(urls.to_vec(), options()),
     }
     .unwrap();
     let started = Instant::now();

@@ -22,7 +22,7 @@ const MAX_RECONNECT_PAUSE: Duration = Duration::from_secs(1);
 
 /// A change to the channels, acknowledged once the server confirmed it (or it failed).
 enum Change {
-    Subscribe(Vec<u8>, oneshot::Sender<()>),
+    Subscribe(Vec<Vec<u8>>, oneshot::Sender<()>),
     Unsubscribe(Vec<u8>),
 }
 
@@ -51,12 +51,12 @@ impl Subscription {
         }
     }
 
-    /// Subscribes to `channel`; the returned receiver completes once the server confirmed it,
-    /// or the attempt failed (then the waiter relies on the expiry bound). Outside a tokio
-    /// runtime it completes at once, failed.
-    pub(crate) fn subscribe(&self, channel: &[u8]) -> oneshot::Receiver<()> {
+    /// Subscribes to `channels`; the returned receiver completes once the server confirmed
+    /// them all, or fails when an attempt failed (then the waiter relies on the expiry bound).
+    /// Outside a tokio runtime it fails at once.
+    pub(crate) fn subscribe(&self, channels: Vec<Vec<u8>>) -> oneshot::Receiver<()> {
         let (done, confirmed) = oneshot::channel();
-        self.send(Change::Subscribe(channel.to_vec(), done));
+        self.send(Change::Subscribe(channels, done));
         confirmed
     }
 
@@ -168,8 +168,8 @@ fn apply(
     confirmations: &mut Vec<oneshot::Sender<()>>,
 ) {
     match change {
-        Change::Subscribe(channel, done) => {
-            channels.insert(channel);
+        Change::Subscribe(new, done) => {
+            channels.extend(new);
             confirmations.push(done);
         }
         Change::Unsubscribe(channel) => {
@@ -190,10 +190,13 @@ async fn serve(
         tokio::select! {
             change = inbox.recv() => match change {
                 None => return false,
-                Some(Change::Subscribe(channel, done)) => {
-                    let subscribed = sink.subscribe(channel.as_slice()).await;
-                    channels.insert(channel);
-                    if subscribed.is_err() {
+                Some(Change::Subscribe(new, done)) => {
+                    let mut subscribed = true;
+                    for channel in new {
+                        subscribed &= sink.subscribe(channel.as_slice()).await.is_ok();
+                        channels.insert(channel);
+                    }
+                    if !subscribed {
                         return true;
                     }
                     let _ = done.send(());

@@ -1,10 +1,16 @@
-//! The waiters of one lock: per resource, a queue in arrival order whose head alone contends on
+//! The waiters of one lock: per lock key, a queue in arrival order whose head alone contends on
 //! the nodes and alone is woken (each waiter has its own signal, so a release wakes one task, not
 //! every waiter of the resource); the subscriptions (one per node, `node/subscription.rs`)
 //! that turn a release published by any client into that signal; and the bound on how long a
-//! waiter sleeps when no wake-up comes (the key's expiry on a quorum, `rules/wait.rs`).
+//! waiter sleeps when no wake-up comes (the keys' expiry on a quorum, `rules/wait.rs`).
 //!
-//! A resource's channel is subscribed while someone waits for it and unsubscribed when the last
+//! A set's waiter stands in the queue of each of its keys, with one ticket, and contends only
+//! when it heads every one of them. Tickets grow, and a waiter joins all its queues in one step,
+//! so every queue is in ticket order: the waiter with the smallest ticket heads all of its
+//! queues, and no two waiters each head a queue the other waits in (no deadlock, whatever order
+//! sets name their resources in; no starvation, the order is arrival).
+//!
+//! A key's channel is subscribed while someone waits for it and unsubscribed when the last
 //! waiter leaves, so no message arrives for a resource nobody waits on.
 
 use std::collections::{HashMap, VecDeque};
@@ -16,6 +22,7 @@ use tokio::sync::{Notify, oneshot};
 use crate::node::Node;
 use crate::node::pttl::pttl;
 use crate::node::subscription::Subscription;
+use crate::rules::resources::Keys;
 use crate::rules::wait::{KeyTtl, free_after};
 
 /// The waiters of one lock, by lock key.
@@ -37,10 +44,10 @@ struct Queue {
     waiters: VecDeque<(u64, Arc<Notify>)>,
 }
 
-/// A caller's place in a key's queue; leaving it (dropping it) lets the next one be head.
+/// A caller's place in its keys' queues; leaving them (dropping it) lets the next ones be head.
 pub(crate) struct Place {
     list: Arc<WaitList>,
-    key: Vec<u8>,
+    keys: Keys,
     ticket: u64,
     wake: Arc<Notify>,
 }
@@ -50,38 +57,55 @@ impl WaitList {
         self.queues.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Joins the tail of `key`'s queue. The first waiter of a key subscribes to its channel on
-    /// every node; the receivers complete as each node confirms (or fails: then that node's
-    /// releases are heard only through the expiry bound).
+    /// Whether a caller already waits for one of `keys`: a newcomer then queues behind it
+    /// instead of trying first.
+    pub(crate) fn queued(&self, keys: &Keys) -> bool {
+        let queues = self.queues();
+        !queues.by_key.is_empty()
+            && keys
+                .all()
+                .iter()
+                .any(|key| queues.by_key.contains_key(&**key))
+    }
+
+    /// Joins the tail of each of `keys`' queues, with one ticket. The first waiter of a key
+    /// subscribes to its channel on every node; the receivers (one per node, for the keys new
+    /// there) complete as each node confirms, or fail (then that node's releases are heard only
+    /// through the expiry bound). Empty if every key had a waiter already.
     pub(crate) fn join(
         self: &Arc<Self>,
         nodes: &[Arc<Node>],
         connect_timeout: Duration,
-        key: &[u8],
+        keys: &Keys,
     ) -> (Place, Vec<oneshot::Receiver<()>>) {
         let wake = Arc::new(Notify::new());
-        let (ticket, first) = {
+        let (ticket, new_keys) = {
             let mut queues = self.queues();
             let ticket = queues.next_ticket;
             queues.next_ticket = ticket.wrapping_add(1);
-            let first = !queues.by_key.contains_key(key);
-            let queue = queues.by_key.entry(key.to_vec()).or_insert_with(|| Queue {
-                waiters: VecDeque::new(),
-            });
-            queue.waiters.push_back((ticket, Arc::clone(&wake)));
-            (ticket, first)
+            let mut new_keys = Vec::new();
+            for key in keys.all() {
+                let queue = queues.by_key.entry(key.to_vec()).or_insert_with(|| {
+                    new_keys.push(key.to_vec());
+                    Queue {
+                        waiters: VecDeque::new(),
+                    }
+                });
+                queue.waiters.push_back((ticket, Arc::clone(&wake)));
+            }
+            (ticket, new_keys)
         };
-        let confirmations = if first {
+        let confirmations = if new_keys.is_empty() {
+            Vec::new()
+        } else {
             self.subscriptions(nodes, connect_timeout)
                 .iter()
-                .map(|subscription| subscription.subscribe(key))
+                .map(|subscription| subscription.subscribe(new_keys.clone()))
                 .collect()
-        } else {
-            Vec::new()
         };
         let place = Place {
             list: Arc::clone(self),
-            key: key.to_vec(),
+            keys: keys.clone(),
             ticket,
             wake,
         };
@@ -131,17 +155,21 @@ impl WaitList {
 }
 
 impl Place {
-    /// Whether this caller is first in its key's queue, and so may contend on the nodes.
+    /// Whether this caller is first in every one of its keys' queues, and so may contend on the
+    /// nodes.
     pub(crate) fn is_head(&self) -> bool {
-        self.list
-            .queues()
-            .by_key
-            .get(&self.key)
-            .and_then(|queue| queue.waiters.front())
-            .is_some_and(|(ticket, _)| *ticket == self.ticket)
+        let queues = self.list.queues();
+        self.keys.all().iter().all(|key| {
+            queues
+                .by_key
+                .get(&**key)
+                .and_then(|queue| queue.waiters.front())
+                .is_some_and(|(ticket, _)| *ticket == self.ticket)
+        })
     }
 
-    /// The signal that wakes this caller: a release while it is head, or the head leaving.
+    /// The signal that wakes this caller: a release of a key it heads, or the head of one of
+    /// its queues leaving.
     pub(crate) fn wake(&self) -> &Notify {
         &self.wake
     }
@@ -149,49 +177,60 @@ impl Place {
 
 impl Drop for Place {
     fn drop(&mut self) {
-        let last = {
+        let mut emptied = Vec::new();
+        {
             let mut queues = self.list.queues();
-            let Some(queue) = queues.by_key.get_mut(&self.key) else {
-                return;
-            };
-            let was_head = queue
-                .waiters
-                .front()
-                .is_some_and(|(ticket, _)| *ticket == self.ticket);
-            queue.waiters.retain(|(ticket, _)| *ticket != self.ticket);
-            if was_head && let Some((_, next)) = queue.waiters.front() {
-                // The next in line is head now.
-                next.notify_one();
+            for key in self.keys.all() {
+                let Some(queue) = queues.by_key.get_mut(&**key) else {
+                    continue;
+                };
+                let was_head = queue
+                    .waiters
+                    .front()
+                    .is_some_and(|(ticket, _)| *ticket == self.ticket);
+                queue.waiters.retain(|(ticket, _)| *ticket != self.ticket);
+                if was_head && let Some((_, next)) = queue.waiters.front() {
+                    // The next in line heads this queue now (and may head all of its own).
+                    next.notify_one();
+                }
+                if queue.waiters.is_empty() {
+                    queues.by_key.remove(&**key);
+                    emptied.push(key);
+                }
             }
-            let last = queue.waiters.is_empty();
-            if last {
-                queues.by_key.remove(&self.key);
-            }
-            last
-        };
-        if last && let Some(subscriptions) = self.list.subscriptions.get() {
-            for subscription in subscriptions {
-                subscription.unsubscribe(&self.key);
+        }
+        if let Some(subscriptions) = self.list.subscriptions.get() {
+            for key in emptied {
+                for subscription in subscriptions {
+                    subscription.unsubscribe(key);
+                }
             }
         }
     }
 }
 
-/// How long until a quorum of `nodes` is free of `key` by expiry alone, from each node's
-/// `PTTL` (a node that does not answer counts as never freeing); `None` if expiry alone never
-/// frees a quorum.
+/// How long until a quorum of `nodes` is free of every one of `keys` by expiry alone, from each
+/// node's `PTTL` of each key (a node that does not answer counts as never freeing); `None` if
+/// expiry alone never frees a quorum. For a set, the latest of its keys' bounds: a bound, not
+/// the moment (a node may free one key early and another late).
 pub(crate) async fn free_by_expiry_after(
     nodes: &[Arc<Node>],
     quorum: usize,
-    key: &[u8],
+    keys: &Keys,
 ) -> Option<Duration> {
-    let ttls: Vec<KeyTtl> = futures::future::join_all(
-        nodes
-            .iter()
-            .map(|node| async move { pttl(node, key).await.unwrap_or(KeyTtl::Unknown) }),
-    )
+    let bounds = futures::future::join_all(keys.all().iter().map(|key| async move {
+        let ttls: Vec<KeyTtl> = futures::future::join_all(
+            nodes
+                .iter()
+                .map(|node| async move { pttl(node, key).await.unwrap_or(KeyTtl::Unknown) }),
+        )
+        .await;
+        free_after(&ttls, quorum)
+    }))
     .await;
-    free_after(&ttls, quorum)
+    bounds
+        .into_iter()
+        .try_fold(Duration::ZERO, |latest, bound| Some(latest.max(bound?)))
 }
 
 #[cfg(test)]
@@ -208,7 +247,8 @@ mod tests {
     #[tokio::test]
     async fn only_the_first_waiter_is_head_and_only_it_is_woken() {
         let list = Arc::new(WaitList::default());
-        let join = || list.join(&[], Duration::from_secs(1), b"k").0;
+        let k = Keys::One(Arc::from(&b"k"[..]));
+        let join = || list.join(&[], Duration::from_secs(1), &k).0;
         let (first, second, third) = (join(), join(), join());
         assert_eq!(list.waiters(b"k"), 3);
         assert!(first.is_head() && !second.is_head() && !third.is_head());
@@ -229,5 +269,49 @@ mod tests {
             list.queues().by_key.is_empty(),
             "an empty queue is forgotten"
         );
+    }
+
+    fn set(keys: &[&[u8]]) -> Keys {
+        Keys::Set(keys.iter().map(|key| Arc::from(*key)).collect())
+    }
+
+    #[tokio::test]
+    async fn sets_in_opposite_orders_queue_by_arrival_and_never_both_wait_on_each_other() {
+        let list = Arc::new(WaitList::default());
+        // A set is sorted, so two sets name their keys in one order; what matters is that
+        // each waiter's queues agree on who came first.
+        let xy = list
+            .join(&[], Duration::from_secs(1), &set(&[b"x", b"y"]))
+            .0;
+        let y = list
+            .join(
+                &[],
+                Duration::from_secs(1),
+                &Keys::One(Arc::from(&b"y"[..])),
+            )
+            .0;
+        let yx = list
+            .join(&[], Duration::from_secs(1), &set(&[b"x", b"y"]))
+            .0;
+        assert!(
+            xy.is_head(),
+            "the first to arrive heads every queue it stands in"
+        );
+        assert!(!y.is_head() && !yx.is_head());
+        assert!(list.queued(&Keys::One(Arc::from(&b"x"[..]))));
+        assert!(!list.queued(&Keys::One(Arc::from(&b"z"[..]))));
+
+        // A release of one key of the set wakes the set's waiter at the head of that queue.
+        list.wake(b"x");
+        assert!(woken(&xy));
+        drop(xy);
+        // y came before the second set: it heads y's queue now, the set heads only x's.
+        assert!(y.is_head() && !yx.is_head());
+        assert!(woken(&y) && woken(&yx), "each new head of a queue is woken");
+        drop(y);
+        assert!(yx.is_head());
+        assert!(woken(&yx));
+        drop(yx);
+        assert!(list.queues().by_key.is_empty());
     }
 }

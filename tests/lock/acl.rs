@@ -14,6 +14,7 @@
 //! line, and `CONFIG GET appendfsync`, which deliberately is not: the guard takes the refusal as
 //! "not `appendfsync always`".
 
+use quorumlock::Patience;
 use std::time::Duration;
 
 use quorumlock::{Error, Lock, LockOptions, NodeError, NodeReply, Resources, RetryPolicy};
@@ -127,12 +128,12 @@ pub(crate) fn acl_options() -> LockOptions {
 /// Retries far enough apart that a key held elsewhere for 500 ms has expired by the second
 /// attempt, which therefore runs the acquire-or-renew script (`EVAL`).
 fn retrying() -> LockOptions {
-    acl_options().retry(
+    acl_options().patience(Patience::Retry(
         RetryPolicy::new()
             .attempts(3)
             .delay(Duration::from_millis(700))
             .jitter(Duration::ZERO),
-    )
+    ))
 }
 
 fn failures(outcomes: &[quorumlock::NodeOutcome]) -> Vec<NodeError> {
@@ -163,7 +164,7 @@ async fn the_recommended_user_acquires_extends_and_releases() {
             let urls = user_urls(&cluster, PASSWORD)
                 .into_iter()
                 .map(|url| format!("{url}{protocol}"));
-            let lock = Lock::quorum(urls, acl_options()).unwrap();
+            let lock = Lock::new(urls, acl_options()).unwrap();
             // A quorum decides; the third node may still be answering (or never asked).
             let mut guard = lock.try_acquire("acl").await.unwrap();
             assert!(holders(guard.outcomes()).len() >= 2, "{protocol}");
@@ -184,7 +185,7 @@ async fn the_recommended_user_retries_with_the_acquire_or_renew_script() {
         let cluster = cluster(3).await;
         set_user(&cluster, &recommended()).await;
         held_elsewhere(&cluster, "quorumlock:acl", Duration::from_millis(500)).await;
-        let lock = Lock::quorum(user_urls(&cluster, PASSWORD), retrying()).unwrap();
+        let lock = Lock::new(user_urls(&cluster, PASSWORD), retrying()).unwrap();
         let guard = lock.acquire("acl").await.unwrap();
         let holders = holders(guard.outcomes());
         assert!(holders.len() >= 2, "{holders:?}");
@@ -207,10 +208,10 @@ async fn the_recommended_user_survives_a_flushed_script_cache() {
     bounded(async {
         let cluster = cluster(3).await;
         set_user(&cluster, &recommended()).await;
-        let lock = Lock::quorum(user_urls(&cluster, PASSWORD), acl_options()).unwrap();
+        let lock = Lock::new(user_urls(&cluster, PASSWORD), acl_options()).unwrap();
         // A set's extension is a script on every server (one key's is `SET … IFEQ` where the
         // server offers it).
-        let mut guard = lock.try_acquire_all(&script_extended()).await.unwrap();
+        let mut guard = lock.try_acquire(&script_extended()).await.unwrap();
         guard.extend(Duration::from_secs(20)).await.unwrap();
         // The scripts are cached now; flushing makes the next EVALSHA answer NOSCRIPT.
         on_every_node(&cluster, &["SCRIPT", "FLUSH"]).await;
@@ -264,11 +265,11 @@ async fn the_recommended_user_has_no_config_get_so_the_restart_guard_assumes_no_
 
         let ttl = Duration::from_millis(500);
         let options = once().ttl(ttl);
-        let admin = Lock::single(cluster.urls()[0].clone(), options.clone()).unwrap();
+        let admin = Lock::new([cluster.urls()[0].clone()], options.clone()).unwrap();
         admin.try_acquire("admin").await.unwrap().release().await;
 
         let user_url = user_urls(&cluster, PASSWORD)[0].clone();
-        let lock = Lock::single(user_url, options).unwrap();
+        let lock = Lock::new([user_url], options).unwrap();
         let guard_period = lock.restart_guard_period().unwrap();
         let error = lock.try_acquire("acl").await.unwrap_err();
         assert!(matches!(error, Error::Unavailable { .. }), "{error}");
@@ -297,7 +298,7 @@ async fn a_user_without_set_gets_no_permission_on_every_node() {
     bounded(async {
         let cluster = cluster(3).await;
         set_user(&cluster, &recommended_without("set")).await;
-        let lock = Lock::quorum(user_urls(&cluster, PASSWORD), acl_options()).unwrap();
+        let lock = Lock::new(user_urls(&cluster, PASSWORD), acl_options()).unwrap();
         let error = lock.try_acquire("acl").await.unwrap_err();
         assert!(matches!(error, Error::Unavailable { .. }), "{error}");
         let failed = failures(error.outcomes());
@@ -323,7 +324,7 @@ async fn a_key_pattern_that_misses_the_prefix_gets_no_permission() {
         set_user(&cluster, &rules).await;
         let urls = user_urls(&cluster, PASSWORD);
 
-        let error = Lock::quorum(urls.clone(), acl_options())
+        let error = Lock::new(urls.clone(), acl_options())
             .unwrap()
             .try_acquire("acl")
             .await
@@ -341,7 +342,7 @@ async fn a_key_pattern_that_misses_the_prefix_gets_no_permission() {
         }
 
         // The pattern follows the key prefix: with the prefix it names, everything works.
-        let lock = Lock::quorum(urls, acl_options().key_prefix("app:locks:")).unwrap();
+        let lock = Lock::new(urls, acl_options().key_prefix("app:locks:")).unwrap();
         let mut guard = lock.try_acquire("acl").await.unwrap();
         guard.extend(Duration::from_secs(20)).await.unwrap();
         assert!(guard.release().await.held >= 2);
@@ -368,7 +369,7 @@ async fn every_command_in_the_line_is_needed() {
                 // nothing is sent to it (the guard being off changes nothing).
                 "info" => {
                     let sets = calls(&cluster, 0, "set").await;
-                    let lock = Lock::single(url.clone(), acl_options()).unwrap();
+                    let lock = Lock::new([url.clone()], acl_options()).unwrap();
                     let reply = lock.try_acquire("acl").await.unwrap_err().outcomes()[0]
                         .reply
                         .clone();
@@ -377,7 +378,7 @@ async fn every_command_in_the_line_is_needed() {
                 }
                 // The first attempt's SET NX PX.
                 "set" => {
-                    let lock = Lock::single(url.clone(), acl_options()).unwrap();
+                    let lock = Lock::new([url.clone()], acl_options()).unwrap();
                     lock.try_acquire("acl").await.unwrap_err().outcomes()[0]
                         .reply
                         .clone()
@@ -385,7 +386,7 @@ async fn every_command_in_the_line_is_needed() {
                 // A retry's EVAL.
                 "eval" => {
                     held_elsewhere(&cluster, "quorumlock:acl", Duration::from_millis(500)).await;
-                    let lock = Lock::single(url.clone(), retrying()).unwrap();
+                    let lock = Lock::new([url.clone()], retrying()).unwrap();
                     lock.acquire("acl").await.unwrap_err().outcomes()[0]
                         .reply
                         .clone()
@@ -393,15 +394,15 @@ async fn every_command_in_the_line_is_needed() {
                 // Extend: EVALSHA, SCRIPT LOAD on the cold cache, PEXPIRE in the script (a set's,
                 // which is a script on every server).
                 "pexpire" | "evalsha" | "script|load" => {
-                    let lock = Lock::single(url.clone(), acl_options()).unwrap();
-                    let mut guard = lock.try_acquire_all(&script_extended()).await.unwrap();
+                    let lock = Lock::new([url.clone()], acl_options()).unwrap();
+                    let mut guard = lock.try_acquire(&script_extended()).await.unwrap();
                     let error = guard.extend(Duration::from_secs(20)).await.unwrap_err();
                     assert!(matches!(error, Error::ExtendFailed { .. }), "{error}");
                     error.outcomes()[0].reply.clone()
                 }
                 // Release: one EVAL, with GET and DEL in the script.
                 "get" | "del" => {
-                    let lock = Lock::single(url.clone(), acl_options()).unwrap();
+                    let lock = Lock::new([url.clone()], acl_options()).unwrap();
                     let guard = lock.try_acquire("acl").await.unwrap();
                     let report = guard.release().await;
                     assert_eq!(report.held, 0, "{command}: {report:?}");
@@ -424,7 +425,7 @@ async fn a_wrong_password_is_an_auth_error() {
     bounded(async {
         let cluster = cluster(3).await;
         set_user(&cluster, &recommended()).await;
-        let lock = Lock::quorum(user_urls(&cluster, "not-the-password"), acl_options()).unwrap();
+        let lock = Lock::new(user_urls(&cluster, "not-the-password"), acl_options()).unwrap();
         let error = lock.try_acquire("acl").await.unwrap_err();
         assert!(matches!(error, Error::Unavailable { .. }), "{error}");
         let failed = failures(error.outcomes());

@@ -2,6 +2,7 @@
 //! `LockOptions::wait`), woken by the release; `acquire_until` gives up when cancelled, also
 //! while waiting; `LockOptions::retry` makes it poll instead.
 
+use quorumlock::Patience;
 use std::time::Duration;
 
 use quorumlock::{Error, Lock, LockOptions, RetryPolicy};
@@ -20,8 +21,7 @@ fn waiting_by_default(ttl: Duration) -> LockOptions {
 async fn acquire_waits_for_a_held_lock_until_it_is_released() {
     bounded(async {
         let cluster = cluster(3).await;
-        let lock =
-            Lock::quorum(cluster.urls(), waiting_by_default(Duration::from_secs(60))).unwrap();
+        let lock = Lock::new(cluster.urls(), waiting_by_default(Duration::from_secs(60))).unwrap();
         let held = lock.try_acquire("job").await.unwrap();
         // The old default, three attempts 100–200 ms apart, gave up within half a second; the
         // holder here releases only once the caller is seen waiting.
@@ -43,8 +43,7 @@ async fn acquire_waits_for_a_held_lock_until_it_is_released() {
 async fn acquire_until_gives_up_when_cancelled_while_waiting() {
     bounded(async {
         let cluster = cluster(3).await;
-        let lock =
-            Lock::quorum(cluster.urls(), waiting_by_default(Duration::from_secs(60))).unwrap();
+        let lock = Lock::new(cluster.urls(), waiting_by_default(Duration::from_secs(60))).unwrap();
         let held = lock.try_acquire("job").await.unwrap();
         let (cancel, cancelled) = tokio::sync::oneshot::channel::<()>();
         let caller = {
@@ -82,21 +81,18 @@ async fn a_retry_policy_or_a_zero_wait_makes_acquire_give_up_on_a_held_lock() {
     bounded(async {
         let cluster = cluster(3).await;
         let holder =
-            Lock::quorum(cluster.urls(), waiting_by_default(Duration::from_secs(60))).unwrap();
+            Lock::new(cluster.urls(), waiting_by_default(Duration::from_secs(60))).unwrap();
         let held = holder.try_acquire("job").await.unwrap();
         for options in [
-            waiting_by_default(Duration::from_secs(60)).retry(RetryPolicy::once()),
-            waiting_by_default(Duration::from_secs(60)).wait(Duration::ZERO),
-            // The one set last counts.
-            waiting_by_default(Duration::from_secs(60))
-                .wait(Duration::from_secs(3600))
-                .retry(
-                    RetryPolicy::new()
-                        .attempts(2)
-                        .delay(Duration::from_millis(1)),
-                ),
+            waiting_by_default(Duration::from_secs(60)).patience(Patience::Once),
+            waiting_by_default(Duration::from_secs(60)).patience(Patience::Wait(Duration::ZERO)),
+            waiting_by_default(Duration::from_secs(60)).patience(Patience::Retry(
+                RetryPolicy::new()
+                    .attempts(2)
+                    .delay(Duration::from_millis(1)),
+            )),
         ] {
-            let lock = Lock::quorum(cluster.urls(), options).unwrap();
+            let lock = Lock::new(cluster.urls(), options).unwrap();
             let result = lock.acquire("job").await;
             assert!(matches!(result, Err(Error::Held { .. })), "{result:?}");
         }

@@ -4,6 +4,7 @@
 //! slot that migrates (keys moved, `ASK`, then `MOVED`) while keys are held and while
 //! acquisitions run neither loses nor doubles a vote, and nothing is left behind.
 
+use quorumlock::Patience;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,7 +29,7 @@ async fn clusters(shards: usize) -> RedisClusters {
 fn cluster_lock(clusters: &RedisClusters, options: LockOptions) -> Lock {
     let nodes =
         (0..clusters.members()).map(|member| NodeConfig::cluster(clusters.seed_urls(member)));
-    Lock::from_nodes(nodes, options).expect("a lock over cluster members")
+    Lock::new(nodes, options).expect("a lock over cluster members")
 }
 
 fn options() -> LockOptions {
@@ -36,17 +37,17 @@ fn options() -> LockOptions {
         .ttl(Duration::from_secs(10))
         .node_timeout(Duration::from_secs(2))
         .connect_timeout(Duration::from_secs(2))
-        .retry(RetryPolicy::once())
+        .patience(Patience::Once)
 }
 
 /// As [`options`], retrying often: for callers contending for a few resources.
 fn contended() -> LockOptions {
-    options().retry(
+    options().patience(Patience::Retry(
         RetryPolicy::new()
             .attempts(200)
             .delay(Duration::from_millis(2))
             .jitter(Duration::from_millis(5)),
-    )
+    ))
 }
 
 /// The lock key of `resource` on a lock with cluster members: the name is the hash tag.
@@ -342,12 +343,12 @@ async fn a_set_on_cluster_members_shares_a_slot_or_is_refused_before_anything_is
         let clusters = clusters(3).await;
         let lock = cluster_lock(&clusters, options());
         let tagged = Resources::new(["{order-7}:stock", "{order-7}:payment"]).unwrap();
-        let guard = lock.try_acquire_all(&tagged).await.unwrap();
+        let guard = lock.try_acquire(&tagged).await.unwrap();
         assert!(guard.release().await.held >= 2);
 
         let apart = Resources::new(["stock", "payment"]).unwrap();
         assert!(matches!(
-            lock.try_acquire_all(&apart).await,
+            lock.try_acquire(&apart).await,
             Err(Error::Config(ConfigError::CrossSlotSet { .. }))
         ));
         assert!(matches!(
@@ -367,19 +368,19 @@ fn a_prefix_that_would_hold_the_hash_tag_is_refused_for_cluster_members() {
         LockOptions::new().fence_prefix("fence{"),
     ] {
         assert!(matches!(
-            Lock::from_nodes(nodes(), options),
+            Lock::new(nodes(), options),
             Err(Error::Config(ConfigError::BraceInPrefix { .. }))
         ));
     }
     assert!(matches!(
-        Lock::from_nodes(
+        Lock::new(
             [NodeConfig::cluster(Vec::<String>::new())],
             LockOptions::new()
         ),
         Err(Error::Config(ConfigError::InvalidNode { .. }))
     ));
     assert!(matches!(
-        Lock::from_nodes(
+        Lock::new(
             [
                 NodeConfig::cluster(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"]),
                 NodeConfig::from_url("redis://127.0.0.1:7001"),
@@ -430,7 +431,7 @@ async fn a_shard_given_again_as_another_node_votes_once() {
             .shard_url(0, 0)
             .unwrap()
             .replace("127.0.0.1", "localhost");
-        let lock = Lock::from_nodes(
+        let lock = Lock::new(
             [
                 NodeConfig::cluster(clusters.seed_urls(0)),
                 NodeConfig::from_url(shard),
@@ -485,7 +486,7 @@ fn lock_as_user(clusters: &RedisClusters, options: LockOptions) -> Lock {
                 .map(|url| url.replacen("redis://", &login, 1)),
         )
     });
-    Lock::from_nodes(nodes, options).unwrap()
+    Lock::new(nodes, options).unwrap()
 }
 
 /// The least-privilege user of `docs/deployment.md` with `+cluster|slots` and `+asking` added

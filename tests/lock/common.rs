@@ -7,7 +7,7 @@ use futures::StreamExt;
 use futures::stream;
 use quorumlock::{
     Error, Guard, KeepAlive, KeptGuard, Lock, LockOptions, NodeError, NodeOutcome, NodeReply,
-    RetryPolicy, Topology,
+    Patience,
 };
 use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 use redis::AsyncCommands;
@@ -116,16 +116,9 @@ pub fn both_kinds(cluster: &TestCluster, options: LockOptions) -> Vec<(&'static 
     vec![
         (
             "single",
-            Lock::new(Topology::Single(urls[0].as_str().into()), options.clone()).unwrap(),
+            Lock::new([urls[0].as_str()], options.clone()).unwrap(),
         ),
-        (
-            "quorum",
-            Lock::new(
-                Topology::Quorum(urls.into_iter().map(Into::into).collect()),
-                options,
-            )
-            .unwrap(),
-        ),
+        ("quorum", Lock::new(urls, options).unwrap()),
     ]
 }
 
@@ -198,7 +191,7 @@ pub fn replies(error_or_guard: &[NodeOutcome]) -> Vec<NodeReply> {
 pub fn once() -> LockOptions {
     defect_from_env(
         LockOptions::new()
-            .retry(RetryPolicy::once())
+            .patience(Patience::Once)
             .node_timeout(Duration::from_secs(5))
             .connect_timeout(Duration::from_secs(5)),
     )
@@ -233,7 +226,7 @@ pub fn patient() -> LockOptions {
         .ttl(Duration::from_secs(7200))
         .node_timeout(Duration::from_secs(3600))
         .connect_timeout(Duration::from_secs(3600))
-        .retry(RetryPolicy::once())
+        .patience(Patience::Once)
 }
 
 /// Five nodes, and an acquisition over them that wins nodes 0 and 1 and then fails as
@@ -263,7 +256,7 @@ pub async fn acquisition_failed_after_winning_two(
 /// The usual setup: `nodes` local masters and a quorum lock over all of them.
 pub async fn quorum_lock(nodes: usize, options: LockOptions) -> (TestCluster, Lock) {
     let cluster = cluster(nodes).await;
-    let lock = Lock::quorum(cluster.urls(), options).expect("a valid lock configuration");
+    let lock = Lock::new(cluster.urls(), options).expect("a valid lock configuration");
     (cluster, lock)
 }
 

@@ -1,5 +1,6 @@
 //! Configuration and calls: bad values are typed errors, extreme TTLs are handled.
 
+use quorumlock::{Patience, Request};
 use std::time::Duration;
 
 use quorumlock::{ConfigError, Error, Lock, LockOptions, RetryPolicy};
@@ -11,7 +12,7 @@ async fn extreme_ttls_are_handled_not_panics() {
     bounded(async {
         let cluster = cluster(3).await;
         // The largest TTL Redis can store: accepted, valid, and released.
-        let lock = Lock::quorum(
+        let lock = Lock::new(
             cluster.urls(),
             once().ttl(quorumlock::MAX_TTL).max_ttl(quorumlock::MAX_TTL),
         )
@@ -23,7 +24,7 @@ async fn extreme_ttls_are_handled_not_panics() {
         lock.settle().await;
 
         // 1 ms cannot cover the 2 ms drift allowance: refused as used up, and cleaned up.
-        let lock = Lock::quorum(cluster.urls(), once().ttl(Duration::from_millis(1))).unwrap();
+        let lock = Lock::new(cluster.urls(), once().ttl(Duration::from_millis(1))).unwrap();
         let error = lock.try_acquire("instant").await.unwrap_err();
         assert!(matches!(error, Error::ValidityExpired { .. }), "{error}");
         lock.settle().await;
@@ -41,19 +42,19 @@ fn bad_configurations_are_errors_not_panics() {
     };
     let no_urls: [&str; 0] = [];
     assert_eq!(
-        config_error(Lock::quorum(no_urls, LockOptions::new())),
+        config_error(Lock::new(no_urls, LockOptions::new())),
         ConfigError::NoNodes
     );
     assert!(matches!(
-        config_error(Lock::quorum(
+        config_error(Lock::new(
             ["redis://127.0.0.1:1", "nonsense"],
             LockOptions::new()
         )),
         ConfigError::InvalidUrl { index: 1, .. }
     ));
     assert!(matches!(
-        config_error(Lock::single(
-            "redis://u:hunter2@127.0.0.1:1",
+        config_error(Lock::new(
+            ["redis://u:hunter2@127.0.0.1:1"],
             LockOptions::new().quorum_size(2)
         )),
         ConfigError::InvalidQuorum {
@@ -62,15 +63,15 @@ fn bad_configurations_are_errors_not_panics() {
         }
     ));
     assert!(matches!(
-        config_error(Lock::single(
-            "redis://127.0.0.1:1",
+        config_error(Lock::new(
+            ["redis://127.0.0.1:1"],
             LockOptions::new().drift_factor(f64::NAN)
         )),
         ConfigError::InvalidDriftFactor(_)
     ));
     assert!(matches!(
-        config_error(Lock::single(
-            "redis://127.0.0.1:1",
+        config_error(Lock::new(
+            ["redis://127.0.0.1:1"],
             LockOptions::new().ttl(Duration::ZERO)
         )),
         ConfigError::InvalidTtl(_)
@@ -79,14 +80,17 @@ fn bad_configurations_are_errors_not_panics() {
 
 #[tokio::test]
 async fn bad_calls_are_errors_not_panics() {
-    let lock = Lock::single("redis://127.0.0.1:1", once()).unwrap();
+    let lock = Lock::new(["redis://127.0.0.1:1"], once()).unwrap();
     assert!(matches!(
         lock.try_acquire("").await,
         Err(Error::Config(ConfigError::EmptyResource))
     ));
     assert!(matches!(
-        lock.acquire_with("r", &RetryPolicy::new().attempts(0), std::future::pending())
-            .await,
+        lock.acquire_until(
+            Request::from("r").patience(Patience::Retry(RetryPolicy::new().attempts(0).clone())),
+            std::future::pending()
+        )
+        .await,
         Err(Error::Config(ConfigError::ZeroAttempts))
     ));
 }
@@ -99,7 +103,7 @@ async fn an_extension_beyond_max_ttl_is_refused_while_the_restart_guard_is_on() 
     bounded(async {
         let cluster = cluster(3).await;
         let ttl = Duration::from_secs(10);
-        let lock = Lock::quorum(cluster.urls(), once().quorum_size(3).ttl(ttl)).unwrap();
+        let lock = Lock::new(cluster.urls(), once().quorum_size(3).ttl(ttl)).unwrap();
         let mut guard = lock.try_acquire("max-ttl").await.unwrap();
         let error = guard.extend(ttl * 2).await.unwrap_err();
         assert!(
@@ -122,14 +126,14 @@ async fn an_extension_beyond_max_ttl_is_refused_while_the_restart_guard_is_on() 
         guard.extend(ttl).await.unwrap();
         guard.release().await;
 
-        let unguarded = Lock::quorum(cluster.urls(), once().restart_guard(false)).unwrap();
+        let unguarded = Lock::new(cluster.urls(), once().restart_guard(false)).unwrap();
         let mut guard = unguarded.try_acquire("max-ttl").await.unwrap();
         guard.extend(ttl * 2).await.unwrap();
         assert!(guard.remaining() > ttl);
         guard.release().await;
 
         assert!(matches!(
-            Lock::quorum(cluster.urls(), once().max_ttl(ttl / 2)),
+            Lock::new(cluster.urls(), once().max_ttl(ttl / 2)),
             Err(Error::Config(ConfigError::InvalidMaxTtl { .. }))
         ));
     })

@@ -124,11 +124,11 @@ async fn restart_guard_ignored_lets_a_node_restarted_empty_vote_at_once() {
         let url = cluster.urls()[0].clone();
         // A freshly started node without persistence may have forgotten keys: the correct lock
         // holds it back, the broken one lets it vote at once.
-        let honest = Lock::single(url.clone(), options()).unwrap();
+        let honest = Lock::new([url.clone()], options()).unwrap();
         let error = honest.try_acquire("job").await.unwrap_err();
         assert!(recovering(&error.outcomes()[0]).is_some(), "{error}");
         let broken =
-            Lock::single(url.clone(), options().defect(Defect::RestartGuardIgnored)).unwrap();
+            Lock::new([url.clone()], options().defect(Defect::RestartGuardIgnored)).unwrap();
         let first = broken.try_acquire("job").await.unwrap();
         assert_eq!(first.outcomes()[0].reply, NodeReply::Ours);
 
@@ -136,7 +136,7 @@ async fn restart_guard_ignored_lets_a_node_restarted_empty_vote_at_once() {
         // second broken lock is granted the same resource.
         cluster.kill(0).await.unwrap();
         cluster.start_node(0).await.unwrap();
-        let second = Lock::single(url, options().defect(Defect::RestartGuardIgnored)).unwrap();
+        let second = Lock::new([url], options().defect(Defect::RestartGuardIgnored)).unwrap();
         let stolen = second.try_acquire("job").await.unwrap();
         assert!(first.is_valid() && stolen.is_valid(), "two holders at once");
         assert_eq!(stolen.outcomes()[0].reply, NodeReply::Ours);
@@ -168,9 +168,9 @@ async fn replacement_ignored_lets_a_server_switched_in_behind_the_address_grant_
         assert!(up >= Duration::from_secs(2), "{up:?}");
         let url = main.urls()[0].clone();
         let options = || once().ttl(Duration::from_secs(60));
-        let holder = Lock::single(url.clone(), options()).unwrap();
-        let honest = Lock::single(url.clone(), options()).unwrap();
-        let broken = Lock::single(url, options().defect(Defect::ReplacementIgnored)).unwrap();
+        let holder = Lock::new([url.clone()], options()).unwrap();
+        let honest = Lock::new([url.clone()], options()).unwrap();
+        let broken = Lock::new([url], options().defect(Defect::ReplacementIgnored)).unwrap();
         let guard = holder.try_acquire("job").await.unwrap();
         // Both contenders meet the old server: it answers that the resource is held.
         for lock in [&honest, &broken] {

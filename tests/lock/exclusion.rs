@@ -1,6 +1,7 @@
 //! Mutual exclusion and ownership: one winner among many callers, a stale holder never frees
 //! the next holder's lock, and a refused caller learns who holds it and what was reachable.
 
+use quorumlock::Patience;
 use std::time::Duration;
 
 use quorumlock::{Error, Lock, NodeReply, RetryPolicy};
@@ -18,7 +19,7 @@ async fn twenty_concurrent_try_locks_on_one_key_exactly_one_wins() {
             .attempts(20)
             .delay(Duration::ZERO)
             .jitter(Duration::from_millis(50));
-        for (kind, lock) in both_kinds(&cluster, once().retry(retry)) {
+        for (kind, lock) in both_kinds(&cluster, once().patience(Patience::Retry(retry))) {
             let resource = format!("contended-{kind}");
             let attempts: Vec<_> = (0..20)
                 .map(|_| {
@@ -91,7 +92,7 @@ async fn held_names_the_resource_and_counts_the_unreachable_nodes() {
         // The holder's key is on every node.
         let (mut cluster, holder) = quorum_lock(5, once().quorum_size(5)).await;
         let guard = holder.try_acquire("report").await.unwrap();
-        let contender = Lock::quorum(
+        let contender = Lock::new(
             cluster.urls(),
             once().node_timeout(Duration::from_millis(300)),
         )
@@ -135,7 +136,7 @@ async fn a_lost_round_releases_only_where_our_key_may_be() {
     bounded(async {
         let (cluster, lock) = quorum_lock(3, once().quorum_size(3)).await;
         warm_up(&lock).await;
-        let holder = Lock::quorum(cluster.urls(), once().quorum_size(3)).unwrap();
+        let holder = Lock::new(cluster.urls(), once().quorum_size(3)).unwrap();
         let held = holder.try_acquire("job").await.unwrap();
         let evals = |node| command_calls(&cluster, node, "eval");
         let before = [evals(0).await, evals(1).await, evals(2).await];
@@ -165,7 +166,7 @@ async fn a_lost_round_releases_only_where_our_key_may_be() {
         // released, so nothing of ours stays.
         held.release().await;
         holder.settle().await;
-        let blocker = Lock::quorum(
+        let blocker = Lock::new(
             cluster.urls().into_iter().take(2).collect::<Vec<_>>(),
             once().quorum_size(2),
         )

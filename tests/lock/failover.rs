@@ -42,8 +42,8 @@ async fn a_server_switched_in_behind_a_known_address_does_not_grant_a_held_lock(
         standing_by(&standbys).await;
         let options = once().ttl(Duration::from_secs(5));
         // A takes the lock on all three nodes; B needs the usual majority.
-        let a = Lock::quorum(main.urls(), options.clone().quorum_size(3)).unwrap();
-        let b = Lock::quorum(main.urls(), options).unwrap();
+        let a = Lock::new(main.urls(), options.clone().quorum_size(3)).unwrap();
+        let b = Lock::new(main.urls(), options).unwrap();
         let guard = a.try_acquire("job").await.unwrap();
         // B has met the three servers: each answered one of its requests before a decision
         // (on a loaded machine one node can be the slowest many times in a row).
@@ -120,7 +120,7 @@ async fn a_restart_with_every_write_persisted_still_votes_at_once() {
     bounded(async {
         let mut main = cluster(3).await;
         // Every node must vote, so node 0's vote is read, not outrun by the others.
-        let lock = Lock::quorum(main.urls(), once().quorum_size(3)).unwrap();
+        let lock = Lock::new(main.urls(), once().quorum_size(3)).unwrap();
         crate::common::warm_up(&lock).await;
         main.restart(0).await.unwrap();
         // The first attempt may meet the broken connection; the next one reconnects.
@@ -156,7 +156,7 @@ async fn a_replica_never_votes_and_a_promoted_one_sits_out() {
             .await
             .unwrap();
         let url = servers.direct_url(1).unwrap();
-        let seen_as_replica = Lock::single(url.clone(), once()).unwrap();
+        let seen_as_replica = Lock::new([url.clone()], once()).unwrap();
         let error = seen_as_replica.try_acquire("r").await.unwrap_err();
         assert_eq!(
             error.outcomes()[0].reply,
@@ -169,7 +169,7 @@ async fn a_replica_never_votes_and_a_promoted_one_sits_out() {
             .query_async(&mut replica)
             .await
             .unwrap();
-        let never_met = Lock::single(url, once()).unwrap();
+        let never_met = Lock::new([url], once()).unwrap();
         for (name, lock) in [
             ("saw it as a replica", &seen_as_replica),
             ("never met", &never_met),

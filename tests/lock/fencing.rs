@@ -3,6 +3,7 @@
 //! holds a stale counter; a fence no quorum confirmed is never handed out; counters need nodes
 //! that persist every write, and can be deleted.
 
+use quorumlock::Patience;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,7 +52,7 @@ async fn contend(
     let fences = Arc::new(Mutex::new(Vec::new()));
     let clients = (0..3)
         .map(|_| {
-            let lock = Lock::quorum(urls.clone(), options.clone()).unwrap();
+            let lock = Lock::new(urls.clone(), options.clone()).unwrap();
             let (fences, between) = (Arc::clone(&fences), between.clone());
             async move {
                 loop {
@@ -86,11 +87,11 @@ async fn contend(
 
 /// Options for contending clients: retries spaced out, so that turns change hands.
 fn contending() -> LockOptions {
-    fenced().retry(
+    fenced().patience(Patience::Retry(
         RetryPolicy::default()
             .attempts(200)
             .delay(Duration::from_millis(2)),
-    )
+    ))
 }
 
 #[tokio::test]
@@ -140,7 +141,7 @@ async fn fences_grow_strictly_through_minority_faults_and_restarts() {
 async fn a_later_quorum_without_the_highest_counter_still_gets_a_larger_fence() {
     bounded(async {
         let mut cluster = cluster(5).await;
-        let lock = Lock::quorum(
+        let lock = Lock::new(
             cluster.urls(),
             fenced().node_timeout(Duration::from_millis(300)),
         )
@@ -195,7 +196,7 @@ async fn a_fence_no_quorum_confirmed_is_not_handed_out_and_the_keys_are_released
                 cluster.port(node).unwrap()
             ));
         }
-        let lock = Lock::quorum(urls, fenced()).unwrap();
+        let lock = Lock::new(urls, fenced()).unwrap();
         let error = lock.try_acquire("unconfirmed").await.unwrap_err();
         let Error::FenceUnconfirmed {
             fence,
@@ -270,7 +271,7 @@ async fn the_documented_acl_user_with_the_fencing_rules_takes_fences() {
             })
             .collect();
         set_user(&fencing_rules).await;
-        let lock = Lock::quorum(urls.clone(), fenced()).unwrap();
+        let lock = Lock::new(urls.clone(), fenced()).unwrap();
         for expected in 1..=2 {
             let mut guard = lock.try_acquire("acl").await.unwrap();
             assert_eq!(guard.fence(), Some(expected));
@@ -286,7 +287,7 @@ async fn the_documented_acl_user_with_the_fencing_rules_takes_fences() {
                 .filter(|rule| *rule != left_out)
                 .collect();
             set_user(&rules).await;
-            let lock = Lock::quorum(urls.clone(), fenced()).unwrap();
+            let lock = Lock::new(urls.clone(), fenced()).unwrap();
             let error = lock.try_acquire("acl").await.unwrap_err();
             assert!(
                 matches!(error, Error::Unavailable { .. }),
@@ -326,7 +327,7 @@ async fn only_nodes_that_persist_every_write_vote_for_a_fence_unless_allowed() {
         // The restart guard would hold these fresh volatile nodes back too; this test is about
         // durability alone.
         let options = fenced().restart_guard(false);
-        let lock = Lock::quorum(cluster.urls(), options.clone()).unwrap();
+        let lock = Lock::new(cluster.urls(), options.clone()).unwrap();
         let error = lock.try_acquire("volatile").await.unwrap_err();
         assert!(matches!(error, Error::Unavailable { .. }), "{error}");
         let refused = error
@@ -337,7 +338,7 @@ async fn only_nodes_that_persist_every_write_vote_for_a_fence_unless_allowed() {
         assert!(refused >= 2, "decided once two refused: {error}");
         assert_no_keys(&cluster, 0..3).await;
 
-        let lock = Lock::quorum(cluster.urls(), options.fence_volatile_nodes(true)).unwrap();
+        let lock = Lock::new(cluster.urls(), options.fence_volatile_nodes(true)).unwrap();
         let guard = lock.try_acquire("volatile").await.unwrap();
         assert_eq!(guard.fence(), Some(1));
         guard.release().await;
@@ -349,7 +350,7 @@ async fn only_nodes_that_persist_every_write_vote_for_a_fence_unless_allowed() {
 async fn without_fencing_there_is_no_fence_and_no_counter() {
     bounded(async {
         let cluster = cluster(3).await;
-        let lock = Lock::quorum(cluster.urls(), once()).unwrap();
+        let lock = Lock::new(cluster.urls(), once()).unwrap();
         let guard = lock.try_acquire("plain").await.unwrap();
         assert_eq!(guard.fence(), None);
         guard.release().await;
@@ -370,7 +371,7 @@ async fn a_deleted_counter_starts_fences_again_at_one() {
         // Every node must grant, so every node has a counter to delete (with a majority, a
         // node whose connection was still being made at each decision got no INCR, which a
         // loaded machine showed once).
-        let lock = Lock::quorum(cluster.urls(), fenced().quorum_size(3)).unwrap();
+        let lock = Lock::new(cluster.urls(), fenced().quorum_size(3)).unwrap();
         for expected in 1..=3 {
             let guard = lock.try_acquire("retired").await.unwrap();
             assert_eq!(guard.fence(), Some(expected));
@@ -399,7 +400,7 @@ async fn a_deleted_counter_starts_fences_again_at_one() {
 async fn a_single_node_lock_hands_out_growing_fences() {
     bounded(async {
         let cluster = cluster(1).await;
-        let lock = Lock::single(cluster.urls()[0].clone(), fenced()).unwrap();
+        let lock = Lock::new([cluster.urls()[0].clone()], fenced()).unwrap();
         let mut last = 0;
         for _ in 0..5 {
             let guard = lock.try_acquire("single").await.unwrap();
@@ -415,7 +416,7 @@ async fn a_single_node_lock_hands_out_growing_fences() {
 #[test]
 fn overlapping_prefixes_are_a_configuration_error_with_fencing_on() {
     let overlap = LockOptions::new().fencing(true).key_prefix("quorumlock-f");
-    let error = Lock::single("redis://127.0.0.1:1", overlap.clone()).unwrap_err();
+    let error = Lock::new(["redis://127.0.0.1:1"], overlap.clone()).unwrap_err();
     assert!(
         matches!(
             error,
@@ -424,9 +425,9 @@ fn overlapping_prefixes_are_a_configuration_error_with_fencing_on() {
         "{error}"
     );
     // Without fencing the counter prefix is unused by acquisitions.
-    Lock::single("redis://127.0.0.1:1", overlap.fencing(false)).unwrap();
-    let error = Lock::single(
-        "redis://127.0.0.1:1",
+    Lock::new(["redis://127.0.0.1:1"], overlap.fencing(false)).unwrap();
+    let error = Lock::new(
+        ["redis://127.0.0.1:1"],
         LockOptions::new().fencing(true).key_prefix(""),
     )
     .unwrap_err();

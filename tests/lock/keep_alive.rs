@@ -95,7 +95,7 @@ async fn keys_gone_on_a_majority_fire_the_lost_signal_at_the_next_extension() {
             let Some(cluster) = cluster_on(backend).await else {
                 continue;
             };
-            let lock = Lock::quorum(cluster.urls(), kept_options(Duration::from_secs(3))).unwrap();
+            let lock = Lock::new(cluster.urls(), kept_options(Duration::from_secs(3))).unwrap();
             let kept = lock
                 .try_acquire("vanishing")
                 .await
@@ -125,7 +125,7 @@ async fn extensions_failing_until_the_validity_runs_out_fire_the_lost_signal() {
         let Some(mut cluster) = cluster_on(Backend::Process).await else {
             unreachable!("the process backend is always there");
         };
-        let lock = Lock::quorum(cluster.urls(), kept_options(Duration::from_secs(1))).unwrap();
+        let lock = Lock::new(cluster.urls(), kept_options(Duration::from_secs(1))).unwrap();
         let kept = lock
             .try_acquire("frozen")
             .await
@@ -159,7 +159,7 @@ async fn extensions_failing_until_the_validity_runs_out_fire_the_lost_signal() {
 async fn max_hold_ends_the_hold_and_releases() {
     bounded(async {
         let cluster = crate::common::cluster(3).await;
-        let lock = Lock::quorum(cluster.urls(), kept_options(Duration::from_millis(300))).unwrap();
+        let lock = Lock::new(cluster.urls(), kept_options(Duration::from_millis(300))).unwrap();
         let kept = lock
             .try_acquire("bounded")
             .await
@@ -183,7 +183,7 @@ async fn with_lock_runs_the_work_under_the_lock_and_releases() {
             let Some(cluster) = cluster_on(backend).await else {
                 continue;
             };
-            let lock = Lock::quorum(cluster.urls(), kept_options(Duration::from_secs(3))).unwrap();
+            let lock = Lock::new(cluster.urls(), kept_options(Duration::from_secs(3))).unwrap();
             let observer = lock.clone();
             let value = lock
                 .with_lock("job", KeepAlive::new(), async |lease| {
@@ -211,7 +211,7 @@ async fn with_lock_drops_the_work_when_the_lock_is_lost() {
             let Some(cluster) = cluster_on(backend).await else {
                 continue;
             };
-            let lock = Lock::quorum(cluster.urls(), kept_options(Duration::from_secs(3))).unwrap();
+            let lock = Lock::new(cluster.urls(), kept_options(Duration::from_secs(3))).unwrap();
             let finished = Arc::new(AtomicBool::new(false));
             let (started, started_rx) = tokio::sync::oneshot::channel();
             let work = lock.with_lock(
@@ -248,7 +248,7 @@ async fn with_lock_drops_the_work_when_the_lock_is_lost() {
 async fn with_lock_releases_when_the_work_panics() {
     bounded(async {
         let cluster = crate::common::cluster(3).await;
-        let lock = Lock::quorum(cluster.urls(), kept_options(Duration::from_secs(3))).unwrap();
+        let lock = Lock::new(cluster.urls(), kept_options(Duration::from_secs(3))).unwrap();
         let task = tokio::spawn({
             let lock = lock.clone();
             async move {
@@ -269,7 +269,7 @@ async fn with_lock_releases_when_the_work_panics() {
 async fn with_lock_releases_when_its_future_is_dropped() {
     bounded(async {
         let cluster = crate::common::cluster(3).await;
-        let lock = Lock::quorum(cluster.urls(), kept_options(Duration::from_secs(3))).unwrap();
+        let lock = Lock::new(cluster.urls(), kept_options(Duration::from_secs(3))).unwrap();
         let (started, started_rx) = tokio::sync::oneshot::channel();
         let work = lock.with_lock("abandoned", KeepAlive::new(), async move |_lease| {
             let _ = started.send(());
@@ -289,8 +289,8 @@ async fn with_lock_releases_when_its_future_is_dropped() {
 async fn an_interval_not_below_the_ttl_is_a_configuration_error() {
     bounded(async {
         let cluster = crate::common::cluster(1).await;
-        let lock = Lock::single(
-            cluster.urls()[0].clone(),
+        let lock = Lock::new(
+            [cluster.urls()[0].clone()],
             kept_options(Duration::from_secs(1)),
         )
         .unwrap();
@@ -316,7 +316,7 @@ async fn an_interval_not_below_the_ttl_is_a_configuration_error() {
 async fn a_guard_kept_alive_outside_any_runtime_is_kept_on_the_one_it_was_acquired_on() {
     bounded(async {
         let cluster = cluster_on(Backend::Process).await.unwrap();
-        let lock = Lock::quorum(cluster.urls(), once()).unwrap();
+        let lock = Lock::new(cluster.urls(), once()).unwrap();
         let guard = lock.try_acquire("kept-off-runtime").await.unwrap();
         let kept = std::thread::spawn(move || guard.keep_alive(KeepAlive::new()))
             .join()
@@ -338,7 +338,7 @@ async fn a_guard_kept_alive_outside_any_runtime_is_kept_on_the_one_it_was_acquir
 async fn a_lease_shows_its_guards_resource_fence_and_time_left() {
     bounded(async {
         let cluster = cluster_on(Backend::Process).await.unwrap();
-        let lock = Lock::quorum(cluster.urls(), once().fencing(true)).unwrap();
+        let lock = Lock::new(cluster.urls(), once().fencing(true)).unwrap();
         // A second holder, so that the fence is neither 0 nor 1.
         lock.try_acquire("leased").await.unwrap().release().await;
         let guard = lock.try_acquire("leased").await.unwrap();
@@ -362,7 +362,7 @@ async fn a_lease_shows_its_guards_resource_fence_and_time_left() {
 async fn a_lease_that_runs_out_long_before_max_hold_is_expired_not_max_hold() {
     bounded(async {
         let mut cluster = cluster_on(Backend::Process).await.unwrap();
-        let lock = Lock::quorum(cluster.urls(), kept_options(Duration::from_secs(1))).unwrap();
+        let lock = Lock::new(cluster.urls(), kept_options(Duration::from_secs(1))).unwrap();
         let kept = lock
             .try_acquire("frozen-bounded")
             .await
@@ -386,7 +386,7 @@ async fn a_lease_that_runs_out_long_before_max_hold_is_expired_not_max_hold() {
 async fn a_dropped_kept_guard_is_released_and_settle_waits_for_it() {
     bounded(async {
         let cluster = cluster_on(Backend::Process).await.unwrap();
-        let lock = Lock::quorum(cluster.urls(), once()).unwrap();
+        let lock = Lock::new(cluster.urls(), once()).unwrap();
         let kept = lock
             .try_acquire("dropped-kept")
             .await

@@ -157,7 +157,7 @@ async fn a_hung_node_is_not_waited_for_by_any_of_eight_concurrent_callers() {
     bounded(async {
         let cluster = proxied_cluster(5).await;
         cluster.proxy(0).unwrap().blackhole();
-        let lock = Lock::quorum(cluster.urls(), patient()).unwrap();
+        let lock = Lock::new(cluster.urls(), patient()).unwrap();
 
         let callers: Vec<_> = (0..8)
             .map(|caller| {
@@ -193,7 +193,7 @@ async fn a_node_killed_and_restarted_empty_is_used_again_once_the_restart_guard_
         // restarted node took part. A TTL short enough to wait out.
         let ttl = Duration::from_secs(1);
         let mut cluster = volatile_cluster(5).await;
-        let lock = Lock::quorum(cluster.urls(), once().quorum_size(5).ttl(ttl)).unwrap();
+        let lock = Lock::new(cluster.urls(), once().quorum_size(5).ttl(ttl)).unwrap();
         // Freshly started nodes without persistence wait out the guard once, too.
         let mut guard = acquire_once_voting(&lock, "restart").await;
 
@@ -256,8 +256,8 @@ async fn a_paused_node_costs_its_timeout_only_when_it_is_needed() {
         let mut cluster = cluster(3).await;
         let timeout = Duration::from_millis(200);
         let options = once().node_timeout(timeout);
-        let lock = Lock::quorum(cluster.urls(), options.clone()).unwrap();
-        let all_three = Lock::quorum(cluster.urls(), options.quorum_size(3)).unwrap();
+        let lock = Lock::new(cluster.urls(), options.clone()).unwrap();
+        let all_three = Lock::new(cluster.urls(), options.quorum_size(3)).unwrap();
         crate::common::warm_up(&lock).await;
         lock.settle().await;
         all_three

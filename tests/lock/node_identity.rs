@@ -19,7 +19,7 @@ fn same_server_as(reply: &NodeReply) -> Option<usize> {
 
 #[test]
 fn the_same_host_and_port_twice_is_a_configuration_error() {
-    let duplicate = |urls: [&str; 3]| match Lock::quorum(urls, LockOptions::new()) {
+    let duplicate = |urls: [&str; 3]| match Lock::new(urls, LockOptions::new()) {
         Err(Error::Config(ConfigError::DuplicateNode {
             first,
             second,
@@ -65,7 +65,7 @@ fn the_same_host_and_port_twice_is_a_configuration_error() {
     assert!(!message.contains("secret"), "{message}");
 
     // Other ports, or a lone server: fine.
-    Lock::quorum(
+    Lock::new(
         [
             "redis://10.0.0.1:6379",
             "redis://10.0.0.1:6380",
@@ -98,7 +98,7 @@ async fn one_server_under_two_names_votes_once() {
     bounded(async {
         let mut cluster = cluster(4).await;
         let urls = five_urls_over_four_servers(&cluster);
-        let lock = Lock::quorum(urls.clone(), once()).unwrap();
+        let lock = Lock::new(urls.clone(), once()).unwrap();
         assert_eq!(lock.quorum_size(), 3);
         // Connect everything first: a node refused before its connection was made could be
         // decided without, as `NoReply`. (The race is the next test's.)
@@ -172,7 +172,7 @@ async fn two_names_connecting_at_once_never_vote_twice() {
 
         let mut tasks = Vec::new();
         for client in 0..16 {
-            let lock = Lock::quorum(urls.clone(), once()).unwrap();
+            let lock = Lock::new(urls.clone(), once()).unwrap();
             // Several acquisitions at once on one cold lock too.
             for resource in 0..2 {
                 let lock = lock.clone();

@@ -48,7 +48,7 @@ async fn a_lock_from_a_client_a_connection_info_and_a_url_works() {
             NodeConfig::from(info("127.0.0.1", port(1))),
             NodeConfig::from_url(format!("redis://127.0.0.1:{}", port(2))),
         ];
-        let lock = Lock::from_nodes(nodes, once()).unwrap();
+        let lock = Lock::new(nodes, once()).unwrap();
         let addrs: Vec<String> = (0..3)
             .map(|node| format!("127.0.0.1:{}", port(node)))
             .collect();
@@ -63,7 +63,7 @@ async fn a_lock_from_a_client_a_connection_info_and_a_url_works() {
         assert_no_keys(&cluster, 1..3).await;
 
         // The client's database is the node's: a lock on that client alone keeps its key there.
-        let alone = Lock::from_nodes([&client], once()).unwrap();
+        let alone = Lock::new([&client], once()).unwrap();
         let guard = alone.try_acquire("byo").await.unwrap();
         assert_eq!(db_size(&cluster, 0, 2).await, 1, "node 0's key is in db 2");
         assert_eq!(db_size(&cluster, 0, 0).await, 0);
@@ -95,7 +95,7 @@ async fn an_acl_users_connection_info_logs_in_with_its_credentials() {
                 .collect()
         };
 
-        let lock = Lock::from_nodes(as_user(PASSWORD), acl_options()).unwrap();
+        let lock = Lock::new(as_user(PASSWORD), acl_options()).unwrap();
         assert!(!format!("{lock:?}").contains(PASSWORD));
         let guard = lock.try_acquire("acl").await.unwrap();
         assert!(holders(guard.outcomes()).len() >= 2, "{guard:?}");
@@ -105,7 +105,7 @@ async fn an_acl_users_connection_info_logs_in_with_its_credentials() {
         let wrong = "not-the-password";
         let nodes = as_user(wrong);
         assert!(!format!("{nodes:?}").contains(wrong));
-        let error = Lock::from_nodes(nodes, acl_options())
+        let error = Lock::new(nodes, acl_options())
             .unwrap()
             .try_acquire("acl")
             .await
@@ -132,7 +132,7 @@ async fn an_acl_users_connection_info_logs_in_with_its_credentials() {
 #[tokio::test]
 async fn one_server_given_twice_as_connection_info_votes_once() {
     bounded(async {
-        let duplicate = Lock::from_nodes(
+        let duplicate = Lock::new(
             [
                 info("127.0.0.1", 7001),
                 info("127.0.0.1", 7002),
@@ -161,7 +161,7 @@ async fn one_server_given_twice_as_connection_info_votes_once() {
             info("127.0.0.1", port(2)),
             info("127.0.0.1", port(3)),
         ];
-        let lock = Lock::from_nodes(nodes, once()).unwrap();
+        let lock = Lock::new(nodes, once()).unwrap();
         assert_eq!(lock.quorum_size(), 3);
         warm_up(&lock).await;
         lock.settle().await;
@@ -201,7 +201,7 @@ async fn the_restart_guard_holds_back_fresh_servers_given_as_clients() {
             .iter()
             .map(|url| redis::Client::open(url.as_str()).unwrap())
             .collect();
-        let lock = Lock::from_nodes(&clients, once()).unwrap();
+        let lock = Lock::new(&clients, once()).unwrap();
         let error = lock.try_acquire("fresh").await.unwrap_err();
         assert!(matches!(error, Error::Unavailable { .. }), "{error}");
         let held_back = error

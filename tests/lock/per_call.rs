@@ -1,10 +1,10 @@
-//! One acquisition's own TTL (`AcquireOptions::ttl`): the keys live that long on the nodes, the
+//! One acquisition's own TTL (`Request::ttl`): the keys live that long on the nodes, the
 //! validity is computed from it, a keep-alive extends by it, and the restart guard's bound on
 //! TTLs applies to it as to an extension.
 
 use std::time::Duration;
 
-use quorumlock::{AcquireOptions, ConfigError, Error, KeepAlive, Lock};
+use quorumlock::{ConfigError, Error, KeepAlive, Lock, Request};
 use redis::AsyncCommands;
 
 use crate::common::{bounded, cluster, once};
@@ -15,7 +15,7 @@ async fn an_acquisition_lives_for_its_own_ttl_not_the_locks() {
         let cluster = cluster(3).await;
         // Every node must grant, so every node's key can be read (with a majority, a node whose
         // connection was still being made at the decision gets none).
-        let lock = Lock::quorum(
+        let lock = Lock::new(
             cluster.urls(),
             once()
                 .ttl(Duration::from_secs(2))
@@ -24,10 +24,7 @@ async fn an_acquisition_lives_for_its_own_ttl_not_the_locks() {
         )
         .unwrap();
         let ttl = Duration::from_secs(40);
-        let guard = lock
-            .acquire_with_options("job", &AcquireOptions::new().ttl(ttl))
-            .await
-            .unwrap();
+        let guard = lock.acquire(Request::from("job").ttl(ttl)).await.unwrap();
         assert_eq!(guard.ttl(), ttl);
         lock.settle().await;
         for node in 0..3 {
@@ -63,18 +60,15 @@ async fn an_acquisition_lives_for_its_own_ttl_not_the_locks() {
 async fn a_ttl_beyond_what_the_restart_guard_covers_is_refused_before_anything_is_sent() {
     bounded(async {
         let cluster = cluster(3).await;
-        let lock = Lock::quorum(cluster.urls(), once().ttl(Duration::from_secs(2))).unwrap();
-        let too_long = AcquireOptions::new().ttl(Duration::from_secs(3));
-        let error = lock
-            .acquire_with_options("job", &too_long)
-            .await
-            .unwrap_err();
+        let lock = Lock::new(cluster.urls(), once().ttl(Duration::from_secs(2))).unwrap();
+        let too_long = Request::from("job").ttl(Duration::from_secs(3));
+        let error = lock.acquire(too_long).await.unwrap_err();
         assert!(
             matches!(error, Error::Config(ConfigError::TtlAboveMaxTtl { .. })),
             "{error}"
         );
         let error = lock
-            .acquire_with_options("job", &AcquireOptions::new().ttl(Duration::ZERO))
+            .acquire(Request::from("job").ttl(Duration::ZERO))
             .await
             .unwrap_err();
         assert!(

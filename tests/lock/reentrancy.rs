@@ -1,4 +1,4 @@
-//! Reentrancy by owner (`AcquireOptions::owner`): an owner that holds a resource gets it again at
+//! Reentrancy by owner (`Request::owner`): an owner that holds a resource gets it again at
 //! once, as another guard of the same hold (token, fence, validity, lost signal); the lock is
 //! released with the owner's last guard, on every path; anyone else, and an owner whose hold ran
 //! out, acquires as any other caller would.
@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use quorumlock::{AcquireOptions, Error, KeepAlive, Lock, LockOptions, Owner};
+use quorumlock::{Error, KeepAlive, Lock, LockOptions, Owner, Patience, Request};
 use redis::AsyncCommands;
 
 use crate::common::{assert_no_keys, bounded, cluster, once, stored, waiting};
@@ -15,7 +15,7 @@ use crate::common::{assert_no_keys, bounded, cluster, once, stored, waiting};
 const NODES: usize = 3;
 
 fn lock(cluster: &quorumlock_harness::TestCluster, options: LockOptions) -> Lock {
-    Lock::quorum(cluster.urls(), options.quorum_size(NODES)).unwrap()
+    Lock::new(cluster.urls(), options.quorum_size(NODES)).unwrap()
 }
 
 /// Whether every node holds `key` with `token`.
@@ -43,26 +43,35 @@ async fn an_owner_acquires_what_it_holds_at_once_and_the_last_release_frees_it()
     bounded(async {
         let cluster = cluster(NODES).await;
         let lock = lock(&cluster, once().ttl(Duration::from_secs(60)));
-        let job = AcquireOptions::new().owner(Owner::new());
+        let job = Owner::new();
 
-        let outer = lock.acquire_with_options("invoice", &job).await.unwrap();
+        let outer = lock
+            .acquire(Request::from("invoice").owner(job))
+            .await
+            .unwrap();
         // One attempt, no wait: a caller that waited for itself would get `Held`.
-        let inner = lock.acquire_with_options("invoice", &job).await.unwrap();
+        let inner = lock
+            .acquire(Request::from("invoice").owner(job))
+            .await
+            .unwrap();
         assert_eq!(inner.token(), outer.token());
         assert!(same_moment(inner.valid_until(), outer.valid_until()));
         assert_eq!((outer.hold_count(), inner.hold_count()), (2, 2));
         assert!(inner.outcomes().is_empty(), "a re-entry sends nothing");
 
         // Anyone else is held off: no owner, another owner, a clone of the lock for another.
-        let other = AcquireOptions::new().owner(Owner::new());
-        for options in [AcquireOptions::new(), other.clone()] {
-            let error = lock.acquire_with_options("invoice", &options).await;
+        let other = Owner::new();
+        for request in [
+            Request::from("invoice"),
+            Request::from("invoice").owner(other),
+        ] {
+            let error = lock.acquire(request).await;
             assert!(matches!(error, Err(Error::Held { .. })), "{error:?}");
         }
         // Clones of the lock share the owner's holds.
         let through_clone = lock
             .clone()
-            .acquire_with_options("invoice", &job)
+            .acquire(Request::from("invoice").owner(job))
             .await
             .unwrap();
         assert_eq!(through_clone.token(), outer.token());
@@ -74,7 +83,7 @@ async fn an_owner_acquires_what_it_holds_at_once_and_the_last_release_frees_it()
         assert!(report.outcomes.is_empty());
         assert_eq!(outer.hold_count(), 1);
         assert!(held_everywhere(&cluster, outer.key(), outer.token().as_str()).await);
-        let error = lock.acquire_with_options("invoice", &other).await;
+        let error = lock.acquire(Request::from("invoice").owner(other)).await;
         assert!(matches!(error, Err(Error::Held { .. })), "{error:?}");
 
         // The last one releases it everywhere.
@@ -82,7 +91,7 @@ async fn an_owner_acquires_what_it_holds_at_once_and_the_last_release_frees_it()
         assert_eq!((report.still_held_by, report.held), (0, NODES));
         lock.settle().await;
         assert_no_keys(&cluster, 0..NODES).await;
-        lock.acquire_with_options("invoice", &other)
+        lock.acquire(Request::from("invoice").owner(other))
             .await
             .unwrap()
             .release()
@@ -96,10 +105,10 @@ async fn dropped_guards_release_only_with_the_owners_last() {
     bounded(async {
         let cluster = cluster(NODES).await;
         let lock = lock(&cluster, once().ttl(Duration::from_secs(60)));
-        let job = AcquireOptions::new().owner(Owner::new());
-        let outer = lock.acquire_with_options("job", &job).await.unwrap();
+        let job = Owner::new();
+        let outer = lock.acquire(Request::from("job").owner(job)).await.unwrap();
         let (key, token) = (outer.key().to_vec(), outer.token().as_str().to_owned());
-        let inner = lock.acquire_with_options("job", &job).await.unwrap();
+        let inner = lock.acquire(Request::from("job").owner(job)).await.unwrap();
 
         // The outer guard goes first, dropped: the inner one still holds the lock.
         drop(outer);
@@ -121,14 +130,17 @@ async fn nested_guards_share_validity_fence_and_the_lost_signal_with_a_kept_one(
         let cluster = cluster(NODES).await;
         let ttl = Duration::from_secs(2);
         let lock = lock(&cluster, once().ttl(ttl).fencing(true));
-        let job = AcquireOptions::new().owner(Owner::new());
+        let job = Owner::new();
         let kept = lock
-            .acquire_with_options("report", &job)
+            .acquire(Request::from("report").owner(job))
             .await
             .unwrap()
             .keep_alive(KeepAlive::new().every(Duration::from_millis(50)))
             .unwrap();
-        let inner = lock.acquire_with_options("report", &job).await.unwrap();
+        let inner = lock
+            .acquire(Request::from("report").owner(job))
+            .await
+            .unwrap();
         assert_eq!(inner.fence(), kept.fence());
         assert!(inner.fence().is_some());
         assert_eq!(inner.token(), kept.token());
@@ -171,13 +183,14 @@ async fn an_owners_task_waiting_behind_another_of_its_tasks_joins_its_hold() {
         let cluster = cluster(NODES).await;
         let lock = lock(&cluster, once().ttl(Duration::from_secs(60)));
         let holder = lock.try_acquire("shared").await.unwrap();
-        let job = AcquireOptions::new()
-            .owner(Owner::new())
-            .wait(Duration::from_secs(30));
+        let job = Owner::new();
         let tasks: Vec<_> = (0..2)
             .map(|_| {
-                let (lock, job) = (lock.clone(), job.clone());
-                tokio::spawn(async move { lock.acquire_with_options("shared", &job).await })
+                let lock = lock.clone();
+                let request = Request::from("shared")
+                    .owner(job)
+                    .patience(Patience::Wait(Duration::from_secs(30)));
+                tokio::spawn(async move { lock.acquire(request).await })
             })
             .collect();
         waiting(&lock, "shared", 2).await;
@@ -207,8 +220,11 @@ async fn an_owner_whose_hold_ran_out_acquires_anew() {
                 .ttl(Duration::from_millis(300))
                 .max_ttl(Duration::from_secs(60)),
         );
-        let job = AcquireOptions::new().owner(Owner::new());
-        let expired = lock.acquire_with_options("short", &job).await.unwrap();
+        let job = Owner::new();
+        let expired = lock
+            .acquire(Request::from("short").owner(job))
+            .await
+            .unwrap();
         for _ in 0..500 {
             if !expired.is_valid() {
                 break;
@@ -219,11 +235,11 @@ async fn an_owner_whose_hold_ran_out_acquires_anew() {
         // Not joined: the keys may be gone, so a guard of it would promise nothing. The new
         // acquisition waits for them to expire on the nodes, as anyone's would.
         let fresh = lock
-            .acquire_with_options(
-                "short",
-                &job.clone()
+            .acquire(
+                Request::from("short")
+                    .owner(job)
                     .ttl(Duration::from_secs(60))
-                    .wait(Duration::from_secs(10)),
+                    .patience(Patience::Wait(Duration::from_secs(10))),
             )
             .await
             .unwrap();
@@ -234,7 +250,10 @@ async fn an_owner_whose_hold_ran_out_acquires_anew() {
         assert_eq!(report.held, 0);
         assert!(held_everywhere(&cluster, fresh.key(), fresh.token().as_str()).await);
         // And the owner's next acquisition joins the fresh hold.
-        let again = lock.acquire_with_options("short", &job).await.unwrap();
+        let again = lock
+            .acquire(Request::from("short").owner(job))
+            .await
+            .unwrap();
         assert_eq!(again.token(), fresh.token());
         drop(again);
         fresh.release().await;

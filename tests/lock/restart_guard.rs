@@ -23,7 +23,7 @@ async fn a_node_restarted_without_persistence_recovers_for_the_ttl_and_drift_the
         // its reconnect answers (a 500 ms TTL was outlasted that way).
         let ttl = Duration::from_secs(2);
         let mut cluster = volatile_cluster(3).await;
-        let lock = Lock::quorum(cluster.urls(), once().ttl(ttl)).unwrap();
+        let lock = Lock::new(cluster.urls(), once().ttl(ttl)).unwrap();
         let guard_period = lock.restart_guard_period().unwrap();
         assert_eq!(
             guard_period,
@@ -107,8 +107,8 @@ async fn with_aof_always_a_restarted_node_votes_at_once() {
         let mut cluster = cluster(3).await;
         // A long TTL: a guard of 10 s would show.
         let options = once().quorum_size(3);
-        let holder = Lock::quorum(cluster.urls(), options.clone()).unwrap();
-        let lock = Lock::quorum(cluster.urls(), options).unwrap();
+        let holder = Lock::new(cluster.urls(), options.clone()).unwrap();
+        let lock = Lock::new(cluster.urls(), options).unwrap();
         assert!(lock.restart_guard_period().unwrap() > Duration::from_secs(10));
         let held = holder.try_acquire("held").await.unwrap();
         crate::common::warm_up(&lock).await;
@@ -157,8 +157,8 @@ async fn with_the_guard_off_a_restarted_node_votes_at_once_and_can_grant_twice()
     bounded(async {
         let mut cluster = volatile_cluster(3).await;
         let options = once().quorum_size(2).restart_guard(false);
-        let first = Lock::quorum(cluster.urls(), options.clone()).unwrap();
-        let second = Lock::quorum(cluster.urls(), options).unwrap();
+        let first = Lock::new(cluster.urls(), options.clone()).unwrap();
+        let second = Lock::new(cluster.urls(), options).unwrap();
         assert_eq!(first.restart_guard_period(), None);
         // No wait: freshly started nodes vote at once.
         let held = first.try_acquire("twice").await.unwrap();
@@ -192,8 +192,8 @@ async fn a_majority_in_recovery_makes_the_lock_unavailable_never_granted_twice()
         let ttl = Duration::from_secs(2);
         let mut cluster = volatile_cluster(3).await;
         let options = once().quorum_size(2).ttl(ttl);
-        let first = Lock::quorum(cluster.urls(), options.clone()).unwrap();
-        let second = Lock::quorum(cluster.urls(), options).unwrap();
+        let first = Lock::new(cluster.urls(), options.clone()).unwrap();
+        let second = Lock::new(cluster.urls(), options).unwrap();
         // Both clients connect while the nodes are fresh, and wait out that guard together.
         let (held, warm) = tokio::join!(
             acquire_once_voting(&first, "twice"),

@@ -17,7 +17,7 @@ async fn server_errors_are_typed_per_node() {
             async move { cluster.connection(i).await.unwrap() }
         };
 
-        let single = |url: &str| Lock::single(url, once()).unwrap();
+        let single = |url: &str| Lock::new([url], once()).unwrap();
         // READONLY: node 0 becomes a replica of node 1 after the lock connected to it as a
         // master (a new connection would see the replica and send nothing: `failover.rs`).
         let on_replica = single(&urls[0]);
@@ -134,7 +134,7 @@ async fn authentication_errors_are_typed_and_credentials_work() {
             format!("redis://127.0.0.1:{port}"),
             format!("redis://:wrong@127.0.0.1:{port}"),
         ] {
-            let error = Lock::single(url.as_str(), once())
+            let error = Lock::new([url.as_str()], once())
                 .unwrap()
                 .try_acquire("auth")
                 .await
@@ -151,7 +151,7 @@ async fn authentication_errors_are_typed_and_credentials_work() {
                 "the password leaked: {error}"
             );
         }
-        let lock = Lock::single(format!("redis://:s3cret@127.0.0.1:{port}"), once()).unwrap();
+        let lock = Lock::new([format!("redis://:s3cret@127.0.0.1:{port}")], once()).unwrap();
         lock.try_acquire("auth").await.unwrap().release().await;
     })
     .await;

@@ -2,6 +2,7 @@
 //! with the whole set, one guard extends and releases it all, and what merely expired is
 //! reported per node and key, never an error.
 
+use quorumlock::{Patience, Request};
 use std::time::Duration;
 
 use quorumlock::{
@@ -61,7 +62,7 @@ async fn a_set_is_taken_on_every_node_and_released_with_one_guard() {
         let (cluster, lock) = quorum_lock(5, once()).await;
         // Every connection made, so that every node gets the request before the decision.
         warm_up(&lock).await;
-        let guard = lock.acquire_all(&set(&["c", "a", "b"])).await.unwrap();
+        let guard = lock.acquire(&set(&["c", "a", "b"])).await.unwrap();
         assert_eq!(
             guard.resources().collect::<Vec<_>>(),
             [&b"a"[..], &b"b"[..], &b"c"[..]]
@@ -96,15 +97,12 @@ async fn a_set_with_one_resource_held_by_another_on_a_majority_is_held_and_leave
 {
     bounded(async {
         let (cluster, lock) = quorum_lock(5, once()).await;
-        let other = Lock::quorum(cluster.urls(), once()).unwrap();
+        let other = Lock::new(cluster.urls(), once()).unwrap();
         // Every connection made, so that the holder's key is on every node.
         warm_up(&other).await;
         let holder = other.try_acquire("b").await.unwrap();
         other.settle().await;
-        let error = lock
-            .try_acquire_all(&set(&["a", "b", "c"]))
-            .await
-            .unwrap_err();
+        let error = lock.try_acquire(&set(&["a", "b", "c"])).await.unwrap_err();
         assert!(matches!(error, Error::Held { .. }), "{error}");
         lock.settle().await;
         for node in 0..5 {
@@ -130,7 +128,7 @@ async fn a_set_whose_key_holds_another_type_is_held() {
             let mut connection = cluster.connection(node).await.unwrap();
             let _: () = connection.rpush(key("b"), "not a lock").await.unwrap();
         }
-        let error = lock.try_acquire_all(&set(&["a", "b"])).await.unwrap_err();
+        let error = lock.try_acquire(&set(&["a", "b"])).await.unwrap_err();
         assert!(matches!(error, Error::Held { .. }), "{error}");
         lock.settle().await;
         for node in 0..3 {
@@ -150,7 +148,7 @@ async fn a_node_holding_a_stray_key_of_the_set_votes_no_and_the_others_take_it()
         let (cluster, lock) = quorum_lock(5, once()).await;
         let mut direct = cluster.connection(0).await.unwrap();
         let _: () = direct.set(key("c"), "someone-else").await.unwrap();
-        let guard = lock.try_acquire_all(&set(&["a", "b", "c"])).await.unwrap();
+        let guard = lock.try_acquire(&set(&["a", "b", "c"])).await.unwrap();
         lock.settle().await;
         assert!(
             matches!(
@@ -188,7 +186,7 @@ async fn a_release_of_a_set_whose_keys_partly_expired_reports_them_per_node_and_
     bounded(async {
         let (cluster, lock) = quorum_lock(5, once()).await;
         warm_up(&lock).await;
-        let guard = lock.try_acquire_all(&set(&["a", "b", "c"])).await.unwrap();
+        let guard = lock.try_acquire(&set(&["a", "b", "c"])).await.unwrap();
         lock.settle().await;
         expire(&cluster, 0, "b").await;
         expire(&cluster, 1, "b").await;
@@ -234,7 +232,7 @@ async fn an_extension_of_a_set_counts_only_the_nodes_that_still_hold_every_key()
         )
         .await;
         warm_up(&lock).await;
-        let mut guard = lock.try_acquire_all(&set(&["a", "b"])).await.unwrap();
+        let mut guard = lock.try_acquire(&set(&["a", "b"])).await.unwrap();
         lock.settle().await;
         expire(&cluster, 0, "b").await;
         guard.extend(Duration::from_secs(60)).await.unwrap();
@@ -277,8 +275,11 @@ async fn sets_named_in_any_order_and_overlapping_sets_exclude_each_other() {
             .map(|i| {
                 let (lock, resources, retry) = (lock.clone(), sets[i % 3].clone(), retry.clone());
                 tokio::spawn(async move {
-                    lock.acquire_all_with(&resources, &retry, std::future::pending())
-                        .await
+                    lock.acquire_until(
+                        Request::from(&resources).patience(Patience::Retry(retry.clone())),
+                        std::future::pending(),
+                    )
+                    .await
                 })
             })
             .collect();
@@ -296,10 +297,10 @@ async fn a_set_and_a_single_lock_on_one_of_its_resources_exclude_each_other() {
     bounded(async {
         let (cluster, lock) = quorum_lock(3, once()).await;
         let single = lock.try_acquire("y").await.unwrap();
-        let error = lock.try_acquire_all(&set(&["x", "y"])).await.unwrap_err();
+        let error = lock.try_acquire(&set(&["x", "y"])).await.unwrap_err();
         assert!(matches!(error, Error::Held { .. }), "{error}");
         single.release().await;
-        let both = lock.try_acquire_all(&set(&["x", "y"])).await.unwrap();
+        let both = lock.try_acquire(&set(&["x", "y"])).await.unwrap();
         let error = lock.try_acquire("x").await.unwrap_err();
         assert!(matches!(error, Error::Held { .. }), "{error}");
         drop(both);
@@ -314,12 +315,16 @@ async fn releasing_a_set_wakes_a_waiter_for_one_of_its_resources() {
     bounded(async {
         let (cluster, lock) = quorum_lock(3, once().ttl(Duration::from_secs(60))).await;
         warm_up(&lock).await;
-        let both = lock.try_acquire_all(&set(&["x", "y"])).await.unwrap();
+        let both = lock.try_acquire(&set(&["x", "y"])).await.unwrap();
         // Another client's waiter: only the release published on the nodes can wake it.
-        let other = Lock::quorum(cluster.urls(), once()).unwrap();
+        let other = Lock::new(cluster.urls(), once()).unwrap();
         let waiter = {
             let other = other.clone();
-            tokio::spawn(async move { other.acquire_within("y", Duration::from_secs(30)).await })
+            tokio::spawn(async move {
+                other
+                    .acquire(Request::from("y").patience(Patience::Wait(Duration::from_secs(30))))
+                    .await
+            })
         };
         waiting(&other, "y", 1).await;
         both.release().await;
@@ -340,7 +345,7 @@ async fn a_fenced_set_gets_one_fence_above_the_last_of_each_of_its_resources() {
         let b = lock.try_acquire("b").await.unwrap();
         assert_eq!(b.fence(), Some(1));
         b.release().await;
-        let both = lock.try_acquire_all(&set(&["a", "b"])).await.unwrap();
+        let both = lock.try_acquire(&set(&["a", "b"])).await.unwrap();
         let fence = both.fence().unwrap();
         assert!(fence > 3, "above a's last fence, 3: {fence}");
         both.release().await;
@@ -361,7 +366,7 @@ async fn a_fenced_set_gets_one_fence_above_the_last_of_each_of_its_resources() {
 async fn a_set_of_one_is_a_single_lock() {
     bounded(async {
         let (cluster, lock) = quorum_lock(3, LockOptions::new()).await;
-        let guard = lock.try_acquire_all(&set(&["solo"])).await.unwrap();
+        let guard = lock.try_acquire(&set(&["solo"])).await.unwrap();
         let error = lock.try_acquire("solo").await.unwrap_err();
         assert!(matches!(error, Error::Held { .. }), "{error}");
         guard.release().await;
@@ -372,48 +377,43 @@ async fn a_set_of_one_is_a_single_lock() {
 }
 
 #[tokio::test]
-async fn a_set_takes_its_own_ttl_and_owner_and_waits_as_its_options_say() {
+async fn a_set_takes_its_own_ttl_and_owner_and_waits_as_its_request_says() {
     bounded(async {
         let (cluster, lock) = quorum_lock(3, once()).await;
         warm_up(&lock).await;
         let owner = quorumlock::Owner::new();
-        let options = quorumlock::AcquireOptions::new()
-            .ttl(Duration::from_secs(7))
-            .owner(owner);
-        let first = lock
-            .acquire_all_with_options(&set(&["p", "q"]), &options)
-            .await
-            .unwrap();
+        let pq = set(&["p", "q"]);
+        let request = Request::from(&pq).ttl(Duration::from_secs(7)).owner(owner);
+        let first = lock.acquire(request.clone()).await.unwrap();
         assert_eq!(first.ttl(), Duration::from_secs(7));
         let mut direct = cluster.connection(0).await.unwrap();
         let left: i64 = direct.pttl(key("q")).await.unwrap();
         assert!((1..=7_000).contains(&left), "{left} ms");
         // The owner's second acquisition of the same set joins its hold: nothing is sent.
+        let qp = set(&["q", "p"]);
         let second = lock
-            .acquire_all_with_options(&set(&["q", "p"]), &options)
+            .acquire(Request::from(&qp).ttl(Duration::from_secs(7)).owner(owner))
             .await
             .unwrap();
         assert_eq!(second.hold_count(), 2);
         assert_eq!(second.token(), first.token());
 
-        // Another caller waits for the set, trying again past the three attempts of the
-        // default retry policy, and gets it once the owner has let go.
-        let evals_before = command_calls(&cluster, 0, "eval").await;
+        // Another caller waits for the set, queued (not polling), and gets it once the owner
+        // has let go.
         let waiter = {
             let lock = lock.clone();
             tokio::spawn(async move {
-                let wait = quorumlock::AcquireOptions::new().wait(Duration::from_secs(60));
-                lock.acquire_all_with_options(&set(&["p", "q"]), &wait)
+                let pq = set(&["p", "q"]);
+                lock.acquire(Request::from(&pq).patience(Patience::Wait(Duration::from_secs(60))))
                     .await
             })
         };
-        for _ in 0..2_000 {
-            if command_calls(&cluster, 0, "eval").await >= evals_before + 5 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(command_calls(&cluster, 0, "eval").await >= evals_before + 5);
+        waiting(&lock, "p", 1).await;
+        assert_eq!(
+            lock.waiters("q"),
+            1,
+            "a set waits in each of its resources' queues"
+        );
         assert_eq!(second.release().await.still_held_by, 1);
         first.release().await;
         let guard = waiter.await.unwrap().unwrap();
@@ -430,7 +430,7 @@ async fn a_kept_set_is_extended_whole_and_lost_when_one_of_its_keys_is_taken() {
         let (cluster, lock) = quorum_lock(3, once().ttl(Duration::from_millis(600))).await;
         warm_up(&lock).await;
         let kept = lock
-            .try_acquire_all(&set(&["k1", "k2"]))
+            .try_acquire(&set(&["k1", "k2"]))
             .await
             .unwrap()
             .keep_alive(quorumlock::KeepAlive::new())

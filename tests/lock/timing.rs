@@ -56,7 +56,7 @@ fn validity_from(guard: &Guard, from: Instant) -> Duration {
 /// A quorum of three behind proxies, and a lock over it.
 async fn slow_quorum(options: LockOptions) -> (TestCluster, Lock) {
     let cluster = proxied_cluster(3).await;
-    let lock = Lock::quorum(cluster.urls(), options).unwrap();
+    let lock = Lock::new(cluster.urls(), options).unwrap();
     (cluster, lock)
 }
 
@@ -252,7 +252,7 @@ async fn a_restarted_node_without_every_write_fsynced_is_refused_for_what_is_lef
         // All three needed: each acquisition waits for node 0's own answer, so the one that
         // reconnects to it reports what the restarted node said (with a majority of two, the
         // other nodes could decide it while node 0 is still being identified).
-        let lock = Lock::quorum(cluster.urls(), once().ttl(ttl).quorum_size(3)).unwrap();
+        let lock = Lock::new(cluster.urls(), once().ttl(ttl).quorum_size(3)).unwrap();
         let period = lock.restart_guard_period().unwrap();
         assert_eq!(period, ttl + drift(ttl), "max_ttl (the TTL) + 1 % + 2 ms");
         // The fresh nodes are held back too: once they vote, the lock's connections are past

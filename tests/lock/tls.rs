@@ -10,7 +10,9 @@
 mod with_the_feature {
     use std::time::Duration;
 
-    use quorumlock::{ConfigError, Error, Lock, LockOptions, NodeError, NodeReply, RetryPolicy};
+    use quorumlock::{
+        ConfigError, Error, Lock, LockOptions, NodeError, NodeReply, Patience, RetryPolicy,
+    };
     use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 
     use crate::common::*;
@@ -44,7 +46,7 @@ mod with_the_feature {
             let url = format!("rediss://127.0.0.1:{}", cluster.port(0).unwrap());
             // A plain server reads the TLS hello as a garbled command and never answers it.
             let options = once().connect_timeout(Duration::from_millis(300));
-            let error = Lock::single(url, options)
+            let error = Lock::new([url], options)
                 .unwrap()
                 .try_acquire("tls")
                 .await
@@ -72,7 +74,7 @@ mod with_the_feature {
                 .tls_ca_pem()
                 .expect("a TLS cluster has a CA")
                 .to_owned();
-            let lock = Lock::quorum(cluster.urls(), once().tls_root_certificates(ca)).unwrap();
+            let lock = Lock::new(cluster.urls(), once().tls_root_certificates(ca)).unwrap();
             let mut guard = lock.try_acquire("tls").await.unwrap();
             assert!(holders(guard.outcomes()).len() >= 2, "{guard:?}");
             guard.extend(Duration::from_secs(10)).await.unwrap();
@@ -96,7 +98,7 @@ mod with_the_feature {
             once().tls_client_certificate(pem, "-----BEGIN PRIVATE KEY-----\n!\n"),
             once().tls_client_certificate(pem, "no key here"),
         ] {
-            let error = Lock::single("rediss://127.0.0.1:6380", options).unwrap_err();
+            let error = Lock::new(["rediss://127.0.0.1:6380"], options).unwrap_err();
             assert!(
                 matches!(
                     error,
@@ -122,7 +124,7 @@ mod with_the_feature {
                     .all(|url| url.starts_with("rediss://"))
             );
 
-            let lock = Lock::quorum(cluster.urls(), once()).unwrap();
+            let lock = Lock::new(cluster.urls(), once()).unwrap();
             let error = lock.try_acquire("tls").await.unwrap_err();
             assert!(matches!(error, Error::Unavailable { .. }), "{error}");
             let mut failed = 0;
@@ -141,13 +143,13 @@ mod with_the_feature {
             // Node by node, so every node's own handshake is seen to fail, and again on a
             // second attempt (the failed connection is made anew, and fails the same way).
             for url in cluster.urls() {
-                let retrying = once().retry(
+                let retrying = once().patience(Patience::Retry(
                     RetryPolicy::new()
                         .attempts(2)
                         .delay(Duration::from_millis(10))
                         .jitter(Duration::ZERO),
-                );
-                let error = Lock::single(url, retrying)
+                ));
+                let error = Lock::new([url], retrying)
                     .unwrap()
                     .acquire("tls")
                     .await
@@ -180,7 +182,7 @@ mod with_the_feature {
     async fn with_a_client_certificate_the_lock_works_on_nodes_that_require_one() {
         bounded(async {
             let cluster = mutual_tls_cluster(3).await;
-            let lock = Lock::quorum(cluster.urls(), mutual_tls_options(&cluster)).unwrap();
+            let lock = Lock::new(cluster.urls(), mutual_tls_options(&cluster)).unwrap();
             let mut guard = lock.try_acquire("mtls").await.unwrap();
             assert!(holders(guard.outcomes()).len() >= 2, "{guard:?}");
             guard.extend(Duration::from_secs(10)).await.unwrap();
@@ -200,7 +202,7 @@ mod with_the_feature {
         bounded(async {
             let cluster = mutual_tls_cluster(3).await;
             let ca = cluster.tls_ca_pem().unwrap().to_owned();
-            let lock = Lock::quorum(cluster.urls(), once().tls_root_certificates(ca)).unwrap();
+            let lock = Lock::new(cluster.urls(), once().tls_root_certificates(ca)).unwrap();
             let error = lock.try_acquire("mtls").await.unwrap_err();
             assert!(matches!(error, Error::Unavailable { .. }), "{error}");
             let failed = error
@@ -242,14 +244,14 @@ mod with_the_feature {
                     redis::Client::build_with_tls(url.as_str(), certificates).unwrap()
                 })
                 .collect();
-            let lock = Lock::from_nodes(&clients, once()).unwrap();
+            let lock = Lock::new(&clients, once()).unwrap();
             let guard = lock.try_acquire("own-tls").await.unwrap();
             assert!(holders(guard.outcomes()).len() >= 2, "{guard:?}");
             assert!(guard.release().await.held >= 2);
             lock.settle().await;
             assert_no_keys(&cluster, 0..3).await;
 
-            let error = Lock::from_nodes(&clients, mutual_tls_options(&cluster)).unwrap_err();
+            let error = Lock::new(&clients, mutual_tls_options(&cluster)).unwrap_err();
             assert!(
                 matches!(
                     error,
@@ -278,7 +280,7 @@ mod with_the_feature {
         bounded(async {
             let cluster = tls_cluster(1).await;
             let url = format!("{}/#insecure", cluster.urls()[0]);
-            let error = Lock::single(url, once())
+            let error = Lock::new([url], once())
                 .unwrap()
                 .try_acquire("tls")
                 .await
@@ -307,7 +309,7 @@ mod without_the_feature {
         }
         .into_connection_info()
         .unwrap();
-        let error = Lock::from_nodes([info], LockOptions::new()).unwrap_err();
+        let error = Lock::new([info], LockOptions::new()).unwrap_err();
         assert!(
             matches!(error, Error::Config(ConfigError::TlsDisabled { index: 0 })),
             "{error}"
@@ -318,7 +320,7 @@ mod without_the_feature {
     /// (as the workspace's CLI does, through another lock crate); then the lock refuses it.
     #[test]
     fn a_tls_url_without_the_tls_feature_is_a_configuration_error() {
-        let error = Lock::single("rediss://127.0.0.1:6380", LockOptions::new()).unwrap_err();
+        let error = Lock::new(["rediss://127.0.0.1:6380"], LockOptions::new()).unwrap_err();
         assert!(
             matches!(
                 error,

@@ -6,6 +6,7 @@
 //! the wait unless the test says so: a waiter that was not woken by the event under test would
 //! sleep past its deadline and fail, whatever the machine's speed.
 
+use quorumlock::{Patience, Request};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -71,11 +72,13 @@ fn key(resource: &str) -> Vec<u8> {
 async fn a_waiter_is_woken_by_another_clients_release() {
     bounded(async {
         let cluster = cluster(3).await;
-        let holder = Lock::quorum(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
-        let waiter = Lock::quorum(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let holder = Lock::new(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let waiter = Lock::new(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
         let held = holder.try_acquire("job").await.unwrap();
         let waiting = tokio::spawn(async move {
-            let result = waiter.acquire_within("job", Duration::from_secs(20)).await;
+            let result = waiter
+                .acquire(Request::from("job").patience(Patience::Wait(Duration::from_secs(20))))
+                .await;
             (waiter, result)
         });
         subscribed_everywhere(&cluster, &key("job"), 1).await;
@@ -95,9 +98,9 @@ async fn a_waiter_is_woken_when_the_holders_keys_expire() {
     bounded(async {
         let cluster = cluster(3).await;
         held_elsewhere(&cluster, &key("job"), Duration::from_millis(1_500)).await;
-        let waiter = Lock::quorum(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let waiter = Lock::new(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
         let guard = waiter
-            .acquire_within("job", Duration::from_secs(20))
+            .acquire(Request::from("job").patience(Patience::Wait(Duration::from_secs(20))))
             .await
             .expect("no release is ever published: woken by the keys' expiry");
         guard.release().await;
@@ -109,13 +112,14 @@ async fn a_waiter_is_woken_when_the_holders_keys_expire() {
 async fn a_killed_subscription_is_made_again_and_its_waiter_still_gets_the_lock() {
     bounded(async {
         let cluster = cluster(3).await;
-        let holder = Lock::quorum(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
-        let waiter = Lock::quorum(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let holder = Lock::new(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let waiter = Lock::new(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
         let held = holder.try_acquire("job").await.unwrap();
-        let waiting =
-            tokio::spawn(
-                async move { waiter.acquire_within("job", Duration::from_secs(20)).await },
-            );
+        let waiting = tokio::spawn(async move {
+            waiter
+                .acquire(Request::from("job").patience(Patience::Wait(Duration::from_secs(20))))
+                .await
+        });
         subscribed_everywhere(&cluster, &key("job"), 1).await;
         for node in 0..cluster.len() {
             let mut connection = cluster.connection(node).await.unwrap();
@@ -148,14 +152,14 @@ async fn waiters_of_one_lock_are_served_in_arrival_order() {
     bounded(async {
         let cluster = cluster(3).await;
         held_elsewhere(&cluster, &key("job"), LONG_TTL).await;
-        let lock = Lock::quorum(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let lock = Lock::new(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
         let served = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for arrival in 0..6 {
             let (waiter, served) = (lock.clone(), Arc::clone(&served));
             tasks.push(tokio::spawn(async move {
                 let guard = waiter
-                    .acquire_within("job", Duration::from_secs(60))
+                    .acquire(Request::from("job").patience(Patience::Wait(Duration::from_secs(60))))
                     .await
                     .unwrap();
                 served.lock().unwrap().push(arrival);
@@ -193,12 +197,12 @@ async fn waiters_of_one_lock_are_served_in_arrival_order() {
 async fn a_waiter_gives_up_by_its_own_deadline_and_leaves_nothing_subscribed() {
     bounded(async {
         let cluster = cluster(3).await;
-        let holder = Lock::quorum(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
-        let waiter = Lock::quorum(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let holder = Lock::new(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let waiter = Lock::new(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
         let held = holder.try_acquire("job").await.unwrap();
         let started = Instant::now();
         let error = waiter
-            .acquire_within("job", Duration::from_millis(300))
+            .acquire(Request::from("job").patience(Patience::Wait(Duration::from_millis(300))))
             .await
             .unwrap_err();
         assert!(started.elapsed() >= Duration::from_millis(300));
@@ -214,17 +218,21 @@ async fn a_waiter_gives_up_by_its_own_deadline_and_leaves_nothing_subscribed() {
 async fn extreme_waits_and_timeouts_are_handled_not_panics() {
     bounded(async {
         let cluster = cluster(3).await;
-        let lock = Lock::quorum(
+        let lock = Lock::new(
             cluster.urls(),
             once().ttl(LONG_TTL).connect_timeout(Duration::MAX),
         )
         .unwrap();
         for wait in [Duration::ZERO, Duration::MAX] {
-            let guard = lock.acquire_within("free", wait).await.unwrap();
+            let guard = lock
+                .acquire(Request::from("free").patience(Patience::Wait(wait)))
+                .await
+                .unwrap();
             guard.release().await;
         }
         assert!(matches!(
-            lock.acquire_within("", Duration::MAX).await,
+            lock.acquire(Request::from("").patience(Patience::Wait(Duration::MAX)))
+                .await,
             Err(Error::Config(_))
         ));
     })

@@ -28,10 +28,11 @@
 //! ratios of the 3-shard layout to the 1-shard one; and what limited the cycles per second as
 //! far as those figures tell (a saturated shard, the machine's CPUs, or neither).
 
+use quorumlock::Patience;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use quorumlock::{Lock, LockOptions, NodeConfig, RetryPolicy};
+use quorumlock::{Lock, LockOptions, NodeConfig};
 use quorumlock_harness::{RedisClusters, RedisClustersOptions};
 use redis::aio::MultiplexedConnection;
 
@@ -362,8 +363,8 @@ async fn measure(shards: usize, args: Args) -> Result<Layout, String> {
         .ttl(Duration::from_secs(10))
         .node_timeout(Duration::from_secs(1))
         .connect_timeout(Duration::from_secs(5))
-        .retry(RetryPolicy::once());
-    let lock = Lock::from_nodes(
+        .patience(Patience::Once);
+    let lock = Lock::new(
         (0..MEMBERS).map(|member| NodeConfig::cluster(clusters.seed_urls(member))),
         options,
     )

@@ -31,12 +31,13 @@
 //! sets `TCP_NODELAY` for every subject; by default each keeps its own (on for the lock, off
 //! for raw redis-rs connections; `quorumlock bench` turns it on for its floors).
 
+use quorumlock::Patience;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quorumlock::{Lock, LockOptions, RetryPolicy};
+use quorumlock::{Lock, LockOptions};
 use quorumlock_harness::{ClusterOptions, CountingAllocator, Persistence, RawFloor, TestCluster};
 
 #[global_allocator]
@@ -96,15 +97,15 @@ impl Client {
                     .ttl(Duration::from_secs(10))
                     .node_timeout(Duration::from_secs(1))
                     .connect_timeout(Duration::from_secs(5))
-                    .retry(RetryPolicy::once())
+                    .patience(Patience::Once)
                     .key_prefix(prefix.into_bytes());
                 if let Some(nodelay) = run.tcp_nodelay {
                     options = options.tcp_nodelay(nodelay);
                 }
                 let lock = if subject == Subject::Single {
-                    Lock::single(urls[0].clone(), options)
+                    Lock::new([urls[0].clone()], options)
                 } else {
-                    Lock::quorum(urls.iter().cloned(), options)
+                    Lock::new(urls.iter().cloned(), options)
                 };
                 lock.map(Client::Lock).map_err(|e| e.to_string())
             }

@@ -1,9 +1,10 @@
 //! `quorumlock demo`: take a lock, show what each node did, show a second client being refused,
 //! release.
 
+use quorumlock::Patience;
 use std::time::{Duration, Instant};
 
-use quorumlock::{Error, Lock, LockOptions, NodeOutcome, RetryPolicy};
+use quorumlock::{Error, Lock, LockOptions, NodeOutcome};
 use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 
 use crate::flags::{self, NODES_ENV};
@@ -59,8 +60,8 @@ pub async fn run(args: DemoArgs) -> Result<(), String> {
     } else {
         nodes
     };
-    let options = LockOptions::new().ttl(ttl).retry(RetryPolicy::once());
-    let lock = Lock::quorum(urls, options).map_err(|e| e.to_string())?;
+    let options = LockOptions::new().ttl(ttl).patience(Patience::Once);
+    let lock = Lock::new(urls, options).map_err(|e| e.to_string())?;
     println!(
         "lock over {} nodes, quorum {}, ttl {:?}, per-node timeout {:?}, restart guard {}\n",
         lock.node_addrs().len(),

@@ -36,7 +36,7 @@ async fn send_invoices(lock: &Lock, sent: &AtomicUsize) -> Result<Run, Error> {
 
 /// The lock as the application builds it, over the masters' URLs.
 fn invoice_lock(urls: Vec<String>) -> Result<Lock, Error> {
-    Lock::quorum(urls, LockOptions::new().ttl(Duration::from_secs(10)))
+    Lock::new(urls, LockOptions::new().ttl(Duration::from_secs(10)))
 }
 
 #[tokio::main(flavor = "current_thread")]

@@ -88,7 +88,7 @@ pub(super) async fn run(options: &RunOptions, store: &Store) -> Result<ScenarioR
     let locks = (0..options.clients)
         .map(|_| {
             let members = (0..MEMBERS).map(|m| NodeConfig::cluster(clusters.seed_urls(m)));
-            Lock::from_nodes(members, lock_options.clone())
+            Lock::new(members, lock_options.clone())
         })
         .collect::<Result<Vec<_>, _>>()?;
     if restart_guard {

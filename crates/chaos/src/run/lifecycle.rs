@@ -3,9 +3,10 @@
 //! options, the clients' warm-up and store connections, the wind-down after the deadline, and
 //! the check of the recorded history.
 
+use quorumlock::Patience;
 use std::time::{Duration, Instant};
 
-use quorumlock::{Lock, LockOptions, RetryPolicy};
+use quorumlock::{Lock, LockOptions};
 use tokio::task::JoinSet;
 
 use super::store::{Store, StoreClient};
@@ -26,7 +27,7 @@ pub(super) fn lock_options(
 ) -> LockOptions {
     let lock_options = LockOptions::new()
         .ttl(options.ttl)
-        .retry(RetryPolicy::once())
+        .patience(Patience::Once)
         .key_prefix(prefix)
         .restart_guard(restart_guard);
     match options.defect {

@@ -211,7 +211,7 @@ async fn run_on(
         }
     }
     let locks = (0..options.clients)
-        .map(|_| Lock::quorum(urls.clone(), lock_options.clone()))
+        .map(|_| Lock::new(urls.clone(), lock_options.clone()))
         .collect::<Result<Vec<_>, _>>()?;
     // The fence counters never expire: on nodes the runner did not start, delete them after.
     let counters_to_delete = (fencing && options.nodes.is_some())

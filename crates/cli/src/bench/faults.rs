@@ -118,7 +118,7 @@ pub(super) async fn fault_scenarios(
     plan: &Plan,
     progress: &Progress,
 ) -> Result<Vec<Row>, String> {
-    let lock = Lock::quorum(cluster.urls(), options.clone())
+    let lock = Lock::new(cluster.urls(), options.clone())
         .map_err(|e| format!("proxied quorum lock: {e}"))?;
     let proxy = |i: usize| {
         cluster
@@ -203,7 +203,7 @@ async fn simulated_network(
     let Some(first) = urls.first() else {
         return Ok(Vec::new());
     };
-    let single = Lock::single(first.clone(), options.clone())
+    let single = Lock::new([first.clone()], options.clone())
         .map_err(|e| format!("single-node lock through a proxy: {e}"))?;
     set_latency(cluster, Duration::from_millis(plan.net_one_way_ms));
     let pair = [("single", &single), ("quorum-5", quorum)];

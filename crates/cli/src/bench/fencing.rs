@@ -24,7 +24,7 @@ pub(super) fn fenced_subject(
         .clone()
         .fencing(true)
         .fence_prefix(fence_prefix.as_bytes());
-    let lock = Lock::quorum(urls, options).map_err(|e| format!("fenced quorum lock: {e}"))?;
+    let lock = Lock::new(urls, options).map_err(|e| format!("fenced quorum lock: {e}"))?;
     Ok(Subject {
         name: format!("{plain}-fenced"),
         lock,

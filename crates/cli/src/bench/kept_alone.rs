@@ -3,9 +3,10 @@
 //! each beside an unrelated acquire on the same nodes every 10 ms, whose p99 is also measured
 //! with no lease held.
 
+use quorumlock::Patience;
 use std::time::Duration;
 
-use quorumlock::{Lock, LockOptions, RetryPolicy};
+use quorumlock::{Lock, LockOptions};
 
 use super::kept::{KeptCost, kept_guards, p99_us, probe};
 use super::plan::TARGET_NODES;
@@ -55,10 +56,10 @@ pub(super) async fn run(quick: bool) -> Result<(), String> {
     let options = |ttl: Duration| {
         LockOptions::new()
             .ttl(ttl)
-            .retry(RetryPolicy::once())
+            .patience(Patience::Once)
             .key_prefix(prefix.clone().into_bytes())
     };
-    let probe_lock = Lock::quorum(urls.iter().cloned(), options(Duration::from_secs(3)))
+    let probe_lock = Lock::new(urls.iter().cloned(), options(Duration::from_secs(3)))
         .map_err(|e| format!("probe lock: {e}"))?;
     let nproc = std::thread::available_parallelism().map_or(0, usize::from);
     println!(
@@ -69,7 +70,7 @@ pub(super) async fn run(quick: bool) -> Result<(), String> {
     );
     for run in runs(quick) {
         let idle = probe(&probe_lock, Duration::from_secs(if quick { 3 } else { 10 })).await;
-        let lock = Lock::quorum(urls.iter().cloned(), options(run.ttl))
+        let lock = Lock::new(urls.iter().cloned(), options(run.ttl))
             .map_err(|e| format!("kept leases: {e}"))?;
         eprintln!(
             "{} leases, ttl {} ms, held {} s …",

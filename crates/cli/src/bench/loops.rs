@@ -2,6 +2,7 @@
 //! concurrent throughput (of anything that can [`Cycle`]), contended hand-off, and the
 //! allocation count. Every loop is bounded in count and in time.
 
+use quorumlock::{Patience, Request};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -224,7 +225,13 @@ pub(super) async fn handoff(
                 let mut errors = 0u64;
                 while Instant::now() < deadline && count.load(Ordering::Relaxed) < max {
                     let cancel = tokio::time::sleep_until(deadline.into());
-                    match lock.acquire_with(&key, &policy, cancel).await {
+                    match lock
+                        .acquire_until(
+                            Request::from(&key).patience(Patience::Retry(policy.clone())),
+                            cancel,
+                        )
+                        .await
+                    {
                         Ok(guard) => {
                             let now = Instant::now();
                             let previous = last_release

@@ -33,10 +33,11 @@ mod targets;
 
 pub use self::contended::child::{WaitersArgs, run_waiters};
 
+use quorumlock::Patience;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use quorumlock::{Lock, LockOptions, RetryPolicy};
+use quorumlock::{Lock, LockOptions};
 use quorumlock_harness::{ClusterOptions, Persistence, RawFloor, TestCluster};
 
 use crate::flags::{self, NODES_ENV};
@@ -159,7 +160,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     let fence_prefix = format!("quorumlock-bench-fence:{run}:");
     let options = LockOptions::new()
         .ttl(ttl)
-        .retry(RetryPolicy::once())
+        .patience(Patience::Once)
         .key_prefix(prefix.into_bytes());
     let mut notes = Vec::new();
 
@@ -195,7 +196,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     };
     let version = redis_version(&first_url).await;
 
-    let single = Lock::single(first_url.clone(), options.clone())
+    let single = Lock::new([first_url.clone()], options.clone())
         .map_err(|e| format!("single-node lock: {e}"))?;
     let mut subjects = vec![Subject {
         name: "single".to_owned(),
@@ -208,7 +209,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         vec![urls.len()]
     };
     for &n in &sizes {
-        let lock = Lock::quorum(urls.iter().take(n).cloned(), options.clone())
+        let lock = Lock::new(urls.iter().take(n).cloned(), options.clone())
             .map_err(|e| format!("quorum lock over {n} nodes: {e}"))?;
         subjects.push(Subject {
             name: format!("quorum-{n}"),
@@ -259,7 +260,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         let rslock = Rslock::new(&name, main_urls, ttl, prefix, nodelay)?;
         Ok((name, Contender::Rslock(rslock)))
     };
-    let nagle = Lock::quorum(
+    let nagle = Lock::new(
         main_urls.iter().cloned(),
         options.clone().tcp_nodelay(false),
     )
@@ -312,7 +313,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
             let servers: Vec<u32> = (0..TARGET_NODES)
                 .filter_map(|node| cluster.pid(node).ok().flatten())
                 .collect();
-            let lock = Lock::quorum(
+            let lock = Lock::new(
                 urls.iter().take(TARGET_NODES).cloned(),
                 options.clone().ttl(Duration::from_millis(plan.kept_ttl_ms)),
             )
@@ -334,7 +335,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     let sets = match direct.as_ref() {
         Some(cluster) => {
             progress.step("sets of resources".to_owned());
-            let lock = Lock::quorum(urls.iter().take(TARGET_NODES).cloned(), options.clone())
+            let lock = Lock::new(urls.iter().take(TARGET_NODES).cloned(), options.clone())
                 .map_err(|e| format!("sets: {e}"))?;
             let cap = Duration::from_millis(plan.cycle_cap_ms);
             Some(sets::sets(cluster, &lock, sets::cycles(args.quick), plan.rounds, cap).await?)
@@ -433,9 +434,9 @@ async fn five_local_nodes() -> Result<(TestCluster, Vec<String>, String), String
 /// `--only sets`: the sets section alone, on five fresh local nodes.
 async fn run_sets_alone(args: &BenchArgs, plan: &Plan) -> Result<(), String> {
     let (cluster, urls, version) = five_local_nodes().await?;
-    let lock = Lock::quorum(
+    let lock = Lock::new(
         urls,
-        LockOptions::new().ttl(args.ttl).retry(RetryPolicy::once()),
+        LockOptions::new().ttl(args.ttl).patience(Patience::Once),
     )
     .map_err(|e| format!("sets: {e}"))?;
     let cap = Duration::from_millis(plan.cycle_cap_ms);

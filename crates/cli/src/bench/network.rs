@@ -152,10 +152,10 @@ async fn measure(urls: &[String], options: &LockOptions, plan: &Plan) -> Result<
     for (i, url) in urls.iter().enumerate() {
         pings.push((i, connect(url).await?));
     }
-    let quorum = Lock::quorum(urls.iter().cloned(), options.clone())
+    let quorum = Lock::new(urls.iter().cloned(), options.clone())
         .map_err(|e| format!("quorum lock at the network's limit: {e}"))?;
     let single_url = urls[SINGLE_NODE].clone();
-    let single = Lock::single(single_url.clone(), options.clone())
+    let single = Lock::new([single_url.clone()], options.clone())
         .map_err(|e| format!("single-node lock at the network's limit: {e}"))?;
     let single_rtt = fmt_ms(RTTS_US[SINGLE_NODE]);
     let subjects = [

@@ -4,7 +4,8 @@
 //! 20 s (`--quick`: 5 s), so a change to how the lock talks to a node can be measured before
 //! and after without the whole bench.
 
-use quorumlock::{Lock, LockOptions, RetryPolicy};
+use quorumlock::Patience;
+use quorumlock::{Lock, LockOptions};
 use quorumlock_harness::{ClusterOptions, Persistence, RawFloor, TestCluster};
 
 use super::contender::Contender;
@@ -61,10 +62,9 @@ pub(super) async fn run_single_alone(args: &BenchArgs, mut plan: Plan) -> Result
     );
     let options = LockOptions::new()
         .ttl(args.ttl)
-        .retry(RetryPolicy::once())
+        .patience(Patience::Once)
         .key_prefix(prefix.into_bytes());
-    let single =
-        Lock::single(url.clone(), options).map_err(|e| format!("single-node lock: {e}"))?;
+    let single = Lock::new([url.clone()], options).map_err(|e| format!("single-node lock: {e}"))?;
     let subjects = [Subject {
         name: "single".to_owned(),
         lock: single.clone(),

@@ -55,7 +55,7 @@ async fn set_cycle(lock: &Lock, names: &[String]) -> bool {
     let Ok(resources) = Resources::new(names) else {
         return false;
     };
-    match lock.try_acquire_all(&resources).await {
+    match lock.try_acquire(&resources).await {
         Ok(guard) => {
             guard.release().await;
             true

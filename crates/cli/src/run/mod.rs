@@ -7,6 +7,7 @@
 mod child;
 pub(crate) mod exit;
 
+use quorumlock::{Patience, Request};
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -100,8 +101,8 @@ async fn run_locked(args: RunArgs) -> u8 {
     }
     let options = LockOptions::new().ttl(ttl).fencing(fencing);
     let lock = match nodes.as_slice() {
-        [single] => Lock::single(single.clone(), options),
-        _ => Lock::quorum(nodes, options),
+        [single] => Lock::new([single.clone()], options),
+        _ => Lock::new(nodes, options),
     };
     let lock = match lock {
         Ok(lock) => lock,
@@ -123,7 +124,7 @@ async fn run_locked(args: RunArgs) -> u8 {
     let acquired = tokio::select! {
         biased;
         signal = signals.next() => Err(signal),
-        result = lock.acquire_within(&resource, wait) => Ok(result),
+        result = lock.acquire(Request::from(&resource).patience(Patience::Wait(wait))) => Ok(result),
     };
     let guard = match acquired {
         Ok(Ok(guard)) => guard,

@@ -44,7 +44,7 @@ impl Client {
                 break;
             }
             let started = Instant::now();
-            let result = lock.try_acquire_all(&set).await;
+            let result = lock.try_acquire(&set).await;
             let finished = Instant::now();
             let recorder = self.plan.recorder.clone();
             recorder.attempt(&label, self.id, started, finished, Outcome::of(&result));

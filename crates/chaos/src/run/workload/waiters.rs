@@ -8,6 +8,7 @@
 //! its end, for the checker's deadline check (`checker/waits.rs`); the self-check here makes sure
 //! the waiting was put to the test.
 
+use quorumlock::{Patience, Request};
 use std::time::{Duration, Instant};
 
 use quorumlock::{Guard, Lock};
@@ -43,7 +44,9 @@ impl Client {
             }
             let wait = random_between(plan.ttl * 3 / 4, plan.ttl * 5);
             let started = Instant::now();
-            let result = lock.acquire_within(&self.resource, wait).await;
+            let result = lock
+                .acquire(Request::from(&self.resource).patience(Patience::Wait(wait)))
+                .await;
             let finished = Instant::now();
             let outcome = Outcome::of(&result);
             plan.recorder

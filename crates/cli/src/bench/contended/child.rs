@@ -9,11 +9,12 @@
 //! [`REPORT_CAP`], exits by itself; the parent kills, by PID, every child that has not reported
 //! by then, and every child it started when it fails or is dropped.
 
+use quorumlock::Patience;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use quorumlock::{Lock, LockOptions, RetryPolicy};
+use quorumlock::{Lock, LockOptions};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
@@ -83,9 +84,9 @@ pub(super) fn acquirer(
         _ => {
             let options = LockOptions::new()
                 .ttl(ttl)
-                .retry(RetryPolicy::once())
+                .patience(Patience::Once)
                 .key_prefix(prefix.as_bytes().to_vec());
-            let lock = Lock::quorum(urls.iter().cloned(), options)
+            let lock = Lock::new(urls.iter().cloned(), options)
                 .map_err(|e| format!("{}: {e}", kind.name()))?;
             Ok(Acquirer::Lock(lock, kind))
         }

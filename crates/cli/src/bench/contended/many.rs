@@ -4,6 +4,7 @@
 //! (`CLIENT LIST`, before and while they wait). Then the holders release and every waiter is
 //! served in turn.
 
+use quorumlock::{Patience, Request};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -110,7 +111,10 @@ pub(super) async fn many_waiters(
             let resource = name(i % resources.max(1));
             let wait = cap.saturating_sub(started.elapsed());
             tokio::spawn(async move {
-                match lock.acquire_within(resource, wait).await {
+                match lock
+                    .acquire(Request::from(resource).patience(Patience::Wait(wait)))
+                    .await
+                {
                     Ok(guard) => {
                         guard.release().await;
                         true

@@ -14,13 +14,14 @@ mod figures;
 mod many;
 mod waiter;
 
+use quorumlock::Patience;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
-use quorumlock::{Lock, LockOptions, RetryPolicy};
+use quorumlock::{Lock, LockOptions};
 use quorumlock_harness::raw_connection;
 use redis::aio::MultiplexedConnection;
 use serde::Serialize;
@@ -172,9 +173,9 @@ pub(super) async fn contended(
     ));
     let options = LockOptions::new()
         .ttl(ttl)
-        .retry(RetryPolicy::once())
+        .patience(Patience::Once)
         .key_prefix(prefix.as_bytes().to_vec());
-    let lock = Lock::quorum(urls.iter().cloned(), options).map_err(|e| format!("many: {e}"))?;
+    let lock = Lock::new(urls.iter().cloned(), options).map_err(|e| format!("many: {e}"))?;
     let many = many_waiters(
         &lock,
         urls,

@@ -4,6 +4,7 @@
 //! processes of one machine share, so that the waiters of several processes can be put on one
 //! time line afterwards.
 
+use quorumlock::{Patience, Request};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -111,7 +112,10 @@ impl Acquirer {
             return Call::Deadline;
         }
         let result = match self {
-            Acquirer::Lock(lock, Kind::Waiting) => lock.acquire_within(key, left).await,
+            Acquirer::Lock(lock, Kind::Waiting) => {
+                lock.acquire(Request::from(key).patience(Patience::Wait(left)))
+                    .await
+            }
             Acquirer::Lock(lock, kind) => {
                 let policy = match kind {
                     Kind::Polling1ms => RetryPolicy::new()
@@ -121,8 +125,11 @@ impl Acquirer {
                         .max_wait(left),
                     _ => RetryPolicy::default(),
                 };
-                lock.acquire_with(key, &policy, tokio::time::sleep(left))
-                    .await
+                lock.acquire_until(
+                    Request::from(key).patience(Patience::Retry(policy.clone())),
+                    tokio::time::sleep(left),
+                )
+                .await
             }
             Acquirer::Rslock(rslock) => {
                 return match tokio::time::timeout(left, rslock.lock(key)).await {
@@ -157,7 +164,10 @@ impl Acquirer {
         for _ in 0..super::WARM_CALLS {
             match self {
                 Acquirer::Lock(lock, Kind::Waiting) => {
-                    if let Ok(guard) = lock.acquire_within(key, Duration::ZERO).await {
+                    if let Ok(guard) = lock
+                        .acquire(Request::from(key).patience(Patience::Wait(Duration::ZERO)))
+                        .await
+                    {
                         guard.release().await;
                     }
                 }

@@ -1,26 +1,26 @@
-//! [`Lock`]: the client. Built from a [`Topology`] and [`LockOptions`] (nothing is sent until the
-//! first acquisition), it hands out [`Guard`]s; each acquisition's attempts, verdicts and cleanup
-//! are in `acquisition.rs`.
+//! [`Lock`]: the client. Built from its nodes and [`LockOptions`] (nothing is sent until the
+//! first acquisition), it hands out [`Guard`]s. Its methods by concern, as tokio splits a big
+//! type: construction and what a lock tells about itself here; the acquiring verbs in
+//! `acquire.rs`; waiting for a held lock in `wait.rs`; [`Lock::with_lock`] in `with_lock.rs`.
+//! One acquisition's attempts, verdicts and cleanup are in `acquisition.rs`, below.
+
+mod acquire;
+mod wait;
+mod with_lock;
 
 use std::fmt;
-use std::future::{Future, pending};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::acquisition::Acquisition;
 use crate::error::{ConfigError, Error};
-use crate::guard::Guard;
 use crate::hold::Owners;
 use crate::node::Node;
 use crate::node_config::NodeConfig;
-use crate::options::{LockOptions, Topology};
+use crate::options::LockOptions;
 use crate::outcome::NodeOutcome;
 use crate::round::NodeSet;
 use crate::round::fencing::delete_counters;
 use crate::rules::identity::{Claims, Endpoint, first_duplicate};
-use crate::rules::resources::Keys;
-use crate::rules::retry::RetryPolicy;
-use crate::settings::check_retry;
 
 /// A distributed lock client over one Redis server or a quorum of independent masters.
 ///
@@ -31,7 +31,7 @@ use crate::settings::check_retry;
 /// use quorumlock::{Lock, LockOptions};
 ///
 /// # async fn run() -> Result<(), quorumlock::Error> {
-/// let lock = Lock::quorum(
+/// let lock = Lock::new(
 ///     ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"],
 ///     LockOptions::default(),
 /// )?;
@@ -59,9 +59,45 @@ impl fmt::Debug for Lock {
 }
 
 impl Lock {
-    /// A lock over `topology`. Fails only on an invalid configuration.
-    pub fn new(topology: Topology, options: LockOptions) -> Result<Lock, Error> {
-        let configs = topology.nodes();
+    /// A lock over `nodes`: one node is a single Redis server, several are independent
+    /// masters and a Redlock over them. Each node is a [`NodeConfig`] or anything that becomes
+    /// one: a URL (`redis://[user:password@]host:port[/db]`, `rediss://` with the `tls`
+    /// feature), the application's own `&redis::Client` or `redis::ConnectionInfo`, or a Redis
+    /// Cluster's seeds ([`NodeConfig::cluster`]). Nothing is sent until the first acquisition.
+    ///
+    /// The lock takes each client's connection details, not its connections: it connects with
+    /// its own timeouts and checks every connection's server (the restart guard, one server one
+    /// vote), see [`NodeConfig`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for an invalid configuration only: no node, a node given twice
+    /// ([`ConfigError::DuplicateNode`]), a URL that does not parse, an option out of range.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use quorumlock::{Lock, LockOptions};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// // One server.
+    /// let single = Lock::new(["redis://127.0.0.1:6379"], LockOptions::new())?;
+    /// // Clients the application already configured (credentials, database, protocol).
+    /// let clients = (1..=3)
+    ///     .map(|i| redis::Client::open(format!("redis://app:secret@10.0.0.{i}:6379/2")))
+    ///     .collect::<Result<Vec<_>, _>>()?;
+    /// let quorum = Lock::new(&clients, LockOptions::new())?;
+    /// let guard = quorum.acquire("invoice:42").await?;
+    /// guard.release().await;
+    /// # let _ = single;
+    /// # Ok(()) }
+    /// ```
+    pub fn new<I, N>(nodes: I, options: LockOptions) -> Result<Lock, Error>
+    where
+        I: IntoIterator<Item = N>,
+        N: Into<NodeConfig>,
+    {
+        let configs: Vec<NodeConfig> = nodes.into_iter().map(Into::into).collect();
         let mut settings = options.validate(configs.len())?;
         if configs.iter().any(NodeConfig::is_cluster) {
             settings.tag_keys()?;
@@ -114,55 +150,6 @@ impl Lock {
         })
     }
 
-    /// A lock on one Redis server (`redis://[user:password@]host:port[/db]`).
-    pub fn single(url: impl Into<String>, options: LockOptions) -> Result<Lock, Error> {
-        Lock::new(Topology::Single(NodeConfig::from_url(url)), options)
-    }
-
-    /// A Redlock over independent Redis masters, one URL each.
-    pub fn quorum<I, S>(urls: I, options: LockOptions) -> Result<Lock, Error>
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        Lock::new(
-            Topology::Quorum(urls.into_iter().map(NodeConfig::from_url).collect()),
-            options,
-        )
-    }
-
-    /// A lock over nodes given as configuration: each a [`NodeConfig`], or anything that
-    /// becomes one (`&redis::Client`, `redis::ConnectionInfo`, a URL). One node is a single
-    /// server, several a Redlock.
-    ///
-    /// The lock takes each client's connection details, not its connections: it connects with
-    /// its own timeouts and checks every connection's server (the restart guard, one server one
-    /// vote), see [`NodeConfig`].
-    ///
-    /// ```no_run
-    /// use quorumlock::{Lock, LockOptions};
-    ///
-    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    /// // Clients the application already configured (credentials, database, protocol).
-    /// let clients = (1..=3)
-    ///     .map(|i| redis::Client::open(format!("redis://app:secret@10.0.0.{i}:6379/2")))
-    ///     .collect::<Result<Vec<_>, _>>()?;
-    /// let lock = Lock::from_nodes(&clients, LockOptions::new())?;
-    /// let guard = lock.acquire("invoice:42").await?;
-    /// guard.release().await;
-    /// # Ok(()) }
-    /// ```
-    pub fn from_nodes<I, N>(nodes: I, options: LockOptions) -> Result<Lock, Error>
-    where
-        I: IntoIterator<Item = N>,
-        N: Into<NodeConfig>,
-    {
-        Lock::new(
-            Topology::Quorum(nodes.into_iter().map(Into::into).collect()),
-            options,
-        )
-    }
-
     /// What this lock's clones and guards share.
     pub(crate) fn node_set(&self) -> &Arc<NodeSet> {
         &self.node_set
@@ -197,8 +184,8 @@ impl Lock {
         self.node_set.settings.node_timeout
     }
 
-    /// The longest one attempt of [`acquire_within`](Lock::acquire_within) can take, and so how
-    /// far past its wait the call can return: twice `connect_timeout + node_timeout`, the
+    /// The longest one attempt of an acquisition that waits ([`Patience::Wait`](crate::Patience::Wait))
+    /// can take, and so how far past its wait the call can return: twice `connect_timeout + node_timeout`, the
     /// longest one request to one node can take (a connection to wait for, then the command).
     /// Once for the attempt's requests, which go to every node at once; and once more when the
     /// attempt fails, for its release on every node, which waits for the request still in
@@ -212,50 +199,6 @@ impl Lock {
     /// `max_ttl` plus its drift allowance. `None` with the guard off.
     pub fn restart_guard_period(&self) -> Option<Duration> {
         self.node_set.settings.restart_guard
-    }
-
-    /// One attempt, no retry: `Held` at once if someone else has the lock.
-    pub async fn try_acquire(&self, resource: impl AsRef<[u8]>) -> Result<Guard, Error> {
-        self.acquire_with(resource, &RetryPolicy::once(), pending())
-            .await
-    }
-
-    /// Acquires with an explicit retry policy and cancel signal.
-    ///
-    /// Every attempt of one acquisition uses the same fresh token, so a key an earlier attempt
-    /// left behind (its release was lost) counts for us, not against us. Dropping this future
-    /// at any point releases whatever it may have set, in the background; see [`Lock::settle`].
-    /// [`try_acquire`](Lock::try_acquire), [`acquire`](Lock::acquire) and
-    /// [`acquire_until`](Lock::acquire_until) are this with their policy and signal.
-    ///
-    /// # Errors
-    ///
-    /// The last attempt's error, each carrying every node's reply; whatever the attempts set
-    /// has been released:
-    ///
-    /// - [`Error::Held`]: another owner holds the resource;
-    /// - [`Error::Unavailable`]: too many nodes failed for a quorum;
-    /// - [`Error::ValidityExpired`]: a quorum said yes, but the round trip used up the TTL;
-    /// - [`Error::FenceUnconfirmed`]: with fencing, no quorum confirmed the fence;
-    /// - [`Error::Cancelled`]: `cancel` completed first;
-    /// - [`Error::Config`]: an empty resource name or a policy with no attempt, before anything
-    ///   is sent.
-    pub async fn acquire_with(
-        &self,
-        resource: impl AsRef<[u8]>,
-        policy: &RetryPolicy,
-        cancel: impl Future<Output = ()>,
-    ) -> Result<Guard, Error> {
-        let resource = resource.as_ref();
-        if resource.is_empty() {
-            return Err(ConfigError::EmptyResource.into());
-        }
-        check_retry(policy)?;
-        let settings = &self.node_set.settings;
-        let key = settings.lock_key(resource)?;
-        Acquisition::new(&self.node_set, resource, Keys::One(key), settings.ttl)
-            .run(policy, cancel)
-            .await
     }
 
     /// Waits until all background work has finished: releases of guards dropped without
@@ -293,6 +236,7 @@ impl Lock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Guard;
 
     fn send_sync_static<T: Send + Sync + 'static>(_: &T) {}
     fn send<T: Send>(_: &T) {}
@@ -300,12 +244,33 @@ mod tests {
     /// Guards move between tasks, and acquisitions can be spawned.
     #[test]
     fn locks_guards_and_their_futures_can_cross_tasks() {
-        let lock = Lock::single("redis://127.0.0.1:1", LockOptions::new()).unwrap();
+        let lock = Lock::new(["redis://127.0.0.1:1"], LockOptions::new()).unwrap();
         send_sync_static(&lock);
         send(&lock.acquire("r"));
         send(&lock.acquire_until("r", std::future::pending()));
+        let set = crate::Resources::new(["a", "b"]).unwrap();
+        send(&lock.acquire(&set));
+        send(&lock.try_acquire(String::from("r")));
         fn guard_is_send_sync_static<T: Send + Sync + 'static>() {}
         guard_is_send_sync_static::<Guard>();
         guard_is_send_sync_static::<Error>();
+    }
+
+    #[test]
+    fn a_locks_debug_shows_addresses_and_never_a_password() {
+        let url = "redis://user:secret@10.0.0.1:6379";
+        let lock = Lock::new([url, "redis://10.0.0.2:6379"], LockOptions::new()).unwrap();
+        let debug = format!("{lock:?}");
+        assert!(!debug.contains("secret"), "{debug}");
+        assert!(debug.contains("10.0.0.1:6379"), "{debug}");
+    }
+
+    #[test]
+    fn no_node_is_a_configuration_error() {
+        let none: [&str; 0] = [];
+        assert!(matches!(
+            Lock::new(none, LockOptions::new()),
+            Err(Error::Config(ConfigError::NoNodes))
+        ));
     }
 }

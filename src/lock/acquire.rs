@@ -1,0 +1,152 @@
+//! The verbs that acquire: [`Lock::acquire`] (as patient as the request or the lock says),
+//! [`Lock::try_acquire`] (once) and [`Lock::acquire_until`] (with a cancel signal). All three
+//! take a [`Request`] (or anything that becomes one: a name, a set) and end in one function,
+//! which checks the request, re-enters an owner's hold, and runs the acquisition its patience
+//! asks for.
+
+use std::future::{Future, pending};
+use std::sync::Arc;
+
+use crate::acquisition::Acquisition;
+use crate::error::Error;
+use crate::guard::Guard;
+use crate::hold::Owners;
+use crate::lock::Lock;
+use crate::owner::Owner;
+use crate::request::{Patience, Prepared, Request};
+use crate::rules::resources::Keys;
+use crate::rules::retry::RetryPolicy;
+
+impl Lock {
+    /// Acquires what `request` names, one resource or a [`Resources`](crate::Resources) set
+    /// (all of it or none), as patiently as it says, by default as the lock's
+    /// [`patience`](crate::LockOptions::patience) says: wait up to the TTL, woken by the release
+    /// or the holder's keys expiring, in arrival order with this lock's other waiters of the
+    /// same resources.
+    ///
+    /// The first attempt is made at once, as [`try_acquire`](Lock::try_acquire) makes it,
+    /// unless another caller of this `Lock` already waits for one of the resources (then it
+    /// queues behind them). Only a refused attempt subscribes to the release messages; the
+    /// next attempt follows once a quorum of nodes confirmed the subscription, so a release in
+    /// between is not missed, and a slow, hung or dead minority is never waited for.
+    ///
+    /// Why the TTL by default: it is the longest a holder that crashed without releasing can
+    /// keep the lock, so a caller gets every lock that nobody keeps alive, and a lock kept
+    /// alive by a live holder makes it give up (`Held`) rather than hang.
+    ///
+    /// Every attempt uses a fresh token and is released on every node when it fails; dropping
+    /// this future at any point releases whatever it may have set, in the background (see
+    /// [`Lock::settle`]). A waiting call returns within its wait plus one attempt
+    /// ([`attempt_bound`](Lock::attempt_bound)).
+    ///
+    /// # Errors
+    ///
+    /// The last attempt's error, each carrying every node's reply; whatever the attempts set
+    /// has been released:
+    ///
+    /// - [`Error::Held`]: another owner holds the resource (a set: names its first resource).
+    ///   With empty outcomes if the caller never reached the head of the queue: it waited
+    ///   behind other callers of this lock and never asked the nodes;
+    /// - [`Error::Unavailable`]: too many nodes failed for a quorum;
+    /// - [`Error::ValidityExpired`]: a quorum said yes, but the round trip used up the TTL;
+    /// - [`Error::FenceUnconfirmed`]: with fencing, no quorum confirmed the fence;
+    /// - [`Error::Config`], before anything is sent: an empty resource name, a TTL Redis cannot
+    ///   store or (restart guard on) above `max_ttl`, a retry policy with no attempt, a set
+    ///   across cluster slots.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn run(lock: quorumlock::Lock) -> Result<(), quorumlock::Error> {
+    /// use std::time::Duration;
+    /// use quorumlock::{Patience, Request, Resources};
+    ///
+    /// let guard = lock.acquire("invoice:42").await?;
+    /// guard.release().await;
+    ///
+    /// // Wait up to 5 s for the nightly job's lock, however long its holder keeps it.
+    /// let nightly = Request::from("nightly-report").patience(Patience::Wait(Duration::from_secs(5)));
+    /// let guard = lock.acquire(nightly).await?;
+    /// guard.release().await;
+    ///
+    /// // Move money between two accounts: both locked, or neither.
+    /// let accounts = Resources::new(["account:7", "account:9"])?;
+    /// let guard = lock.acquire(&accounts).await?;
+    /// guard.release().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire<'a>(&self, request: impl Into<Request<'a>>) -> Result<Guard, Error> {
+        self.run(&request.into(), None, pending()).await
+    }
+
+    /// One attempt, whatever the request's patience: [`Error::Held`] at once if someone else
+    /// holds the lock. An owner's re-entry still joins its hold.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`acquire`](Lock::acquire).
+    pub async fn try_acquire<'a>(&self, request: impl Into<Request<'a>>) -> Result<Guard, Error> {
+        self.run(&request.into(), Some(Patience::Once), pending())
+            .await
+    }
+
+    /// [`acquire`](Lock::acquire), giving up with [`Error::Cancelled`] as soon as `cancel`
+    /// completes (a shutdown signal, say). Keys set so far are released first.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`acquire`](Lock::acquire), and [`Error::Cancelled`] (with the last attempt's
+    /// node outcomes).
+    pub async fn acquire_until<'a>(
+        &self,
+        request: impl Into<Request<'a>>,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<Guard, Error> {
+        self.run(&request.into(), None, cancel).await
+    }
+
+    /// Every verb's one path: the request checked (`patience` overriding its own), an owner's
+    /// hold re-entered, then one attempt, attempts on a retry policy, or a wait.
+    pub(crate) async fn run(
+        &self,
+        request: &Request<'_>,
+        patience: Option<Patience>,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<Guard, Error> {
+        let prepared = request.prepare(&self.node_set().settings, patience)?;
+        if let Some(guard) = self.reenter(prepared.owner, &prepared.keys) {
+            return Ok(guard);
+        }
+        match &prepared.patience {
+            Patience::Once => {
+                self.acquisition(&prepared)
+                    .run(&RetryPolicy::once(), cancel)
+                    .await
+            }
+            Patience::Retry(policy) => self.acquisition(&prepared).run(policy, cancel).await,
+            Patience::Wait(wait) => self.wait_for(&prepared, *wait, cancel).await,
+        }
+    }
+
+    /// The acquisition `prepared` asks for, with a fresh token, nothing sent yet.
+    pub(super) fn acquisition<'s>(&'s self, prepared: &'s Prepared<'_>) -> Acquisition<'s> {
+        Acquisition::new(
+            self.node_set(),
+            prepared.name,
+            prepared.keys.clone(),
+            prepared.ttl,
+        )
+        .for_owner(self.owned_by(prepared.owner))
+    }
+
+    /// Another guard of `owner`'s hold of `keys`, if it has one still valid.
+    pub(crate) fn reenter(&self, owner: Option<Owner>, keys: &Keys) -> Option<Guard> {
+        let hold = self.owners().join(owner?, keys.clone())?;
+        Some(Guard::joined(hold))
+    }
+
+    /// An acquisition's owner with this lock's registry of owned holds.
+    pub(crate) fn owned_by(&self, owner: Option<Owner>) -> Option<(Owner, Arc<Owners>)> {
+        owner.map(|owner| (owner, Arc::clone(self.owners())))
+    }
+}

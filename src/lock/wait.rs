@@ -1,0 +1,183 @@
+//! Waiting for a held lock ([`Patience::Wait`](crate::Patience::Wait)): one resource or a set,
+//! woken when the lock is released (by this process, or by any client through the nodes'
+//! published release) or when its keys expire on a quorum, never by a poll timer. Callers of
+//! one [`Lock`] waiting for overlapping resources are served in arrival order
+//! (`round/wait_list.rs`).
+//!
+//! The first attempt goes out at once, before any subscription, unless a caller of this lock
+//! already queues for one of the resources: a free lock costs one attempt. A refused attempt
+//! joins the queue and subscribes; the next attempt follows as soon as a quorum of nodes
+//! confirmed the subscription, so a release between the refusal and the subscription is still
+//! seen (on a quorum, one node at least also held the holder's key and publishes its release),
+//! and a slow, hung or dead minority's confirmation is never waited for.
+//!
+//! A wake-up is only a hint: the head of the queue still wins only by the quorum rule. A missed
+//! or late message costs it at most the time until the holder's keys expire on a quorum, which
+//! it reads (`PTTL`) after every attempt that found the lock held.
+
+use crate::request::Patience;
+use std::future::Future;
+use std::pin::pin;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::error::Error;
+use crate::guard::Guard;
+use crate::lock::Lock;
+use crate::request::Prepared;
+use crate::round::wait_list::free_by_expiry_after;
+use crate::rules::retry::RetryPolicy;
+
+/// A deadline further out than this is treated as this far out (about 30 years): a deadline
+/// that cannot be represented must still be a deadline.
+const LONGEST_WAIT: Duration = Duration::from_secs(1 << 30);
+
+impl Lock {
+    /// Waits up to `wait` for what `prepared` names, each attempt one acquisition as
+    /// [`try_acquire`](Lock::try_acquire) makes it. No attempt starts after the deadline, and
+    /// one under way when it passes is finished (each bounded by the node timeouts), so the
+    /// call returns within `wait` plus [`attempt_bound`](Lock::attempt_bound).
+    pub(super) async fn wait_for(
+        &self,
+        prepared: &Prepared<'_>,
+        wait: Duration,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<Guard, Error> {
+        let mut cancel = pin!(cancel);
+        let started = Instant::now();
+        let deadline = started
+            .checked_add(wait.min(LONGEST_WAIT))
+            .unwrap_or(started);
+        let node_set = self.node_set();
+        let settings = &node_set.settings;
+        let keys = &prepared.keys;
+        let once = RetryPolicy::once();
+        // After an attempt that failed for want of nodes (not held), the pause before the next.
+        let retry_pause = || match &prepared.patience {
+            Patience::Retry(policy) => policy.pause(rand::random()),
+            _ => RetryPolicy::default().pause(rand::random()),
+        };
+        let mut last_error: Option<Error> = None;
+        let mut pause_first = None;
+        // Try first: nobody of this lock queues for these resources, so nobody is passed.
+        if !node_set.wait_list.queued(keys) {
+            match self.acquisition(prepared).run(&once, cancel.as_mut()).await {
+                Ok(guard) => return Ok(guard),
+                Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => return Err(error),
+                Err(error) => {
+                    if !matches!(error, Error::Held { .. }) {
+                        pause_first = Some(retry_pause());
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(error);
+                    }
+                    last_error = Some(error);
+                }
+            }
+        }
+        let (place, subscribed) =
+            node_set
+                .wait_list
+                .join(&node_set.nodes, settings.connect_timeout, keys);
+        // Heard from now on: the next attempt waits for a quorum of confirmations at most.
+        let confirmed_by = Instant::now()
+            .checked_add(node_set.request_bound())
+            .map_or(deadline, |bound| bound.min(deadline));
+        let confirmed = tokio::time::timeout_at(
+            confirmed_by,
+            confirmed_by_quorum(subscribed, settings.quorum),
+        );
+        tokio::select! {
+            biased;
+            () = cancel.as_mut() => return Err(cancelled(last_error)),
+            _ = confirmed => {}
+        }
+        loop {
+            // Armed before the attempt, so a release during it is not missed.
+            let woken = place.wake().notified();
+            let pause = if let Some(pause) = pause_first.take() {
+                pause
+            } else if place.is_head() {
+                // The task ahead may have been this owner's, and now holds the lock.
+                if let Some(guard) = self.reenter(prepared.owner, keys) {
+                    return Ok(guard);
+                }
+                // Not cut short by the deadline: an attempt is bounded by the node timeouts, and
+                // one cut short would only have to be released again.
+                match self.acquisition(prepared).run(&once, cancel.as_mut()).await {
+                    Ok(guard) => return Ok(guard),
+                    Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => return Err(error),
+                    Err(error @ Error::Held { .. }) => {
+                        last_error = Some(error);
+                        // No wake-up heard: try again once a quorum is free by expiry alone. Not
+                        // read past the deadline (a node being reconnected would hold the caller
+                        // up to its timeouts for a bound nobody needs any more).
+                        let expiry = free_by_expiry_after(&node_set.nodes, settings.quorum, keys);
+                        tokio::time::timeout_at(deadline, expiry)
+                            .await
+                            .ok()
+                            .flatten()
+                            .unwrap_or(prepared.ttl)
+                    }
+                    Err(error) => {
+                        last_error = Some(error);
+                        retry_pause()
+                    }
+                }
+            } else {
+                LONGEST_WAIT
+            };
+            tokio::select! {
+                biased;
+                () = cancel.as_mut() => return Err(cancelled(last_error)),
+                () = tokio::time::sleep_until(deadline) => {
+                    return Err(last_error.unwrap_or_else(|| Error::Held {
+                        resource: prepared.name.to_vec(),
+                        unreachable: 0,
+                        outcomes: Vec::new(),
+                    }));
+                }
+                () = woken => {}
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    /// How many callers of this lock are waiting for `resource` now, alone or in a set.
+    pub fn waiters(&self, resource: impl AsRef<[u8]>) -> usize {
+        let settings = &self.node_set().settings;
+        // A name no key can be made of has nobody waiting for it.
+        settings
+            .lock_key(resource.as_ref())
+            .map_or(0, |key| self.node_set().wait_list.waiters(&key))
+    }
+}
+
+/// `Cancelled`, with the last attempt's outcomes if there was one.
+fn cancelled(last_error: Option<Error>) -> Error {
+    let outcomes = last_error.map(|error| error.outcomes().to_vec());
+    Error::Cancelled {
+        outcomes: outcomes.unwrap_or_default(),
+    }
+}
+
+/// Completes once `quorum` of the nodes confirmed their subscription, or once so many failed
+/// that no quorum can: then only the expiry bound tells a waiter of a release it missed. A
+/// slower minority's confirmation is not waited for: a release that frees a quorum for us
+/// deletes the holder's key on a quorum of nodes, and two quorums share a node.
+async fn confirmed_by_quorum(subscribed: Vec<oneshot::Receiver<()>>, quorum: usize) {
+    let total = subscribed.len();
+    let mut pending: FuturesUnordered<_> = subscribed.into_iter().collect();
+    let (mut confirmed, mut failed) = (0usize, 0usize);
+    while confirmed < quorum && total.saturating_sub(failed) >= quorum {
+        match pending.next().await {
+            Some(Ok(())) => confirmed += 1,
+            Some(Err(_)) => failed += 1,
+            None => return,
+        }
+    }
+}

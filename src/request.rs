@@ -1,0 +1,281 @@
+//! What one acquisition asks for: [`Request`] (one resource or a set, and where they differ from
+//! the lock's options its TTL, its [`Patience`] and its owner), and the one place that checks a
+//! request against the lock's settings before anything is sent (`Prepared`).
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use crate::error::{ConfigError, Error};
+use crate::owner::Owner;
+use crate::resources::Resources;
+use crate::rules::resources::Keys;
+use crate::rules::retry::RetryPolicy;
+use crate::settings::{Settings, check_retry, validate_ttl};
+
+/// How an acquisition gets a lock someone else holds: give up at once, wait woken by the
+/// release, or poll on a retry policy. The lock's default is set with
+/// [`LockOptions::patience`](crate::LockOptions::patience) (unset: wait up to the TTL), and one
+/// request overrides it with [`Request::patience`].
+///
+/// ```
+/// use std::time::Duration;
+/// use quorumlock::{Patience, Request, RetryPolicy};
+///
+/// let once = Request::from("report").patience(Patience::Once);
+/// let woken = Request::from("report").patience(Patience::Wait(Duration::from_secs(5)));
+/// let polled = Request::from("report").patience(Patience::Retry(RetryPolicy::default()));
+/// # let _ = (once, woken, polled);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Patience {
+    /// One attempt: [`Error::Held`] at once if someone else holds the lock.
+    Once,
+    /// Wait up to this long, queued in arrival order with this lock's other waiters of the same
+    /// resources, woken by a release (by any client) or by the holder's keys expiring on a
+    /// quorum; never on a poll timer. Zero makes one attempt.
+    Wait(Duration),
+    /// Poll: the policy's attempts, with its pauses between them. For nodes whose clients'
+    /// releases are not heard, or to bound the number of attempts.
+    Retry(RetryPolicy),
+}
+
+/// One acquisition: what to lock and, where they differ from the lock's options, for how long,
+/// how patiently, and for whom. A resource name (`&str`, `String`, bytes) and a
+/// [`Resources`] set convert into it, so `lock.acquire("r")` and `lock.acquire(&set)` need no
+/// request at all; the setters take it from there.
+///
+/// ```no_run
+/// # async fn run(lock: quorumlock::Lock) -> Result<(), quorumlock::Error> {
+/// use std::time::Duration;
+/// use quorumlock::{Owner, Patience, Request, Resources};
+///
+/// // This job's lock lives 2 minutes; wait up to 10 s for whoever holds it now.
+/// let request = Request::from("reindex")
+///     .ttl(Duration::from_secs(120))
+///     .patience(Patience::Wait(Duration::from_secs(10)));
+/// let guard = lock.acquire(request).await?;
+/// assert_eq!(guard.ttl(), Duration::from_secs(120));
+/// guard.release().await;
+///
+/// // Two accounts at once, reentrant for this owner.
+/// let owner = Owner::new();
+/// let accounts = Resources::new(["account:7", "account:9"])?;
+/// let guard = lock.acquire(Request::from(&accounts).owner(owner)).await?;
+/// guard.release().await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    target: Target<'a>,
+    ttl: Option<Duration>,
+    patience: Option<Patience>,
+    owner: Option<Owner>,
+}
+
+/// What a request locks.
+#[derive(Debug, Clone)]
+enum Target<'a> {
+    One(Cow<'a, [u8]>),
+    Set(Cow<'a, Resources>),
+}
+
+impl<'a> Request<'a> {
+    fn of(target: Target<'a>) -> Self {
+        Request {
+            target,
+            ttl: None,
+            patience: None,
+            owner: None,
+        }
+    }
+
+    /// The TTL of this acquisition (default: the lock's), which a keep-alive also extends by.
+    /// Between 1 ms and [`MAX_TTL`](crate::MAX_TTL), and with the restart guard on at most the
+    /// lock's [`max_ttl`](crate::LockOptions::max_ttl), which is what the guard covers.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// How this acquisition gets a held lock (default: the lock's
+    /// [`patience`](crate::LockOptions::patience)). [`Lock::try_acquire`](crate::Lock::try_acquire)
+    /// makes one attempt whatever this says.
+    pub fn patience(mut self, patience: Patience) -> Self {
+        self.patience = Some(patience);
+        self
+    }
+
+    /// Acquire for `owner` (default: no owner, not reentrant). If `owner` already holds the same
+    /// resources through this lock (or a clone of it), with validity left, the call returns at
+    /// once with another guard of that hold: nothing is sent, and this request's TTL and
+    /// patience do not apply. The lock is released when the last of the owner's guards is; see
+    /// [`Owner`].
+    ///
+    /// Re-entry is checked when the call begins and, while it waits, each time it is the next
+    /// in line: a task of the owner that waits behind another task of the same owner joins its
+    /// hold as soon as that one has it.
+    pub fn owner(mut self, owner: Owner) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// Checks the request against `settings` and makes its keys, before anything is sent.
+    /// `patience` overrides the request's and the lock's.
+    pub(crate) fn prepare(
+        &self,
+        settings: &Settings,
+        patience: Option<Patience>,
+    ) -> Result<Prepared<'_>, Error> {
+        let (name, keys) = match &self.target {
+            Target::One(name) => {
+                if name.is_empty() {
+                    return Err(ConfigError::EmptyResource.into());
+                }
+                (&**name, Keys::One(settings.lock_key(name)?))
+            }
+            Target::Set(set) => (set.first(), set.keys(settings)?),
+        };
+        let ttl = self.ttl.unwrap_or(settings.ttl);
+        validate_ttl(ttl)?;
+        settings.check_guarded_ttl(ttl)?;
+        let patience = patience
+            .or_else(|| self.patience.clone())
+            .unwrap_or_else(|| settings.patience.clone());
+        if let Patience::Retry(policy) = &patience {
+            check_retry(policy)?;
+        }
+        Ok(Prepared {
+            name,
+            keys,
+            ttl,
+            patience,
+            owner: self.owner,
+        })
+    }
+}
+
+/// A request checked against the lock's settings: every default resolved, its keys made.
+pub(crate) struct Prepared<'r> {
+    /// The resource, or a set's first resource, which stands for it where one name is wanted.
+    pub(crate) name: &'r [u8],
+    pub(crate) keys: Keys,
+    pub(crate) ttl: Duration,
+    pub(crate) patience: Patience,
+    pub(crate) owner: Option<Owner>,
+}
+
+impl<'a> From<&'a str> for Request<'a> {
+    fn from(resource: &'a str) -> Self {
+        Request::of(Target::One(Cow::Borrowed(resource.as_bytes())))
+    }
+}
+
+impl<'a> From<&'a String> for Request<'a> {
+    fn from(resource: &'a String) -> Self {
+        Request::of(Target::One(Cow::Borrowed(resource.as_bytes())))
+    }
+}
+
+impl From<String> for Request<'static> {
+    fn from(resource: String) -> Self {
+        Request::of(Target::One(Cow::Owned(resource.into_bytes())))
+    }
+}
+
+impl<'a> From<&'a [u8]> for Request<'a> {
+    fn from(resource: &'a [u8]) -> Self {
+        Request::of(Target::One(Cow::Borrowed(resource)))
+    }
+}
+
+impl<'a, const N: usize> From<&'a [u8; N]> for Request<'a> {
+    fn from(resource: &'a [u8; N]) -> Self {
+        Request::of(Target::One(Cow::Borrowed(resource)))
+    }
+}
+
+impl<'a> From<&'a Vec<u8>> for Request<'a> {
+    fn from(resource: &'a Vec<u8>) -> Self {
+        Request::of(Target::One(Cow::Borrowed(resource)))
+    }
+}
+
+impl From<Vec<u8>> for Request<'static> {
+    fn from(resource: Vec<u8>) -> Self {
+        Request::of(Target::One(Cow::Owned(resource)))
+    }
+}
+
+impl<'a> From<&'a Resources> for Request<'a> {
+    fn from(resources: &'a Resources) -> Self {
+        Request::of(Target::Set(Cow::Borrowed(resources)))
+    }
+}
+
+impl From<Resources> for Request<'static> {
+    fn from(resources: Resources) -> Self {
+        Request::of(Target::Set(Cow::Owned(resources)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LockOptions;
+
+    fn settings() -> Settings {
+        LockOptions::new().validate(3).unwrap()
+    }
+
+    #[test]
+    fn the_request_overrides_the_lock_and_the_verb_overrides_both() {
+        let settings = settings();
+        let wait = Patience::Wait(Duration::from_secs(2));
+        let patience = |request: &Request<'_>, verb: Option<Patience>| {
+            request.prepare(&settings, verb).unwrap().patience
+        };
+        let plain = Request::from("r");
+        assert_eq!(patience(&plain, None), Patience::Wait(settings.ttl));
+        let patient = Request::from("r").patience(wait.clone());
+        assert_eq!(patience(&patient, None), wait);
+        assert_eq!(patience(&patient, Some(Patience::Once)), Patience::Once);
+    }
+
+    #[test]
+    fn a_bad_request_is_refused_before_anything_is_sent() {
+        let settings = settings();
+        let refused = |request: Request<'_>| request.prepare(&settings, None).err();
+        assert!(matches!(
+            refused(Request::from("")),
+            Some(Error::Config(ConfigError::EmptyResource))
+        ));
+        assert!(matches!(
+            refused(Request::from("r").ttl(Duration::ZERO)),
+            Some(Error::Config(ConfigError::InvalidTtl(_)))
+        ));
+        assert!(matches!(
+            refused(Request::from("r").ttl(Duration::from_secs(11))),
+            Some(Error::Config(ConfigError::TtlAboveMaxTtl { .. }))
+        ));
+        assert!(matches!(
+            refused(Request::from("r").patience(Patience::Retry(RetryPolicy::new().attempts(0)))),
+            Some(Error::Config(ConfigError::ZeroAttempts))
+        ));
+    }
+
+    #[test]
+    fn a_set_stands_for_its_first_resource_and_one_name_is_one_key() {
+        let settings = settings();
+        let set = Resources::new(["b", "a"]).unwrap();
+        let request = Request::from(&set);
+        let prepared = request.prepare(&settings, None).unwrap();
+        assert_eq!(prepared.name, b"a");
+        assert!(matches!(prepared.keys, Keys::Set(_)));
+        let one = Request::from(String::from("a"));
+        assert!(matches!(
+            one.prepare(&settings, None).unwrap().keys,
+            Keys::One(_)
+        ));
+    }
+}
