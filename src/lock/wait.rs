@@ -36,6 +36,10 @@ use crate::rules::retry::RetryPolicy;
 /// that cannot be represented must still be a deadline.
 const LONGEST_WAIT: Duration = Duration::from_secs(1 << 30);
 
+/// What a waiter sleeps on besides its wake-up: a pause, or the expiry bound being read and
+/// then slept out. Boxed: an allocation per round of waiting, none on the path that tries first.
+type Pause<'p> = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'p>>;
+
 impl Lock {
     /// Waits up to `wait` for what `prepared` names, each attempt one acquisition as
     /// [`try_acquire`](Lock::try_acquire) makes it. No attempt starts after the deadline, and
@@ -99,8 +103,11 @@ impl Lock {
         loop {
             // Armed before the attempt, so a release during it is not missed.
             let woken = place.wake().notified();
-            let pause = if let Some(pause) = pause_first.take() {
-                pause
+            let pause: Pause = if let Some(pause) = pause_first.take() {
+                Box::pin(tokio::time::sleep(pause))
+            } else if Instant::now() >= deadline {
+                // No attempt starts after the deadline (the select below returns at once).
+                Box::pin(std::future::pending())
             } else if place.is_head() {
                 // The task ahead may have been this owner's, and now holds the lock.
                 if let Some(guard) = self.reenter(prepared.owner, keys) {
@@ -113,23 +120,22 @@ impl Lock {
                     Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => return Err(error),
                     Err(error @ Error::Held { .. }) => {
                         last_error = Some(error);
-                        // No wake-up heard: try again once a quorum is free by expiry alone. Not
-                        // read past the deadline (a node being reconnected would hold the caller
-                        // up to its timeouts for a bound nobody needs any more).
-                        let expiry = free_by_expiry_after(&node_set.nodes, settings.quorum, keys);
-                        tokio::time::timeout_at(deadline, expiry)
-                            .await
-                            .ok()
-                            .flatten()
-                            .unwrap_or(prepared.ttl)
+                        // No wake-up heard: try again once a quorum is free by expiry alone. Read
+                        // while the wake-up is listened for, so a slow or hung node's PTTL never
+                        // holds up a hand-off.
+                        Box::pin(async move {
+                            let expiry =
+                                free_by_expiry_after(&node_set.nodes, settings.quorum, keys).await;
+                            tokio::time::sleep(expiry.unwrap_or(prepared.ttl)).await;
+                        })
                     }
                     Err(error) => {
                         last_error = Some(error);
-                        retry_pause()
+                        Box::pin(tokio::time::sleep(retry_pause()))
                     }
                 }
             } else {
-                LONGEST_WAIT
+                Box::pin(std::future::pending())
             };
             tokio::select! {
                 biased;
@@ -142,7 +148,7 @@ impl Lock {
                     }));
                 }
                 () = woken => {}
-                () = tokio::time::sleep(pause) => {}
+                () = pause => {}
             }
         }
     }

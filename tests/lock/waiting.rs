@@ -1,4 +1,4 @@
-//! Waiting for a held lock (`Lock::acquire_within`): woken by a release anywhere or by the
+//! Waiting for a held lock (`Patience::Wait`): woken by a release anywhere or by the
 //! holder's keys expiring, never by a poll timer; served in arrival order within one `Lock`;
 //! never hung past the caller's own deadline.
 //!
@@ -10,10 +10,10 @@ use quorumlock::{Patience, Request};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use quorumlock::{Error, Lock};
+use quorumlock::{Error, Lock, LockOptions};
 use quorumlock_harness::TestCluster;
 
-use crate::common::{bounded, cluster, once};
+use crate::common::{bounded, cluster, command_calls, once};
 
 /// A TTL longer than any wait here: a waiter that falls back on its own TTL misses its deadline.
 const LONG_TTL: Duration = Duration::from_secs(60);
@@ -235,6 +235,95 @@ async fn extreme_waits_and_timeouts_are_handled_not_panics() {
                 .await,
             Err(Error::Config(_))
         ));
+    })
+    .await;
+}
+
+/// A default `acquire` of a free lock is one attempt: it subscribes to nothing, on no node.
+/// (Broken on purpose by always joining the queue first: the SUBSCRIBE count goes up.)
+#[tokio::test]
+async fn a_default_acquire_of_a_free_lock_tries_first_and_subscribes_to_nothing() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        let lock = Lock::new(cluster.urls(), LockOptions::new().ttl(LONG_TTL)).unwrap();
+        for resource in ["free", "free", "other"] {
+            lock.acquire(resource).await.unwrap().release().await;
+        }
+        let set = quorumlock::Resources::new(["s1", "s2"]).unwrap();
+        lock.acquire(&set).await.unwrap().release().await;
+        for node in 0..cluster.len() {
+            assert_eq!(
+                command_calls(&cluster, node, "subscribe").await,
+                0,
+                "node {node} was sent SUBSCRIBE for a free lock"
+            );
+        }
+    })
+    .await;
+}
+
+/// A set's waiter is queued and woken by another client's release of any one of its resources:
+/// the holder's key outlives the wait, so only the wake-up gets it in time. (Broken on purpose
+/// by subscribing only a set's first key: the waiter sleeps past its deadline.)
+#[tokio::test]
+async fn a_sets_waiter_is_woken_by_another_clients_release_of_one_of_its_resources() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        let holder = Lock::new(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let waiter = Lock::new(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let held = holder.try_acquire("q").await.unwrap();
+        let waiting = tokio::spawn({
+            let waiter = waiter.clone();
+            async move {
+                let set = quorumlock::Resources::new(["p", "q"]).unwrap();
+                let request = Request::from(&set).patience(Patience::Wait(Duration::from_secs(20)));
+                waiter.acquire(request).await
+            }
+        });
+        crate::common::waiting(&waiter, "q", 1).await;
+        assert_eq!(
+            waiter.waiters("p"),
+            1,
+            "queued for each resource of the set"
+        );
+        held.release().await;
+        let guard = waiting.await.unwrap().unwrap();
+        assert_eq!(guard.resources().count(), 2);
+        assert_eq!(waiter.waiters("q"), 0, "it left every queue");
+        guard.release().await;
+    })
+    .await;
+}
+
+/// One node of five hangs (SIGSTOP, after the connection is made: TCP still answers) and its
+/// node and connect timeouts are longer than the waiter's whole wait: the waiter, subscribed on
+/// the four others, still gets the lock when it is released. (Broken on purpose by waiting for
+/// every node's confirmation: the waiter spends its wait on the hung node and gives up `Held`.)
+#[tokio::test]
+async fn a_hung_minority_never_holds_up_a_waiter() {
+    bounded(async {
+        let mut cluster = cluster(5).await;
+        let slow = LockOptions::new()
+            .ttl(LONG_TTL)
+            .node_timeout(Duration::from_secs(8))
+            .connect_timeout(Duration::from_secs(8));
+        let holder = Lock::new(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let waiter = Lock::new(cluster.urls(), slow).unwrap();
+        let held = holder.try_acquire("job").await.unwrap();
+        cluster.pause(4).unwrap();
+        let waiting = tokio::spawn({
+            let waiter = waiter.clone();
+            async move {
+                let request = Request::from("job").patience(Patience::Wait(Duration::from_secs(4)));
+                waiter.acquire(request).await
+            }
+        });
+        crate::common::waiting(&waiter, "job", 1).await;
+        held.release().await;
+        let result = waiting.await.unwrap();
+        cluster.resume(4).unwrap();
+        let guard = result.unwrap();
+        guard.release().await;
     })
     .await;
 }
