@@ -286,6 +286,9 @@ async fn a_sets_waiter_is_woken_by_another_clients_release_of_one_of_its_resourc
             1,
             "queued for each resource of the set"
         );
+        // Released only once the waiter sleeps: refused after its subscription, it read both
+        // keys' expiry on node 0.
+        crate::common::until(async || command_calls(&cluster, 0, "pttl").await >= 2).await;
         held.release().await;
         let guard = waiting.await.unwrap().unwrap();
         assert_eq!(guard.resources().count(), 2);
