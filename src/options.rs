@@ -127,7 +127,7 @@ impl LockOptions {
     /// or the keys' expiry.
     ///
     /// A waiter whose attempt failed for want of nodes (not held) tries again after
-    /// [`RetryPolicy::default`]'s pause, or with [`Patience::Retry`] after that policy's.
+    /// [`RetryPolicy::default`](crate::RetryPolicy::default)'s pause.
     pub fn patience(mut self, patience: Patience) -> Self {
         self.patience = Some(patience);
         self

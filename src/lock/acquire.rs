@@ -5,7 +5,10 @@
 //! asks for.
 
 use std::future::{Future, pending};
+use std::pin::pin;
 use std::sync::Arc;
+
+use tokio::time::Instant;
 
 use crate::acquisition::Acquisition;
 use crate::error::Error;
@@ -117,6 +120,7 @@ impl Lock {
         if let Some(guard) = self.reenter(prepared.owner, &prepared.keys) {
             return Ok(guard);
         }
+        let mut cancel = pin!(cancel);
         match &prepared.patience {
             Patience::Once => {
                 self.acquisition(&prepared)
@@ -124,7 +128,24 @@ impl Lock {
                     .await
             }
             Patience::Retry(policy) => self.acquisition(&prepared).run(policy, cancel).await,
-            Patience::Wait(wait) => self.wait_for(&prepared, *wait, cancel).await,
+            Patience::Wait(wait) => {
+                let called = Instant::now();
+                // Try first, unless a caller of this lock already queues for these resources
+                // (it would be passed). Inline, so that a free lock costs what `try_acquire`
+                // does: the wait below, and its allocation, only after a refusal.
+                let mut refused = None;
+                if !self.node_set().wait_list.queued(&prepared.keys) {
+                    let attempt = self.acquisition(&prepared);
+                    match attempt.run(&RetryPolicy::once(), cancel.as_mut()).await {
+                        Ok(guard) => return Ok(guard),
+                        Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => {
+                            return Err(error);
+                        }
+                        Err(error) => refused = Some(error),
+                    }
+                }
+                Box::pin(self.wait_for(&prepared, called, *wait, refused, cancel)).await
+            }
         }
     }
 

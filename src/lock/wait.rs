@@ -15,9 +15,8 @@
 //! or late message costs it at most the time until the holder's keys expire on a quorum, which
 //! it reads (`PTTL`) after every attempt that found the lock held.
 
-use crate::request::Patience;
 use std::future::Future;
-use std::pin::pin;
+use std::pin::Pin;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -41,48 +40,39 @@ const LONGEST_WAIT: Duration = Duration::from_secs(1 << 30);
 type Pause<'p> = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'p>>;
 
 impl Lock {
-    /// Waits up to `wait` for what `prepared` names, each attempt one acquisition as
-    /// [`try_acquire`](Lock::try_acquire) makes it. No attempt starts after the deadline, and
-    /// one under way when it passes is finished (each bounded by the node timeouts), so the
-    /// call returns within `wait` plus [`attempt_bound`](Lock::attempt_bound).
-    pub(super) async fn wait_for(
+    /// Waits for what `prepared` names until `wait` after `called`, each attempt one
+    /// acquisition as [`try_acquire`](Lock::try_acquire) makes it; `refused` is the first
+    /// attempt's error, if the caller made one (else it queued at once). No attempt starts
+    /// after the deadline, and one under way when it passes is finished (each bounded by the
+    /// node timeouts), so the call returns within `wait` plus
+    /// [`attempt_bound`](Lock::attempt_bound).
+    pub(super) async fn wait_for<C>(
         &self,
         prepared: &Prepared<'_>,
+        called: Instant,
         wait: Duration,
-        cancel: impl Future<Output = ()>,
-    ) -> Result<Guard, Error> {
-        let mut cancel = pin!(cancel);
-        let started = Instant::now();
-        let deadline = started
-            .checked_add(wait.min(LONGEST_WAIT))
-            .unwrap_or(started);
+        refused: Option<Error>,
+        mut cancel: Pin<&mut C>,
+    ) -> Result<Guard, Error>
+    where
+        C: Future<Output = ()> + ?Sized,
+    {
+        let deadline = called.checked_add(wait.min(LONGEST_WAIT)).unwrap_or(called);
         let node_set = self.node_set();
         let settings = &node_set.settings;
         let keys = &prepared.keys;
         let once = RetryPolicy::once();
         // After an attempt that failed for want of nodes (not held), the pause before the next.
-        let retry_pause = || match &prepared.patience {
-            Patience::Retry(policy) => policy.pause(rand::random()),
-            _ => RetryPolicy::default().pause(rand::random()),
+        let retry_pause = || RetryPolicy::default().pause(rand::random());
+        let refused = match refused {
+            Some(error) if Instant::now() >= deadline => return Err(error),
+            other => other,
         };
-        let mut last_error: Option<Error> = None;
-        let mut pause_first = None;
-        // Try first: nobody of this lock queues for these resources, so nobody is passed.
-        if !node_set.wait_list.queued(keys) {
-            match self.acquisition(prepared).run(&once, cancel.as_mut()).await {
-                Ok(guard) => return Ok(guard),
-                Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => return Err(error),
-                Err(error) => {
-                    if !matches!(error, Error::Held { .. }) {
-                        pause_first = Some(retry_pause());
-                    }
-                    if Instant::now() >= deadline {
-                        return Err(error);
-                    }
-                    last_error = Some(error);
-                }
-            }
-        }
+        let mut pause_first = match &refused {
+            Some(Error::Held { .. }) | None => None,
+            Some(_) => Some(retry_pause()),
+        };
+        let mut last_error = refused;
         let (place, subscribed) =
             node_set
                 .wait_list

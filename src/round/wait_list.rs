@@ -14,6 +14,7 @@
 //! waiter leaves, so no message arrives for a resource nobody waits on.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
@@ -29,6 +30,9 @@ use crate::rules::wait::{KeyTtl, free_after};
 #[derive(Default)]
 pub(crate) struct WaitList {
     queues: Mutex<Queues>,
+    /// How many callers wait, read without the lock: an acquisition that finds none tries
+    /// first without touching `queues`.
+    waiting: AtomicUsize,
     /// One per node, made when the first waiter arrives.
     subscriptions: OnceLock<Vec<Subscription>>,
 }
@@ -60,6 +64,9 @@ impl WaitList {
     /// Whether a caller already waits for one of `keys`: a newcomer then queues behind it
     /// instead of trying first.
     pub(crate) fn queued(&self, keys: &Keys) -> bool {
+        if self.waiting.load(Ordering::Acquire) == 0 {
+            return false;
+        }
         let queues = self.queues();
         !queues.by_key.is_empty()
             && keys
@@ -83,6 +90,7 @@ impl WaitList {
             let mut queues = self.queues();
             let ticket = queues.next_ticket;
             queues.next_ticket = ticket.wrapping_add(1);
+            self.waiting.fetch_add(1, Ordering::AcqRel);
             let mut new_keys = Vec::new();
             for key in keys.all() {
                 let queue = queues.by_key.entry(key.to_vec()).or_insert_with(|| {
@@ -180,6 +188,7 @@ impl Drop for Place {
         let mut emptied = Vec::new();
         {
             let mut queues = self.list.queues();
+            self.list.waiting.fetch_sub(1, Ordering::AcqRel);
             for key in self.keys.all() {
                 let Some(queue) = queues.by_key.get_mut(&**key) else {
                     continue;
@@ -299,6 +308,7 @@ mod tests {
         );
         assert!(!y.is_head() && !yx.is_head());
         assert!(list.queued(&Keys::One(Arc::from(&b"x"[..]))));
+        assert!(list.queued(&set(&[b"z", b"y"])), "one key queued is enough");
         assert!(!list.queued(&Keys::One(Arc::from(&b"z"[..]))));
 
         // A release of one key of the set wakes the set's waiter at the head of that queue.
@@ -313,5 +323,6 @@ mod tests {
         assert!(woken(&yx));
         drop(yx);
         assert!(list.queues().by_key.is_empty());
+        assert!(!list.queued(&set(&[b"x", b"y"])));
     }
 }

@@ -30,6 +30,7 @@ mod sets;
 mod stats;
 mod table;
 mod targets;
+mod verbs;
 
 pub use self::contended::child::{WaitersArgs, run_waiters};
 
@@ -66,6 +67,7 @@ Examples:
   quorumlock bench --only sets
   quorumlock bench --only single
   quorumlock bench --only kept
+  quorumlock bench --only verbs
   quorumlock bench --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379")]
 pub struct BenchArgs {
     /// Comma-separated node URLs of your own deployment (redis://host:port). The first one is
@@ -108,6 +110,9 @@ enum Section {
     /// Many leases kept alive at once on five local nodes (100,000 at a TTL of 3 s, 10,000 at
     /// 30 s), with an unrelated acquire's latency beside them.
     Kept,
+    /// The default `acquire` (patience: wait) against `try_acquire`, on five local nodes behind
+    /// proxies: one task, 64 tasks, one node hung.
+    Verbs,
 }
 
 /// The longest `--ttl`.
@@ -152,6 +157,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         Some(Section::Sets) => return run_sets_alone(&args, &plan).await,
         Some(Section::Single) => return saturation::run_single_alone(&args, plan).await,
         Some(Section::Kept) => return kept_alone::run(args.quick).await,
+        Some(Section::Verbs) => return run_verbs_alone(args.quick).await,
         None => {}
     }
     let ttl = args.ttl;
@@ -280,7 +286,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         + plan.tasks.len() as u64 * 2
         + references.len() as u64
         + 2
-        + if local { 9 + contended::steps() } else { 0 };
+        + if local { 10 + contended::steps() } else { 0 };
     let progress = Progress::new(steps);
 
     // 1. Sequential acquire+release, 2. allocations per cycle.
@@ -359,6 +365,13 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
             None
         }
     };
+    // 8. The default acquire against try_acquire, on five local nodes of its own.
+    let verbs = if local {
+        progress.step("acquire against try_acquire".to_owned());
+        Some(verbs::verbs(args.quick).await?)
+    } else {
+        None
+    };
     progress.finish();
     // Fence counters never expire: delete the ones this run made, also on nodes of your own.
     let resources = scenarios::subject_resources(&plan).chain([PREFLIGHT.to_owned()]);
@@ -374,6 +387,9 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     targets.extend(network::targets(&rows));
     if let Some(contended) = &contended {
         targets.extend(contended::targets(contended));
+    }
+    if let Some(verbs) = &verbs {
+        targets.extend(verbs.targets());
     }
     let node_timeout_ms = u64::try_from(quorum_main.node_timeout().as_millis()).unwrap_or(u64::MAX);
     let report = Report {
@@ -391,9 +407,13 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         targets,
         kept,
         contended,
+        verbs,
         notes,
     };
     print!("{}", render(&report));
+    if let Some(verbs) = &report.verbs {
+        print!("{}", verbs::render(verbs));
+    }
     if let Some(sets) = &sets {
         print!("{}", sets::render(sets));
     }
@@ -429,6 +449,20 @@ async fn five_local_nodes() -> Result<(TestCluster, Vec<String>, String), String
     };
     let version = redis_version(first_url).await;
     Ok((cluster, urls, version))
+}
+
+/// `--only verbs`: the verbs section alone, with its targets.
+async fn run_verbs_alone(quick: bool) -> Result<(), String> {
+    let verbs = verbs::verbs(quick).await?;
+    let nproc = std::thread::available_parallelism().map_or(0, usize::from);
+    println!(
+        "\nquorumlock bench --only verbs ({}) — {nproc} CPUs ({})",
+        if quick { "quick" } else { "full" },
+        cpu_model(),
+    );
+    print!("{}", verbs::render(&verbs));
+    print!("{}", render_targets(&verbs.targets()));
+    Ok(())
 }
 
 /// `--only sets`: the sets section alone, on five fresh local nodes.

@@ -11,6 +11,7 @@ use super::kept::KeptCost;
 use super::plan::Plan;
 use super::stats::Row;
 use super::targets::Target;
+use super::verbs::Verbs;
 
 /// Facts about where the run happened.
 #[derive(Debug, Clone, Serialize)]
@@ -35,6 +36,8 @@ pub(super) struct Report {
     pub(super) kept: Option<KeptCost>,
     /// Waiters wanting one key, and many waiters on one lock (not with `--nodes`).
     pub(super) contended: Option<Contended>,
+    /// The default acquire against try_acquire (local nodes only).
+    pub(super) verbs: Option<Verbs>,
     pub(super) notes: Vec<String>,
 }
 

@@ -106,6 +106,7 @@ pub(super) async fn run_single_alone(args: &BenchArgs, mut plan: Plan) -> Result
         targets,
         kept: None,
         contended: None,
+        verbs: None,
         notes,
     };
     print!("{}", render(&report));
