@@ -1,6 +1,7 @@
 //! The contended section (issue 19, point 6): waiters wanting one key over the five local
-//! nodes, side by side in one run: the waiting lock (`Lock::acquire_within`), polling
-//! (`acquire_with` every 1 ms, and with the default policy) and rslock's lock loop; 8 waiters
+//! nodes, side by side in one run: the waiting lock (`Patience::Wait`, for one key and for a set
+//! of three), polling (`Patience::Retry` every 1 ms, and with the default policy) and rslock's
+//! lock loop; 8 waiters
 //! in one process (tasks on one `Lock`) and 4 processes × 2 waiters (the `quorumlock` binary
 //! itself, `bench-waiters`); holding 0 and 1 ms. Beside them, the quorum's round trip measured
 //! in the same run (a `PING` to each node at once, timed to the quorum-th reply), and many
@@ -307,6 +308,26 @@ pub(super) fn targets(c: &Contended) -> Vec<Target> {
             one.map(|r| r.handoff_p50_per_rtt),
             1.5,
             "1.5",
+        ));
+        // A set of three waits like one resource (issue 29): the same local hand-off.
+        let set = c.rows.iter().find(|r| {
+            r.id == format!(
+                "contended/{}/{hold_ms}ms/{}",
+                slug(1),
+                Kind::WaitingSet3.name()
+            )
+        });
+        targets.push(at_most(
+            format!("waiting-set3 1×8 {h}: hand-off p50 / RTT (next holder local)"),
+            set.map(|r| r.handoff_p50_per_rtt),
+            1.5,
+            "1.5",
+        ));
+        targets.push(at_most(
+            format!("waiting-set3 1×8 {h}: share to the task that released"),
+            set.map(|r| r.self_share),
+            1.0 / 8.0 + 0.05,
+            "0.175",
         ));
         targets.push(at_most(
             format!("waiting 1×8 {h}: share to the task that released"),

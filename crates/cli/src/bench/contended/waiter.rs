@@ -8,7 +8,7 @@ use quorumlock::{Patience, Request};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use quorumlock::{Error, Guard, Lock, RetryPolicy};
+use quorumlock::{Error, Guard, Lock, Resources, RetryPolicy};
 use serde::{Deserialize, Serialize};
 
 use crate::bench::rslock::Rslock;
@@ -31,13 +31,18 @@ pub(crate) fn until(ns: u64) -> Duration {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) enum Kind {
-    /// `Lock::acquire_within`: woken by the release or by expiry, FIFO within one `Lock`.
+    /// `Lock::acquire` with `Patience::Wait`: woken by the release or by expiry, FIFO within
+    /// one `Lock`.
     Waiting,
-    /// `Lock::acquire_with`, unbounded attempts every 1 ms plus up to [`POLL_JITTER`].
+    /// The same for a set of three resources (the key and two more), all or none.
+    #[value(name = "waiting-set3")]
+    #[serde(rename = "waiting-set3")]
+    WaitingSet3,
+    /// `Patience::Retry`: unbounded attempts every 1 ms plus up to [`POLL_JITTER`].
     #[value(name = "polling-1ms")]
     #[serde(rename = "polling-1ms")]
     Polling1ms,
-    /// `Lock::acquire_with` with the library's default policy (3 attempts 100–200 ms apart),
+    /// `Patience::Retry` with the library's default policy (3 attempts 100–200 ms apart),
     /// called again while it gives up.
     PollingDefault,
     /// rslock's `lock` with its own retry loop as it comes (3 tries, 0–200 ms apart), called
@@ -46,8 +51,9 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    pub(crate) const ALL: [Kind; 4] = [
+    pub(crate) const ALL: [Kind; 5] = [
         Kind::Waiting,
+        Kind::WaitingSet3,
         Kind::Polling1ms,
         Kind::PollingDefault,
         Kind::Rslock,
@@ -56,11 +62,17 @@ impl Kind {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Waiting => "waiting",
+            Kind::WaitingSet3 => "waiting-set3",
             Kind::Polling1ms => "polling-1ms",
             Kind::PollingDefault => "polling-default",
             Kind::Rslock => "rslock",
         }
     }
+}
+
+/// The set the `waiting-set3` contender takes: `key` and two resources beside it.
+fn set3(key: &str) -> Result<Resources, quorumlock::ConfigError> {
+    Resources::new([key.to_owned(), format!("{key}:b"), format!("{key}:c")])
 }
 
 /// The polling contender's jitter on top of its 1 ms delay.
@@ -116,6 +128,13 @@ impl Acquirer {
                 lock.acquire(Request::from(key).patience(Patience::Wait(left)))
                     .await
             }
+            Acquirer::Lock(lock, Kind::WaitingSet3) => match set3(key) {
+                Ok(set) => {
+                    lock.acquire(Request::from(&set).patience(Patience::Wait(left)))
+                        .await
+                }
+                Err(error) => Err(error.into()),
+            },
             Acquirer::Lock(lock, kind) => {
                 let policy = match kind {
                     Kind::Polling1ms => RetryPolicy::new()
@@ -168,6 +187,13 @@ impl Acquirer {
                         .acquire(Request::from(key).patience(Patience::Wait(Duration::ZERO)))
                         .await
                     {
+                        guard.release().await;
+                    }
+                }
+                Acquirer::Lock(lock, Kind::WaitingSet3) => {
+                    let Ok(set) = set3(key) else { return };
+                    let request = Request::from(&set).patience(Patience::Wait(Duration::ZERO));
+                    if let Ok(guard) = lock.acquire(request).await {
                         guard.release().await;
                     }
                 }
