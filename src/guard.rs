@@ -136,7 +136,10 @@ impl Guard {
     /// # async fn run() -> Result<(), quorumlock::Error> {
     /// use quorumlock::{Lock, LockOptions};
     ///
-    /// let lock = Lock::new(///     ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"], ///     LockOptions::new().fencing(true), ///)?;
+    /// let lock = Lock::new(
+    ///     ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"],
+    ///     LockOptions::new().fencing(true),
+    /// )?;
     /// let guard = lock.acquire("invoice:42").await?;
     /// let fence = guard.fence().unwrap_or_default();
     /// // UPDATE invoices SET …, last_fence = $fence WHERE id = 42 AND last_fence < $fence
@@ -149,7 +152,7 @@ impl Guard {
     }
 
     /// The TTL the acquisition asked for: the lock's, or the one given in
-    /// [`AcquireOptions::ttl`](crate::AcquireOptions::ttl). A keep-alive's extensions ask for
+    /// [`Request::ttl`](crate::Request::ttl). A keep-alive's extensions ask for
     /// it again.
     pub fn ttl(&self) -> Duration {
         self.hold.ttl

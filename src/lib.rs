@@ -3,15 +3,23 @@
 //! A [`Lock`] sends `SET key token NX PX ttl` to every node at once, decides as soon as a quorum
 //! has said yes (or can no longer say yes), subtracts the elapsed time and the clock drift from
 //! the validity, and releases on every node whenever an acquisition fails, is cancelled, or its
-//! future is dropped. The same [`Lock`] and [`Guard`] work over a single Redis server
-//! ([`Topology::Single`]), so code switches between the two by configuration.
+//! future is dropped. The same [`Lock`] and [`Guard`] work over a single Redis server (a
+//! [`Lock::new`] of one node), so code switches between the two by configuration.
+//!
+//! Every acquisition is one [`Request`] (a resource or a set of [`Resources`], and where they
+//! differ from the lock's options its TTL, [`Patience`] and [`Owner`]) given to one of three
+//! verbs: [`Lock::acquire`], [`Lock::try_acquire`] and [`Lock::acquire_until`] (and
+//! [`Lock::with_lock`] runs work under a kept lock).
 //!
 //! ```no_run
 //! use std::time::Duration;
 //! use quorumlock::{Error, Lock, LockOptions};
 //!
 //! # async fn run() -> Result<(), Error> {
-//! let lock = Lock::new(//!     (1..=5).map(|i| format!("redis://127.0.0.1:700{i}")), //!     LockOptions::new().ttl(Duration::from_secs(10)), //!)?;
+//! let lock = Lock::new(
+//!     (1..=5).map(|i| format!("redis://127.0.0.1:700{i}")),
+//!     LockOptions::new().ttl(Duration::from_secs(10)),
+//! )?;
 //! match lock.try_acquire("reports:daily").await {
 //!     Ok(guard) => {
 //!         println!("held for {:?}", guard.remaining());
@@ -64,10 +72,11 @@
 //!   of its votes, and the lock's commands on it, one per file.
 //! - `round/`: all members at once: the fan-out and its early decision, the ledger that orders a
 //!   release after our requests, the release round, fencing's write-back, background work.
-//! - The API at the top: [`Lock`] (`lock`, with one acquisition's flow in `acquisition`,
-//!   waiting for a held lock in `waiting`, and sets of [`Resources`] in `resources`),
-//!   [`Guard`], [`KeptGuard`] and [`Lease`] (`keep_alive`, `lease`), [`LockOptions`] and
-//!   [`Topology`] (`options`, validated into `settings`), [`NodeConfig`] (`node_config`: a node
+//! - The API at the top: [`Lock`] (`lock/`: construction, the verbs, waiting for a held lock,
+//!   `with_lock`), a [`Request`] and its [`Patience`] (`request`), one acquisition's flow in
+//!   `acquisition`, sets of [`Resources`] in `resources`,
+//!   [`Guard`], [`KeptGuard`] and [`Lease`] (`keep_alive`, `lease`), [`LockOptions`]
+//!   (`options`, validated into `settings`), [`NodeConfig`] (`node_config`: a node
 //!   from a URL, the application's own `redis::Client`, or a Redis Cluster's seeds), [`Error`] (`error`) and what each
 //!   node did (`outcome`).
 //! - `metrics`: every metric's name and the functions the floors record through, with the
@@ -120,7 +129,20 @@ pub use rules::retry::RetryPolicy;
 pub use rules::token::Token;
 pub use rules::validity::MAX_TTL;
 
-/// Compiles the README's examples as doctests, so they cannot drift from the API.
+/// Compiles the README's examples as doctests, so they cannot drift from the API; and those of
+/// the docs that show the library's API.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/fencing.md")]
+struct FencingDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/deployment.md")]
+struct DeploymentDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/benchmarks.md")]
+struct BenchmarksDoctests;

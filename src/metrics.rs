@@ -16,8 +16,8 @@
 //! | `quorumlock_lost_signals_total` | counter | `reason` (`taken`, `expired`, `max_hold`, `no_runtime`) | kept locks found lost (their lost signal fired) |
 //! | `quorumlock_restart_guard_sit_outs_total` | counter | | requests the restart guard held back from a node that may have lost keys in a restart |
 //!
-//! An acquisition is one run on the nodes, as its `quorumlock.acquire` span is: a call of
-//! `acquire_within` that tries again after a release counts each try, and a re-entry by an
+//! An acquisition is one run on the nodes, as its `quorumlock.acquire` span is: a waiting call
+//! (`Patience::Wait`) that tries again after a release counts each try, and a re-entry by an
 //! owner, which sends nothing, counts none.
 
 use std::time::Duration;

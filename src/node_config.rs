@@ -1,4 +1,4 @@
-//! [`NodeConfig`]: one node of a [`Topology`](crate::Topology) as configuration: a URL, or the
+//! [`NodeConfig`]: one node of a [`Lock`](crate::Lock) as configuration: a URL, or the
 //! `redis::ConnectionInfo` of a client the application already built, and how it becomes the
 //! connection details the lock's node uses. Credentials never reach an error message or `Debug`.
 //!
@@ -104,7 +104,10 @@ impl NodeConfig {
     /// let member = |ports: [u16; 3]| {
     ///     NodeConfig::cluster(ports.map(|port| format!("redis://127.0.0.1:{port}")))
     /// };
-    /// let lock = Lock::new(///     [member([7000, 7001, 7002]), member([7100, 7101, 7102]), member([7200, 7201, 7202])], ///     LockOptions::new(), ///)?;
+    /// let lock = Lock::new(
+    ///     [member([7000, 7001, 7002]), member([7100, 7101, 7102]), member([7200, 7201, 7202])],
+    ///     LockOptions::new(),
+    /// )?;
     /// assert_eq!(lock.node_addrs()[0], "cluster(127.0.0.1:7000, 127.0.0.1:7001, 127.0.0.1:7002)");
     /// # Ok(()) }
     /// ```

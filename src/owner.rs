@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Who holds a lock, for reentrancy: an acquisition made for an owner
-/// ([`AcquireOptions::owner`](crate::AcquireOptions::owner)) of a resource that owner already
+/// ([`Request::owner`](crate::Request::owner)) of a resource that owner already
 /// holds through the same [`Lock`](crate::Lock) (or a clone of it) returns at once, with a guard
 /// of the same hold: the same token, fence and validity. The lock is released when the last of
 /// the owner's guards is released or dropped.
@@ -16,12 +16,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 ///
 /// ```no_run
 /// # async fn run(lock: quorumlock::Lock) -> Result<(), quorumlock::Error> {
-/// use quorumlock::{AcquireOptions, Owner};
+/// use quorumlock::{Owner, Request};
 ///
-/// let job = AcquireOptions::new().owner(Owner::new());
-/// let outer = lock.acquire(options_request("invoice:42", &job)).await?;
+/// let job = Owner::new();
+/// let outer = lock.acquire(Request::from("invoice:42").owner(job)).await?;
 /// // Deeper in the same job: no wait, the same hold.
-/// let inner = lock.acquire(options_request("invoice:42", &job)).await?;
+/// let inner = lock.acquire(Request::from("invoice:42").owner(job)).await?;
 /// assert_eq!(inner.token(), outer.token());
 /// assert_eq!(outer.hold_count(), 2);
 /// inner.release().await; // still held by `outer`: nothing is sent

@@ -461,7 +461,7 @@ pub struct Attempt {
     pub finished_us: u64,
     /// How it ended.
     pub outcome: Outcome,
-    /// For a call of [`Lock::acquire_within`](quorumlock::Lock::acquire_within): the wait it was
+    /// For a call of waiting call of [`Lock::acquire`](quorumlock::Lock::acquire) (`Patience::Wait`): the wait it was
     /// given (µs); `None` for a single round.
     pub wait_us: Option<u64>,
 }

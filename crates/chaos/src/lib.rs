@@ -52,3 +52,14 @@ pub use run::{
     SLOT_MIGRATED_LABEL, ScenarioReport, run,
 };
 pub use scenario::{Scenario, UnknownScenario};
+
+/// Compiles the Rust examples of this crate's README as doctests, so they cannot drift from the
+/// API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
+/// The same for `docs/chaos.md`, the chaos tooling's manual.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/chaos.md")]
+struct ChaosDocDoctests;

@@ -88,7 +88,7 @@ pub enum Scenario {
     /// validity ends, no holder writes after that, and a later holder gets the lock after the
     /// heal; the run fails its self-check if no hold was lost.
     KeepAliveLoss,
-    /// Many callers of [`Lock::acquire_within`](quorumlock::Lock::acquire_within), several per
+    /// Many callers of waiting [`Lock::acquire`](quorumlock::Lock::acquire), several per
     /// lock (its queue) and several locks per resource (the nodes' wake-up messages), each
     /// waiting up to its own deadline, while nodes are killed, frozen and partitioned in turn
     /// (their subscription connections with them). Safe: no two holders at once, and every
@@ -96,7 +96,7 @@ pub enum Scenario {
     /// ([`Lock::attempt_bound`](quorumlock::Lock::attempt_bound)); the run fails its self-check if
     /// no waiter got the lock after waiting behind a holder, or no fault was injected.
     Waiters,
-    /// Sets of resources ([`Lock::try_acquire_all`](quorumlock::Lock::try_acquire_all)): each
+    /// Sets of resources ([`Lock::try_acquire`](quorumlock::Lock::try_acquire) of a [`Resources`](quorumlock::Resources)): each
     /// client takes two neighbouring resources as one set, so every set overlaps two others,
     /// under the seeded nemesis of [`Random`](Scenario::Random). Safe: no two holders of any
     /// resource at once, whether they hold it in a set or alone.
@@ -240,7 +240,7 @@ impl Scenario {
                 "holds kept alive for 3-6×TTL; drop all packets of nodes 0,1,2 for 1.5×TTL mid-hold"
             }
             Scenario::Waiters => {
-                "3 waiters per client (acquire_within, 0.75-5×TTL each); nodes killed, frozen, partitioned in turn"
+                "3 waiters per client (acquire with Patience::Wait, 0.75-5×TTL each); nodes killed, frozen, partitioned in turn"
             }
             Scenario::Sets => {
                 "each client takes 2 neighbouring resources as one set; seeded nemesis as random"

@@ -152,3 +152,9 @@ pub use redis_clusters::{Migration, RedisClusters, RedisClustersOptions};
 #[cfg(feature = "tls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use tls::{CA_CERT_FILE, CERT_FILE, KEY_FILE, SERVER_NAMES, TlsFiles};
+
+/// Compiles the Rust examples of this crate's README as doctests, so they cannot drift from the
+/// API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,6 +1,6 @@
 //! The waiting calls' promise, checked on the attempts that waited (those with a
 //! [`wait_us`](crate::history::Attempt::wait_us)), pure: a call of
-//! [`Lock::acquire_within`](quorumlock::Lock::acquire_within) gets the lock or gives up by its
+//! waiting [`Lock::acquire`](quorumlock::Lock::acquire) gets the lock or gives up by its
 //! deadline, plus the one attempt it may finish after it ([`History::wait_slack_us`]). A call
 //! that returned later is a [`LateWaiter`], whatever its outcome.
 //!

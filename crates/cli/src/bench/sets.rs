@@ -1,4 +1,4 @@
-//! Sets of resources: acquire+release of 1, 4 and 16 resources as one set (`acquire_all`)
+//! Sets of resources: acquire+release of 1, 4 and 16 resources as one set (`try_acquire` of a `Resources`)
 //! beside the same number of single locks taken one after the other and released, p50 and p99,
 //! interleaved in rounds in one run over the same five local nodes; and what one set's script
 //! costs the server at the largest set (`MAX_RESOURCES` keys), from `INFO commandstats`.
@@ -133,7 +133,7 @@ pub(super) async fn sets(
                 &format!("sets/set-{size}"),
                 &scenario,
                 "quorum-5, one set",
-                "acquire_all+release",
+                "set acquire+release",
                 set,
             ),
             sequence: Row::new(

@@ -1,5 +1,5 @@
 //! The clients of [`Scenario::Sets`](crate::Scenario::Sets): each takes two neighbouring
-//! resources as one set ([`Lock::try_acquire_all`]: client `i` the resources `i` and `i + 1`,
+//! resources as one set ([`Lock::try_acquire`] of a set: client `i` the resources `i` and `i + 1`,
 //! round the ring), so every set overlaps two others, and writes to both under the set's
 //! validity, then releases or lets the keys expire. A set's hold is recorded as one hold per
 //! resource with the set's token and window, so the checker's per-resource overlap check sees

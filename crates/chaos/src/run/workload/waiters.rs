@@ -1,7 +1,7 @@
 //! The waiters of [`Scenario::Waiters`](crate::Scenario::Waiters): each client is
 //! [`WAITERS_PER_CLIENT`] callers of its one [`Lock`], all for its resource, so that the lock's
 //! own queue orders them, while the other clients' locks wait for the same resource and are
-//! woken only through the nodes. Each caller asks [`Lock::acquire_within`] with a wait of its own
+//! woken only through the nodes. Each caller asks [`Lock::acquire`] with `Patience::Wait`, a wait of its own
 //! (¾ to 5 TTLs, drawn per call), holds briefly, and lets go in one of three ways: a release
 //! awaited, a guard dropped (released in the background), or keys left to expire, so that its
 //! waiters have only the expiry bound to wake them. Every call is recorded with its wait, and

@@ -1,4 +1,4 @@
-//! Many waiters on one `Lock`: `waiters` tasks waiting with `acquire_within` for `resources`
+//! Many waiters on one `Lock`: `waiters` tasks waiting (`Patience::Wait`) for `resources`
 //! resources that are held, what they cost in client memory (bytes the counting allocator saw
 //! allocated and not freed, tasks included), and how many connections they take on each node
 //! (`CLIENT LIST`, before and while they wait). Then the holders release and every waiter is

@@ -439,7 +439,7 @@ pub(super) fn render(c: &Contended) -> String {
          that had just released; wait = a waiter began to\nwant the key → its acquire returned \
          (p99, max and max÷mean: the worst waiter's; all max÷mean: the\nlargest wait over the \
          mean of all); cut = waits the step's end cut short (not counted); err = failed\n\
-         calls, overlapping holds and waiters that did not report. polling-1ms = acquire_with, \
+         calls, overlapping holds and waiters that did not report. polling-1ms = Patience::Retry, \
          unbounded\nattempts 1 ms + up to {} µs apart; polling-default = the default policy \
          (3 attempts 100–200 ms\napart), called again; rslock = rslock 0.10's lock with its \
          retry loop as it comes (3 tries 0–200 ms\napart, Nagle on), called again.",
@@ -478,7 +478,7 @@ pub(super) fn render(c: &Contended) -> String {
         };
         let _ = writeln!(
             out,
-            "  {} waiters on {} resources (one Lock, acquire_within): {} in the queues, {:.0} \
+            "  {} waiters on {} resources (one Lock, Patience::Wait): {} in the queues, {:.0} \
              bytes of client memory per waiter;\n  clients per node before: {}; while \
              waiting: {}; {} of {} served {:.0} ms after the holders released ({:.0}/s)",
             m.waiters,
