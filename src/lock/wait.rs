@@ -105,7 +105,10 @@ impl Lock {
                 }
                 // Not cut short by the deadline: an attempt is bounded by the node timeouts, and
                 // one cut short would only have to be released again.
-                match self.acquisition(prepared).run(&once, cancel.as_mut()).await {
+                // Boxed: a waiter's future then carries one acquisition's state (the caller's
+                // first attempt's), not two, for an allocation per attempt after a refusal.
+                let attempt = Box::pin(self.acquisition(prepared).run(&once, cancel.as_mut()));
+                match attempt.await {
                     Ok(guard) => return Ok(guard),
                     Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => return Err(error),
                     Err(error @ Error::Held { .. }) => {
