@@ -99,7 +99,7 @@ impl KeepAlive {
 /// [`Lease`]: `is_valid`, `valid_until`, `fence`, `lost`.
 ///
 /// Dropping it stops the keep-alive and releases the lock in the background, as dropping a
-/// [`Guard`] does; [`Lock::settle`] waits for that release.
+/// [`Guard`] does; [`Lock::settle`](crate::Lock::settle) waits for that release.
 #[must_use = "dropping a kept guard releases the lock at once"]
 pub struct KeptGuard {
     lease: Lease,

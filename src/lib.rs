@@ -73,7 +73,7 @@
 //! - `round/`: all members at once: the fan-out and its early decision, the ledger that orders a
 //!   release after our requests, the release round, fencing's write-back, background work.
 //! - The API at the top: [`Lock`] (`lock/`: construction, the verbs, waiting for a held lock,
-//!   `with_lock`), a [`Request`] and its [`Patience`] (`request`), one acquisition's flow in
+//!   `with_lock`), a [`Request`] (`request`) and its [`Patience`] (`rules/patience`), one acquisition's flow in
 //!   `acquisition`, sets of [`Resources`] in `resources`,
 //!   [`Guard`], [`KeptGuard`] and [`Lease`] (`keep_alive`, `lease`), [`LockOptions`]
 //!   (`options`, validated into `settings`), [`NodeConfig`] (`node_config`: a node
@@ -118,11 +118,12 @@ pub use node_config::NodeConfig;
 pub use options::LockOptions;
 pub use outcome::{NodeError, NodeOutcome, NodeReply, SetOutcome};
 pub use owner::Owner;
-pub use request::{Patience, Request};
+pub use request::Request;
 pub use resources::Resources;
 #[cfg(feature = "chaos-defects")]
 #[doc(hidden)]
 pub use rules::defect::{Defect, UnknownDefect};
+pub use rules::patience::Patience;
 pub use rules::replacement::Replacement;
 pub use rules::resources::MAX_RESOURCES;
 pub use rules::retry::RetryPolicy;

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use crate::error::ConfigError;
-use crate::request::Patience;
+use crate::rules::patience::Patience;
 use crate::rules::quorum::majority;
 use crate::rules::validity::{MAX_TTL, drift};
 #[cfg(feature = "tls")]

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::ConfigError;
-use crate::request::Patience;
 use crate::rules::clock::Moment;
+use crate::rules::patience::Patience;
 use crate::rules::retry::RetryPolicy;
 use crate::rules::slots::{prefix_keeps_tag, resource_has_tag, tagged};
 use crate::rules::token::lock_key;

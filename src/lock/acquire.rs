@@ -16,7 +16,8 @@ use crate::guard::Guard;
 use crate::hold::Owners;
 use crate::lock::Lock;
 use crate::owner::Owner;
-use crate::request::{Patience, Prepared, Request};
+use crate::request::{Prepared, Request};
+use crate::rules::patience::Patience;
 use crate::rules::resources::Keys;
 use crate::rules::retry::RetryPolicy;
 

@@ -202,7 +202,7 @@ impl Lock {
     }
 
     /// Waits until all background work has finished: releases of guards dropped without
-    /// [`Guard::release`] or of acquisitions dropped mid-flight, and requests to slower nodes
+    /// [`Guard::release`](crate::Guard::release) or of acquisitions dropped mid-flight, and requests to slower nodes
     /// still in flight when an acquisition or extension was decided. Call it before a runtime
     /// shuts down to leave no lock behind for its TTL.
     pub async fn settle(&self) {

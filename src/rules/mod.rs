@@ -4,6 +4,7 @@
 //!
 //! - `quorum`: the vote tally; when a round is won, lost to other owners, or lost to failures.
 //! - `validity`: lease arithmetic: drift = ttl × factor + 2 ms, validity = ttl − elapsed − drift.
+//! - `patience`: [`Patience`](crate::Patience): once, wait woken, or poll on a retry policy.
 //! - `retry`: [`RetryPolicy`](crate::RetryPolicy): attempts, delay + jitter, overall deadline.
 //! - `batch`: the batched keep-alive: keys per command, per-key answers and votes, missing nodes.
 //! - `renewal`: the keep-alive's schedule: next extension, retry pause, `max_hold`, trusted deadline.
@@ -26,6 +27,7 @@ pub(crate) mod commands;
 pub(crate) mod defect;
 pub(crate) mod identity;
 pub(crate) mod ordering;
+pub(crate) mod patience;
 pub(crate) mod quorum;
 pub(crate) mod recovery;
 pub(crate) mod renewal;
