@@ -14,6 +14,7 @@ mod json;
 mod run;
 mod svg;
 mod text_table;
+mod units;
 
 use std::process::ExitCode;
 

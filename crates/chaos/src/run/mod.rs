@@ -18,6 +18,7 @@ mod drift;
 mod error;
 mod failover;
 mod faults;
+mod inject;
 mod lifecycle;
 mod nemesis;
 mod options;
@@ -39,7 +40,8 @@ use crate::scenario::Scenario;
 use checks::{ttl_for_restarts, up_for_a_while};
 use clocks::{with_fast_clocks, with_jumping_clocks};
 use drift::{ttl_for_drift, with_drifting_clocks};
-use faults::{Faults, waiters_in_turn};
+use faults::Faults;
+use inject::waiters_in_turn;
 use store::Store;
 use workload::{Client, ClientPlan, PAUSE_LABEL, waited_in_turn, warm_up_resource};
 

@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::stats::p99_us;
 use futures::StreamExt;
 use futures::stream;
 use quorumlock::{KeepAlive, KeptGuard, Lock};
@@ -61,14 +62,6 @@ pub(super) async fn probe(probe: &Lock, hold: Duration) -> Vec<Duration> {
     }
     latencies.sort_unstable();
     latencies
-}
-
-/// The 99th percentile of sorted `latencies`, in µs.
-pub(super) fn p99_us(latencies: &[Duration]) -> Option<f64> {
-    let index = (latencies.len().saturating_mul(99) / 100).min(latencies.len().checked_sub(1)?);
-    latencies
-        .get(index)
-        .map(|latency| latency.as_secs_f64() * 1e6)
 }
 
 /// Takes `count` guards on distinct resources from `lock`, keeps them all alive for `hold`, and

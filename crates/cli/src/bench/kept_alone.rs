@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use quorumlock::{Lock, LockOptions};
 
-use super::kept::{KeptCost, kept_guards, p99_us, probe};
+use super::kept::{KeptCost, kept_guards, probe};
 use super::plan::TARGET_NODES;
 use super::report::cpu_model;
+use super::stats::p99_us;
 
 /// One run: leases, TTL, hold.
 struct KeptRun {

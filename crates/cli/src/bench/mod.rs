@@ -11,6 +11,7 @@
 //! the command starts and stops itself. Every loop is bounded both in count and in time.
 
 mod alloc;
+mod cdf;
 mod contended;
 mod contender;
 mod faults;

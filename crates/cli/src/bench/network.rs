@@ -18,13 +18,13 @@ use quorumlock::{Guard, Lock, LockOptions};
 use quorumlock_harness::{FaultProxy, TestCluster, raw_connection};
 use redis::aio::MultiplexedConnection;
 
+use super::cdf::{Mark, plot_cdf_marked};
 use super::loops::{settle, warm_up};
 use super::plan::Plan;
-use super::plots::{Mark, plot_cdf_marked};
 use super::progress::Progress;
 use super::stats::{Row, Tally, record};
-use super::table::fmt_us;
 use super::targets::Target;
+use crate::units::fmt_us;
 
 /// The round trip each proxied node is set to, node 0 first, in µs: half of it is added to
 /// every chunk in each direction.
@@ -157,7 +157,7 @@ async fn measure(urls: &[String], options: &LockOptions, plan: &Plan) -> Result<
     let single_url = urls[SINGLE_NODE].clone();
     let single = Lock::new([single_url.clone()], options.clone())
         .map_err(|e| format!("single-node lock at the network's limit: {e}"))?;
-    let single_rtt = fmt_ms(RTTS_US[SINGLE_NODE]);
+    let single_rtt = fmt_us(RTTS_US[SINGLE_NODE] as f64);
     let subjects = [
         Subject {
             name: "quorum-5",
@@ -172,7 +172,7 @@ async fn measure(urls: &[String], options: &LockOptions, plan: &Plan) -> Result<
         Subject {
             name: "single",
             limit_name: "limit-1",
-            label: format!("single (node {SINGLE_NODE}, {single_rtt} ms, proxied)"),
+            label: format!("single (node {SINGLE_NODE}, {single_rtt}, proxied)"),
             limit_label: format!("limit: PING node {SINGLE_NODE}"),
             quorum: 1,
             lock: single,
@@ -300,17 +300,12 @@ fn timed(tally: &mut Tally, elapsed: Duration) {
     tally.wall += elapsed;
 }
 
-/// `1000` µs as `1`, `200` as `0.2`.
-fn fmt_ms(us: u64) -> String {
-    format!("{}", us as f64 / 1_000.0)
-}
-
 /// The rows: per operation each lock then its limit; then each node's round trip.
 fn rows(subjects: &[Subject; 2], tallies: Tallies) -> Vec<Row> {
-    let rtts = RTTS_US.map(fmt_ms).join(", ");
+    let rtts = RTTS_US.map(|us| fmt_us(us as f64)).join(", ");
     let mut rows = Vec::new();
     for (op, pairs) in Op::ALL.into_iter().zip(tallies.ops) {
-        let scenario = format!("{}, nodes at {rtts} ms RTT + jitter", op.name());
+        let scenario = format!("{}, nodes at {rtts} RTT + jitter", op.name());
         for (subject, pair) in subjects.iter().zip(pairs) {
             let stem = op.stem();
             rows.push(Row::new(
@@ -335,8 +330,8 @@ fn rows(subjects: &[Subject; 2], tallies: Tallies) -> Vec<Row> {
             &format!("netlim-rtt/node-{node}"),
             "PING round trip, the 5 at once",
             &format!(
-                "node {node}: {} ms set, jitter ≤ {} µs each way",
-                fmt_ms(rtt_us),
+                "node {node}: {} set, jitter ≤ {} µs each way",
+                fmt_us(rtt_us as f64),
                 (one_way / JITTER_DIVISOR).as_micros()
             ),
             "round trip",

@@ -3,6 +3,7 @@
 //! interleaved in rounds in one run over the same five local nodes; and what one set's script
 //! costs the server at the largest set (`MAX_RESOURCES` keys), from `INFO commandstats`.
 
+use crate::units::fmt_us;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -187,14 +188,6 @@ async fn server_cost_at_max(cluster: &TestCluster, lock: &Lock) -> Option<f64> {
         per_call.push(usec_per_call);
     }
     (!per_call.is_empty()).then(|| per_call.iter().sum::<f64>() / per_call.len() as f64)
-}
-
-fn fmt_us(us: f64) -> String {
-    if us >= 1_000.0 {
-        format!("{:.2} ms", us / 1_000.0)
-    } else {
-        format!("{us:.0} µs")
-    }
 }
 
 fn ratio(a: f64, b: f64) -> String {

@@ -80,6 +80,16 @@ pub(super) fn record(hist: &mut Histogram<u64>, elapsed: Duration) {
     hist.saturating_record(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX));
 }
 
+/// The 99th percentile of `latencies` in µs, read from a histogram as every row's is; `None`
+/// for no latency.
+pub(super) fn p99_us(latencies: &[Duration]) -> Option<f64> {
+    let mut hist = new_histogram();
+    for latency in latencies {
+        record(&mut hist, *latency);
+    }
+    (!hist.is_empty()).then(|| us(hist.value_at_quantile(0.99)))
+}
+
 fn us(nanos: u64) -> f64 {
     nanos as f64 / 1_000.0
 }

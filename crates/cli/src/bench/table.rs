@@ -1,21 +1,12 @@
 //! The printed result: the table of every row with its ratios, and the targets evaluated on
 //! this run (see [`targets`](super::targets)).
 
+use crate::units::fmt_us;
 use std::fmt::Write as _;
 
 use super::report::Report;
 use super::targets::Target;
 use crate::text_table::aligned;
-
-pub(super) fn fmt_us(v: f64) -> String {
-    if v >= 10_000.0 {
-        format!("{:.1}ms", v / 1_000.0)
-    } else if v >= 1_000.0 {
-        format!("{:.2}ms", v / 1_000.0)
-    } else {
-        format!("{v:.0}µs")
-    }
-}
 
 fn fmt_ratio(v: Option<f64>) -> String {
     match v {

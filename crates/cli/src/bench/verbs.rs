@@ -14,8 +14,8 @@ use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 use serde::Serialize;
 
 use super::stats::{Row, Tally, record};
-use super::table::fmt_us;
 use super::targets::Target;
+use crate::units::fmt_us;
 
 /// The two verbs compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,6 +3,7 @@
 //! first violation became visible, and which defects that can break mutual exclusion survived
 //! every scenario.
 
+use crate::units::fmt_us;
 use quorumlock_chaos::{Defect, ScenarioReport};
 
 use crate::text_table::aligned;
@@ -20,11 +21,6 @@ fn catching_test(defect: Defect) -> Option<&'static str> {
 
 /// How many catching scenarios the table names before it says how many more there were.
 const NAMED_CATCHERS: usize = 3;
-
-/// Microseconds as seconds with two decimals.
-fn secs(us: u64) -> String {
-    format!("{:.2} s", us as f64 / 1e6)
-}
 
 /// The runs of `defect` among `reports`.
 fn runs_of(defect: Defect, reports: &[ScenarioReport]) -> impl Iterator<Item = &ScenarioReport> {
@@ -81,7 +77,7 @@ pub(super) fn score_table(defects: &[Defect], reports: &[ScenarioReport]) -> Str
         }
         let first = catchers
             .first()
-            .map(|(us, report)| format!("{} ({})", secs(*us), report.scenario))
+            .map(|(us, report)| format!("{} ({})", fmt_us(*us as f64), report.scenario))
             .unwrap_or_else(|| "-".to_owned());
         let duration = runs
             .iter()
@@ -97,7 +93,7 @@ pub(super) fn score_table(defects: &[Defect], reports: &[ScenarioReport]) -> Str
                 caught_by.join(", ")
             },
             first,
-            format!("{} × {}", runs.len(), secs(duration)),
+            format!("{} × {}", runs.len(), fmt_us(duration as f64)),
         ]);
     }
     aligned(&rows, 3)

@@ -1,5 +1,6 @@
 //! The results table of `quorumlock chaos`: one row per scenario run.
 
+use crate::units::fmt_us;
 use quorumlock_chaos::{ExpectedVsObserved, ScenarioReport};
 
 use crate::text_table::aligned;
@@ -11,11 +12,6 @@ pub(super) fn expected(report: &ScenarioReport) -> &'static str {
     } else {
         "unsafe"
     }
-}
-
-/// Microseconds as milliseconds with one decimal.
-fn ms(us: u64) -> String {
-    format!("{:.1}", us as f64 / 1000.0)
 }
 
 /// Where the fence regressions' column goes when a run had fencing: right after
@@ -61,8 +57,8 @@ pub(super) fn table(reports: &[ScenarioReport]) -> String {
         "unavail",
         "expired",
         "other",
-        "p50 ms",
-        "p99 ms",
+        "p50",
+        "p99",
     ];
     let mut rows = vec![header.map(String::from).to_vec()];
     if kept {
@@ -107,8 +103,8 @@ pub(super) fn table(reports: &[ScenarioReport]) -> String {
             failures.unavailable.to_string(),
             failures.validity_expired.to_string(),
             failures.other.to_string(),
-            ms(check.acquire_latency.p50_us),
-            ms(check.acquire_latency.p99_us),
+            fmt_us(check.acquire_latency.p50_us as f64),
+            fmt_us(check.acquire_latency.p99_us as f64),
         ];
         if kept {
             let summary = check.keep_alive;

@@ -31,13 +31,13 @@ use self::child::{Step, acquirer, across_processes};
 use self::figures::{ContendedRow, RowTally};
 use self::many::{ManyWaiters, many_waiters};
 use self::waiter::{Acquirer, Budget, Kind, POLL_JITTER, now_ns, waiter};
+use super::cdf::{Mark, plot_cdf_marked};
 use super::plan::Plan;
-use super::plots::{Mark, plot_cdf_marked};
 use super::progress::Progress;
 use super::stats::{Row, Tally, record};
-use super::table::fmt_us;
 use super::targets::Target;
 use crate::text_table::aligned;
+use crate::units::fmt_us;
 
 /// Untimed calls per contender before its first round.
 const WARM_CALLS: u64 = 20;
