@@ -319,12 +319,10 @@ async fn kept_leases_on_cluster_members_are_renewed_slot_by_slot() {
             .collect();
         let leases = futures::future::join_all(leases).await;
         // Renewed at least twice each, well past the TTL, never lost.
-        for _ in 0..200 {
-            if leases.iter().all(|lease| lease.lease().extensions() >= 2) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        quorumlock_harness::eventually(Duration::from_secs(4), async || {
+            leases.iter().all(|lease| lease.lease().extensions() >= 2)
+        })
+        .await;
         for lease in &leases {
             assert!(lease.lease().extensions() >= 2, "{:?}", lease.lease());
             assert!(lease.lease().lost_reason().is_none());

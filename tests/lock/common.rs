@@ -147,13 +147,10 @@ pub async fn command_calls(cluster: &TestCluster, node: usize, command: &str) ->
 
 /// Until `lock` has `count` callers waiting for `resource` (at most 10 s).
 pub async fn waiting(lock: &Lock, resource: &str, count: usize) {
-    for _ in 0..2000 {
-        if lock.waiters(resource) == count {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("not {count} waiters for {resource}");
+    let waiting = quorumlock_harness::eventually(Duration::from_secs(10), async || {
+        lock.waiters(resource) == count
+    });
+    assert!(waiting.await, "not {count} waiters for {resource}");
 }
 
 /// Number of keys on one node.
@@ -276,11 +273,10 @@ pub async fn winners(attempts: Vec<tokio::task::JoinHandle<Result<Guard, Error>>
 
 // Used by the keep-alive test binaries (tests/keep_batch.rs, tests/keep_frozen.rs).
 #[allow(dead_code)]
-/// Until `condition` holds, looked at every 10 ms (the hang guard bounds it).
-pub async fn until(mut condition: impl AsyncFnMut() -> bool) {
-    while !condition().await {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+/// Until `condition` holds; the test fails if it does not within 30 s.
+pub async fn until(condition: impl AsyncFnMut() -> bool) {
+    let held = quorumlock_harness::eventually(Duration::from_secs(30), condition).await;
+    assert!(held, "the condition did not hold within 30 s");
 }
 
 // Used by the keep-alive test binaries (tests/keep_batch.rs, tests/keep_frozen.rs).

@@ -43,12 +43,8 @@ async fn an_acquisition_lives_for_its_own_ttl_not_the_locks() {
             .keep_alive(KeepAlive::new().every(Duration::from_millis(50)))
             .unwrap();
         let lease = kept.lease();
-        for _ in 0..200 {
-            if lease.extensions() > 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        quorumlock_harness::eventually(Duration::from_secs(2), async || lease.extensions() > 0)
+            .await;
         assert!(lease.extensions() > 0, "extended at least once");
         assert!(lease.remaining() > Duration::from_secs(30));
         kept.release().await;

@@ -147,12 +147,8 @@ async fn nested_guards_share_validity_fence_and_the_lost_signal_with_a_kept_one(
 
         // The keep-alive's extensions move the nested guard's validity too.
         let first = inner.valid_until();
-        for _ in 0..500 {
-            if kept.extensions() >= 2 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        quorumlock_harness::eventually(Duration::from_secs(5), async || kept.extensions() >= 2)
+            .await;
         assert!(kept.extensions() >= 2, "extended");
         assert!(
             inner.valid_until() > first,
@@ -225,12 +221,7 @@ async fn an_owner_whose_hold_ran_out_acquires_anew() {
             .acquire(Request::from("short").owner(job))
             .await
             .unwrap();
-        for _ in 0..500 {
-            if !expired.is_valid() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        quorumlock_harness::eventually(Duration::from_secs(3), async || !expired.is_valid()).await;
         assert!(!expired.is_valid());
         // Not joined: the keys may be gone, so a guard of it would promise nothing. The new
         // acquisition waits for them to expire on the nodes, as anyone's would.

@@ -435,12 +435,8 @@ async fn a_kept_set_is_extended_whole_and_lost_when_one_of_its_keys_is_taken() {
             .unwrap()
             .keep_alive(quorumlock::KeepAlive::new())
             .unwrap();
-        for _ in 0..1_000 {
-            if kept.extensions() >= 4 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        quorumlock_harness::eventually(Duration::from_secs(10), async || kept.extensions() >= 4)
+            .await;
         // Four extensions, 200 ms apart: longer than the TTL, so every key was renewed.
         assert!(kept.extensions() >= 4, "{kept:?}");
         assert!(kept.is_valid(), "{kept:?}");

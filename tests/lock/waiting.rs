@@ -35,17 +35,18 @@ async fn subscribers(cluster: &TestCluster, node: usize, channel: &[u8]) -> i64 
 
 /// Waits until every node has `count` subscribers to `channel` (at most 10 s).
 async fn subscribed_everywhere(cluster: &TestCluster, channel: &[u8], count: i64) {
-    for _ in 0..200 {
-        let mut all = true;
+    let everywhere = quorumlock_harness::eventually(Duration::from_secs(10), async || {
         for node in 0..cluster.len() {
-            all &= subscribers(cluster, node, channel).await == count;
+            if subscribers(cluster, node, channel).await != count {
+                return false;
+            }
         }
-        if all {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("not {count} subscribers to {channel:?} on every node");
+        true
+    });
+    assert!(
+        everywhere.await,
+        "not {count} subscribers to {channel:?} on every node"
+    );
 }
 
 /// Another client's key on every node, as a holder that crashed and never releases leaves it.

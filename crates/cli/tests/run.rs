@@ -117,15 +117,11 @@ async fn finish(run: Child) -> (Option<i32>, String) {
     (status.code(), String::from_utf8_lossy(&stderr).into_owned())
 }
 
-/// Waits until `path` exists (a command wrote it), polling every 20 ms for at most 20 s.
+/// Waits until `path` exists (a command wrote it), for at most 20 s.
 async fn wait_for_file(path: &Path) {
-    for _ in 0..1000 {
-        if path.exists() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{} was not written within 20 s", path.display());
+    let written =
+        quorumlock_harness::eventually(Duration::from_secs(20), async || path.exists()).await;
+    assert!(written, "{} was not written within 20 s", path.display());
 }
 
 /// The nodes that hold the lock key of `resource`.

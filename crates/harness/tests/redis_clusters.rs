@@ -256,17 +256,15 @@ async fn a_shard_down_past_the_node_timeout_takes_its_member_down_until_it_is_re
         clusters.kill_shard(0, killed).await.unwrap();
         // Once the others count it as failed (node timeout 2 s), the whole member refuses.
         let mut survivor = shard(&clusters, 0, alive).await;
-        let mut refused = None;
-        for _ in 0..100 {
-            match set(&mut survivor, &key, "token").await {
-                Err(err) if err.code() == Some("CLUSTERDOWN") => {
-                    refused = Some(err);
-                    break;
-                }
-                _ => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
-            }
-        }
-        assert!(refused.is_some(), "the member never answered CLUSTERDOWN");
+        let refused =
+            quorumlock_harness::eventually(std::time::Duration::from_secs(10), async || {
+                matches!(
+                    set(&mut survivor, &key, "token").await,
+                    Err(err) if err.code() == Some("CLUSTERDOWN")
+                )
+            })
+            .await;
+        assert!(refused, "the member never answered CLUSTERDOWN");
 
         let started = Instant::now();
         clusters.restart_shard(0, killed).await.unwrap();

@@ -431,13 +431,11 @@ pub async fn pttl_once_expired(
     key: &str,
 ) -> i64 {
     let mut ttl = pttl(connection, key).await;
-    for _ in 0..500 {
-        if ttl == -2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    quorumlock_harness::eventually(Duration::from_secs(5), async || {
         ttl = pttl(connection, key).await;
-    }
+        ttl == -2
+    })
+    .await;
     ttl
 }
 
