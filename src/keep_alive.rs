@@ -28,7 +28,7 @@ use crate::error::{ConfigError, Error, Lost};
 use crate::guard::{Guard, ReleaseReport};
 use crate::lease::{Lease, State};
 use crate::outcome::NodeReply;
-use crate::round::keep_batch::{Kept, Members};
+use crate::round::keep_batch::Kept;
 use crate::round::keeper::Keeper;
 use crate::round::ledger::Ledger;
 use crate::rules::batch::Missing;
@@ -325,11 +325,7 @@ impl Guard {
         });
         let keeper: &Arc<Keeper> = &node_set.keeper;
         let id = keeper.keep(
-            || Members {
-                nodes: node_set.nodes.clone(),
-                settings: node_set.settings.clone(),
-                background: Arc::clone(&node_set.background),
-            },
+            &node_set.members,
             Arc::clone(&kept) as Arc<dyn Kept>,
             missing,
             &runtime,

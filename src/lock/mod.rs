@@ -18,8 +18,8 @@ use crate::node::Node;
 use crate::node_config::NodeConfig;
 use crate::options::LockOptions;
 use crate::outcome::NodeOutcome;
-use crate::round::NodeSet;
 use crate::round::fencing::delete_counters;
+use crate::round::{Members, NodeSet};
 use crate::rules::identity::{Claims, Endpoint, first_duplicate};
 
 /// A distributed lock client over one Redis server or a quorum of independent masters.
@@ -140,9 +140,11 @@ impl Lock {
         }
         Ok(Lock {
             node_set: Arc::new(NodeSet {
-                nodes,
-                settings,
-                background: Arc::default(),
+                members: Arc::new(Members {
+                    nodes,
+                    settings,
+                    background: Arc::default(),
+                }),
                 wait_list: Arc::default(),
                 keeper: Arc::default(),
             }),

@@ -13,8 +13,8 @@ use std::time::Duration;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 
-use super::background::Background;
 use super::ledger::{InFlight, Ledger};
+use super::members::Members;
 use crate::error::{Error, Lost};
 use crate::node::Node;
 use crate::node::extend_batch::{BatchKey, batch_command, extend_batch};
@@ -26,7 +26,6 @@ use crate::rules::quorum::{Tally, Verdict, Vote};
 use crate::rules::renewal::{Schedule, taken};
 use crate::rules::slots::key_slot;
 use crate::rules::validity::whole_millis;
-use crate::settings::Settings;
 
 /// A kept lease as the keeper and its batches see it (what it is, beyond its key, is the API's).
 pub(crate) trait Kept: Send + Sync + 'static {
@@ -54,14 +53,6 @@ pub(crate) trait Kept: Send + Sync + 'static {
     /// The release of what is left of a lost lease's lock, after [`lose`](Kept::lose), to be
     /// run as counted background work; `None` if there is nothing to release.
     fn release_lost(&self) -> Option<futures::future::BoxFuture<'static, ()>>;
-}
-
-/// What a batch needs of its lock: the nodes, the settings, the background work (taken from the
-/// lock's node set when its keeper starts, so that the keeper needs nothing of the node set).
-pub(crate) struct Members {
-    pub(crate) nodes: Vec<Arc<Node>>,
-    pub(crate) settings: Settings,
-    pub(crate) background: Arc<Background>,
 }
 
 /// One lease in a batch.

@@ -19,7 +19,8 @@ use tokio::sync::Notify;
 use futures::StreamExt;
 
 use super::background::Background;
-use super::keep_batch::{Done, Item, Kept, Members, Outcome, run_batch};
+use super::keep_batch::{Done, Item, Kept, Outcome, run_batch};
+use super::members::Members;
 use crate::error::{Error, Lost};
 use crate::metrics;
 use crate::rules::batch::{BATCH_KEYS, Missing, batch_sizes, may_join};
@@ -84,7 +85,7 @@ impl Keeper {
     /// is not running (over `members()`). Returns the lease's number, for [`leave`](Keeper::leave).
     pub(crate) fn keep(
         self: &Arc<Self>,
-        members: impl FnOnce() -> Members,
+        members: &Arc<Members>,
         kept: Arc<dyn Kept>,
         missing: Missing,
         runtime: &Handle,
@@ -116,7 +117,7 @@ impl Keeper {
             (id, start)
         };
         if start {
-            runtime.spawn(run(Arc::clone(self), Arc::new(members())));
+            runtime.spawn(run(Arc::clone(self), Arc::clone(members)));
         }
         self.wake.notify_one();
         id

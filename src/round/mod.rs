@@ -1,7 +1,8 @@
 //! All members at once: one request to every node, decided as soon as the quorum rule allows, in
 //! the order the ledger keeps, with the work that outlives a call counted in the background.
 //!
-//! - `node_set`: [`NodeSet`]: a lock's nodes, settings and background work, shared with its guards.
+//! - `members`: [`Members`]: a lock's nodes, settings and background work, all a round needs.
+//! - `node_set`: [`NodeSet`]: a lock's members, waiters and keeper, shared with its guards.
 //! - `fan_out`: one command to every node inside the caller's future; the early decision.
 //! - `ledger`: one acquisition's per-node records under a lock; requests handed over by the ordering rule.
 //! - `acquire`: one node's acquire request, handed over through the ledger.
@@ -20,9 +21,11 @@ pub(crate) mod fencing;
 pub(crate) mod keep_batch;
 pub(crate) mod keeper;
 pub(crate) mod ledger;
+pub(crate) mod members;
 pub(crate) mod node_set;
 pub(crate) mod release;
 pub(crate) mod set_answers;
 pub(crate) mod wait_list;
 
+pub(crate) use members::Members;
 pub(crate) use node_set::NodeSet;

@@ -1,25 +1,31 @@
-//! [`NodeSet`]: what a [`Lock`](crate::Lock) and its guards share: the nodes, the validated
-//! settings, and the background work that outlives a call.
+//! [`NodeSet`]: what a [`Lock`](crate::Lock) and its guards share: its [`Members`] (the nodes,
+//! the validated settings, the background work that outlives a call), the waiters, and the
+//! keeper of its kept leases.
 
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::background::Background;
 use super::keeper::Keeper;
+use super::members::Members;
 use super::wait_list::WaitList;
-use crate::node::Node;
-use crate::settings::Settings;
 
-/// The nodes of one lock with its settings and background work, shared by the lock's clones and
-/// its guards.
+/// One lock's members with its waiters and keeper, shared by the lock's clones and its guards.
+/// Reads as its [`Members`] (`node_set.nodes`, `node_set.settings`).
 pub(crate) struct NodeSet {
-    pub(crate) nodes: Vec<Arc<Node>>,
-    pub(crate) settings: Settings,
-    pub(crate) background: Arc<Background>,
+    pub(crate) members: Arc<Members>,
     /// The callers waiting for a resource, and their wake-ups.
     pub(crate) wait_list: Arc<WaitList>,
     /// The leases kept alive, extended in batches.
     pub(crate) keeper: Arc<Keeper>,
+}
+
+impl Deref for NodeSet {
+    type Target = Members;
+
+    fn deref(&self) -> &Members {
+        &self.members
+    }
 }
 
 impl NodeSet {
