@@ -139,39 +139,20 @@ pub(crate) struct Prepared<'r> {
     pub(crate) owner: Option<Owner>,
 }
 
-impl<'a> From<&'a str> for Request<'a> {
-    fn from(resource: &'a str) -> Self {
-        Request::of(Target::One(Cow::Borrowed(resource.as_bytes())))
-    }
-}
-
-impl<'a> From<&'a String> for Request<'a> {
-    fn from(resource: &'a String) -> Self {
-        Request::of(Target::One(Cow::Borrowed(resource.as_bytes())))
+/// A resource name by reference: `&str`, `&String`, `&[u8]`, `&Vec<u8>`, `&[u8; N]`, and a
+/// reference to any of those (`&&str`, as iterating a list of names gives).
+impl<'a, T> From<&'a T> for Request<'a>
+where
+    T: AsRef<[u8]> + ?Sized,
+{
+    fn from(resource: &'a T) -> Self {
+        Request::of(Target::One(Cow::Borrowed(resource.as_ref())))
     }
 }
 
 impl From<String> for Request<'static> {
     fn from(resource: String) -> Self {
         Request::of(Target::One(Cow::Owned(resource.into_bytes())))
-    }
-}
-
-impl<'a> From<&'a [u8]> for Request<'a> {
-    fn from(resource: &'a [u8]) -> Self {
-        Request::of(Target::One(Cow::Borrowed(resource)))
-    }
-}
-
-impl<'a, const N: usize> From<&'a [u8; N]> for Request<'a> {
-    fn from(resource: &'a [u8; N]) -> Self {
-        Request::of(Target::One(Cow::Borrowed(resource)))
-    }
-}
-
-impl<'a> From<&'a Vec<u8>> for Request<'a> {
-    fn from(resource: &'a Vec<u8>) -> Self {
-        Request::of(Target::One(Cow::Borrowed(resource)))
     }
 }
 
@@ -236,6 +217,30 @@ mod tests {
             refused(Request::from("r").patience(Patience::Retry(RetryPolicy::new().attempts(0)))),
             Some(Error::Config(ConfigError::ZeroAttempts))
         ));
+    }
+
+    #[test]
+    fn every_kind_of_name_converts_and_names_the_same_key() {
+        let settings = settings();
+        let key = |request: Request<'_>| match request.prepare(&settings, None).unwrap().keys {
+            Keys::One(key) => key,
+            Keys::Set(_) => panic!("one name is one key"),
+        };
+        let name = String::from("job");
+        let bytes = b"job".to_vec();
+        let names = ["job"];
+        let expected = key(Request::from("job"));
+        for request in [
+            Request::from(&name),
+            Request::from(name.clone()),
+            Request::from(&b"job"[..]),
+            Request::from(b"job"),
+            Request::from(&bytes),
+            Request::from(bytes.clone()),
+            Request::from(names.iter().next().unwrap()),
+        ] {
+            assert_eq!(key(request), expected);
+        }
     }
 
     #[test]

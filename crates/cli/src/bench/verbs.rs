@@ -157,7 +157,11 @@ pub(super) async fn verbs(quick: bool) -> Result<Verbs, String> {
 /// Which verb goes first in `round`: each in turn, so that neither always follows the other
 /// (and the background work it left).
 fn order(round: u64) -> [usize; 2] {
-    if round.is_multiple_of(2) { [0, 1] } else { [1, 0] }
+    if round.is_multiple_of(2) {
+        [0, 1]
+    } else {
+        [1, 0]
+    }
 }
 
 /// `cycles` acquisitions of fresh keys under `stem`, one after another, each released.
