@@ -303,38 +303,25 @@ pub(super) fn targets(c: &Contended) -> Vec<Target> {
                 "5",
             ));
         }
-        targets.push(at_most(
-            format!("waiting 1×8 {h}: hand-off p50 / RTT (next holder local)"),
-            one.map(|r| r.handoff_p50_per_rtt),
-            1.5,
-            "1.5",
-        ));
         // A set of three waits like one resource (issue 29): the same local hand-off.
         let set = c.rows.iter().find(|r| {
-            r.id == format!(
-                "contended/{}/{hold_ms}ms/{}",
-                slug(1),
-                Kind::WaitingSet3.name()
-            )
+            let kind = Kind::WaitingSet3.name();
+            r.id == format!("contended/{}/{hold_ms}ms/{kind}", slug(1))
         });
-        targets.push(at_most(
-            format!("waiting-set3 1×8 {h}: hand-off p50 / RTT (next holder local)"),
-            set.map(|r| r.handoff_p50_per_rtt),
-            1.5,
-            "1.5",
-        ));
-        targets.push(at_most(
-            format!("waiting-set3 1×8 {h}: share to the task that released"),
-            set.map(|r| r.self_share),
-            1.0 / 8.0 + 0.05,
-            "0.175",
-        ));
-        targets.push(at_most(
-            format!("waiting 1×8 {h}: share to the task that released"),
-            one.map(|r| r.self_share),
-            1.0 / 8.0 + 0.05,
-            "0.175",
-        ));
+        for (name, r) in [("waiting", one), ("waiting-set3", set)] {
+            targets.push(at_most(
+                format!("{name} 1×8 {h}: hand-off p50 / RTT (next holder local)"),
+                r.map(|r| r.handoff_p50_per_rtt),
+                1.5,
+                "1.5",
+            ));
+            targets.push(at_most(
+                format!("{name} 1×8 {h}: share to the task that released"),
+                r.map(|r| r.self_share),
+                1.0 / 8.0 + 0.05,
+                "0.175",
+            ));
+        }
         targets.push(at_most(
             format!("waiting 1×8 {h}: worst waiter's wait p99, ms"),
             one.map(|r| r.worst_wait_p99_us / 1e3),
