@@ -14,10 +14,12 @@ impl NodeError {
     }
 }
 
-/// Whether an `ERR` from a script says an ACL refused one of its commands.
-fn script_acl_refusal(message: &str) -> bool {
+/// Whether an `ERR` says an ACL refused a command: one of our script's, or one redis-rs sent in
+/// its handshake (`SELECT` of the URL's database), whose `NOPERM` it reports as an `ERR`.
+fn acl_refusal(message: &str) -> bool {
     message.contains("ACL failure in script")
         || message.contains("user executing the script can't run this command")
+        || message.contains("no permissions to run")
 }
 
 impl From<redis::RedisError> for NodeError {
@@ -39,8 +41,9 @@ impl From<redis::RedisError> for NodeError {
             _ => match err.code() {
                 // A command of our script refused by an ACL comes back as the script's `ERR`:
                 // "… can't run this command …" from Redis 7.0, "ACL failure in script: …" from
-                // Valkey 8.
-                Some("ERR") if script_acl_refusal(&detail) => NodeError::NoPermission(detail),
+                // Valkey 8; a handshake's `SELECT` as "… has no permissions to run the 'select'
+                // command".
+                Some("ERR") if acl_refusal(&detail) => NodeError::NoPermission(detail),
                 Some("WRONGTYPE") => NodeError::WrongType(detail),
                 Some("OOM") => NodeError::OutOfMemory(detail),
                 Some("NOAUTH") | Some("WRONGPASS") => NodeError::Auth(detail),

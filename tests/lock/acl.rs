@@ -445,3 +445,37 @@ async fn a_wrong_password_is_an_auth_error() {
 fn script_extended() -> Resources {
     Resources::new(["acl", "acl-too"]).unwrap()
 }
+
+/// A URL naming a database the user may not `SELECT` (no `+select` in the recommended line): each
+/// node's outcome is `NoPermission`, as every other ACL refusal is, and not a plain server error.
+/// redis-rs sends the `SELECT` in its handshake and reports its refusal as an `ERR`.
+#[tokio::test]
+async fn a_database_the_user_may_not_select_is_a_permission_error() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        set_user(&cluster, &recommended()).await;
+        let urls = user_urls(&cluster, PASSWORD)
+            .into_iter()
+            .map(|url| format!("{url}/2"));
+        let lock = Lock::new(urls, acl_options()).unwrap();
+        let error = lock.try_acquire("acl").await.unwrap_err();
+        assert!(matches!(error, Error::Unavailable { .. }), "{error:?}");
+        // Decided once the quorum was out of reach: a node may not have answered by then.
+        let answered: Vec<_> = error
+            .outcomes()
+            .iter()
+            .filter(|outcome| outcome.reply != NodeReply::NoReply)
+            .collect();
+        assert!(answered.len() >= 2, "{error:?}");
+        for outcome in answered {
+            assert!(
+                matches!(
+                    &outcome.reply,
+                    NodeReply::Failed(NodeError::NoPermission(message)) if message.contains("select")
+                ),
+                "{outcome:?}"
+            );
+        }
+    })
+    .await;
+}
