@@ -96,7 +96,9 @@ impl Subscription {
 const MIN_RECONNECT_PAUSE: Duration = Duration::from_millis(10);
 
 /// The subscription task: applies the changes, forwards the messages, and makes the connection
-/// again when it dies, until the handle is dropped. While nobody waits it holds no connection.
+/// again when it dies, until the handle is dropped. While nobody waits it holds no connection:
+/// the connection is closed as soon as the last channel is unsubscribed (the last waiter left),
+/// and made again by the next subscription.
 async fn run(
     client: redis::Client,
     connect_timeout: Duration,
@@ -145,7 +147,7 @@ async fn run(
                 on_message(channel);
             }
         }
-        if !serve(
+        match serve(
             &mut sink,
             &mut stream,
             &mut inbox,
@@ -154,10 +156,14 @@ async fn run(
         )
         .await
         {
-            return;
+            Served::HandleDropped => return,
+            // Dropping the sink and stream closes the connection.
+            Served::NobodyWaits => lost = false,
+            Served::ConnectionLost => {
+                tracing::debug!("subscription connection lost; making it again");
+                lost = true;
+            }
         }
-        tracing::debug!("subscription connection lost; making it again");
-        lost = true;
     }
 }
 
@@ -178,18 +184,28 @@ fn apply(
     }
 }
 
-/// Serves one connection until it dies (`true`: make it again) or the handle is dropped.
+/// Why [`serve`] stopped serving a connection.
+enum Served {
+    /// The handle is gone: the task ends.
+    HandleDropped,
+    /// The last channel was unsubscribed: the connection is closed until someone waits again.
+    NobodyWaits,
+    /// The connection died: it is made again for the channels left.
+    ConnectionLost,
+}
+
+/// Serves one connection until it dies, nobody waits any more, or the handle is dropped.
 async fn serve(
     sink: &mut PubSubSink,
     stream: &mut PubSubStream,
     inbox: &mut mpsc::UnboundedReceiver<Change>,
     channels: &mut BTreeSet<Vec<u8>>,
     on_message: &OnMessage,
-) -> bool {
+) -> Served {
     loop {
         tokio::select! {
             change = inbox.recv() => match change {
-                None => return false,
+                None => return Served::HandleDropped,
                 Some(Change::Subscribe(new, done)) => {
                     let mut subscribed = true;
                     for channel in new {
@@ -197,14 +213,17 @@ async fn serve(
                         channels.insert(channel);
                     }
                     if !subscribed {
-                        return true;
+                        return Served::ConnectionLost;
                     }
                     let _ = done.send(());
                 }
                 Some(Change::Unsubscribe(channel)) => {
                     channels.remove(&channel);
+                    if channels.is_empty() {
+                        return Served::NobodyWaits;
+                    }
                     if sink.unsubscribe(channel.as_slice()).await.is_err() {
-                        return true;
+                        return Served::ConnectionLost;
                     }
                 }
             },
@@ -214,7 +233,7 @@ async fn serve(
                         on_message(&channel);
                     }
                 }
-                None => return true,
+                None => return Served::ConnectionLost,
             },
         }
     }

@@ -331,3 +331,73 @@ async fn a_hung_minority_never_holds_up_a_waiter() {
     })
     .await;
 }
+
+/// Clients connected to each node, of `kind` (`"pubsub"`) or of any kind, less the connection
+/// that asks.
+async fn clients(cluster: &TestCluster, kind: Option<&str>) -> Vec<usize> {
+    let mut counts = Vec::new();
+    for node in 0..cluster.len() {
+        let mut connection = cluster.connection(node).await.unwrap();
+        let mut list = redis::cmd("CLIENT");
+        list.arg("LIST");
+        if let Some(kind) = kind {
+            list.arg("TYPE").arg(kind);
+        }
+        let listed: String = list.query_async(&mut connection).await.unwrap();
+        let mine = usize::from(kind.is_none());
+        counts.push(listed.lines().count().saturating_sub(mine));
+    }
+    counts
+}
+
+/// A lock's subscription connections close when its last waiter leaves, and a dropped `Lock`
+/// leaves no connection of any kind on the nodes. (Broken on purpose by keeping the connection
+/// when the last channel is unsubscribed: the pub/sub clients stay.)
+#[tokio::test]
+async fn no_connection_outlives_its_waiters_or_its_lock() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        let before = clients(&cluster, None).await;
+        let holder = Lock::new(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let waiter = Lock::new(cluster.urls(), LockOptions::new().ttl(LONG_TTL)).unwrap();
+        let held = holder.try_acquire("job").await.unwrap();
+        let waiting = tokio::spawn({
+            let waiter = waiter.clone();
+            async move {
+                let request =
+                    Request::from("job").patience(Patience::Wait(Duration::from_secs(20)));
+                waiter.acquire(request).await
+            }
+        });
+        subscribed_everywhere(&cluster, &key("job"), 1).await;
+        assert_eq!(clients(&cluster, Some("pubsub")).await, [1, 1, 1]);
+        held.release().await;
+        let guard = waiting.await.unwrap().unwrap();
+        guard.release().await;
+        // Each lock keeps its one data connection per node, and nothing else: a connection whose
+        // last channel was unsubscribed is a plain client again, so all are counted.
+        let with_locks: Vec<usize> = before.iter().map(|count| count + 2).collect();
+        let closed = quorumlock_harness::eventually(Duration::from_secs(10), async || {
+            clients(&cluster, None).await == with_locks
+        });
+        assert!(
+            closed.await,
+            "{:?} clients per node with both locks alive, {with_locks:?} expected",
+            clients(&cluster, None).await
+        );
+
+        for lock in [holder, waiter] {
+            lock.settle().await;
+            drop(lock);
+        }
+        let gone = quorumlock_harness::eventually(Duration::from_secs(10), async || {
+            clients(&cluster, None).await == before
+        });
+        assert!(
+            gone.await,
+            "{:?} clients per node left, {before:?} before the locks",
+            clients(&cluster, None).await
+        );
+    })
+    .await;
+}
