@@ -13,9 +13,15 @@ use std::time::Duration;
 use futures::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
 /// Where a message's channel goes: the lock's wait list, which wakes that key's waiters.
 pub(crate) type OnMessage = Arc<dyn Fn(&[u8]) + Send + Sync>;
+
+/// How long a connection with no channel left stays open for the next waiter before it is
+/// closed: waits that follow each other closely (a process whose queue empties between two
+/// hand-offs) keep one connection, and an idle lock holds none a second later.
+const LINGER: Duration = Duration::from_secs(1);
 
 /// The longest pause between two attempts to make the connection again.
 const MAX_RECONNECT_PAUSE: Duration = Duration::from_secs(1);
@@ -97,8 +103,8 @@ const MIN_RECONNECT_PAUSE: Duration = Duration::from_millis(10);
 
 /// The subscription task: applies the changes, forwards the messages, and makes the connection
 /// again when it dies, until the handle is dropped. While nobody waits it holds no connection:
-/// the connection is closed as soon as the last channel is unsubscribed (the last waiter left),
-/// and made again by the next subscription.
+/// the connection is closed [`LINGER`] after the last channel was unsubscribed (the last waiter
+/// left) unless someone waits again by then, and made again by the next subscription.
 async fn run(
     client: redis::Client,
     connect_timeout: Duration,
@@ -188,7 +194,8 @@ fn apply(
 enum Served {
     /// The handle is gone: the task ends.
     HandleDropped,
-    /// The last channel was unsubscribed: the connection is closed until someone waits again.
+    /// The last channel was unsubscribed [`LINGER`] ago: the connection is closed until someone
+    /// waits again.
     NobodyWaits,
     /// The connection died: it is made again for the channels left.
     ConnectionLost,
@@ -202,11 +209,14 @@ async fn serve(
     channels: &mut BTreeSet<Vec<u8>>,
     on_message: &OnMessage,
 ) -> Served {
+    // Since when nobody waits (no channel left), if nobody does now.
+    let mut idle_since: Option<Instant> = None;
     loop {
         tokio::select! {
             change = inbox.recv() => match change {
                 None => return Served::HandleDropped,
                 Some(Change::Subscribe(new, done)) => {
+                    idle_since = None;
                     let mut subscribed = true;
                     for channel in new {
                         subscribed &= sink.subscribe(channel.as_slice()).await.is_ok();
@@ -219,14 +229,15 @@ async fn serve(
                 }
                 Some(Change::Unsubscribe(channel)) => {
                     channels.remove(&channel);
-                    if channels.is_empty() {
-                        return Served::NobodyWaits;
-                    }
                     if sink.unsubscribe(channel.as_slice()).await.is_err() {
                         return Served::ConnectionLost;
                     }
+                    if channels.is_empty() {
+                        idle_since = Some(Instant::now());
+                    }
                 }
             },
+            () = linger_until(idle_since) => return Served::NobodyWaits,
             message = stream.next() => match message {
                 Some(message) => {
                     if let Ok(channel) = message.get_channel::<Vec<u8>>() {
@@ -236,6 +247,14 @@ async fn serve(
                 None => return Served::ConnectionLost,
             },
         }
+    }
+}
+
+/// Completes [`LINGER`] after `idle_since`; never while someone waits (`None`).
+async fn linger_until(idle_since: Option<Instant>) {
+    match idle_since {
+        Some(since) => tokio::time::sleep_until(since.checked_add(LINGER).unwrap_or(since)).await,
+        None => std::future::pending().await,
     }
 }
 

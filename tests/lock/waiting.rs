@@ -350,8 +350,8 @@ async fn clients(cluster: &TestCluster, kind: Option<&str>) -> Vec<usize> {
     counts
 }
 
-/// A lock's subscription connections close when its last waiter leaves, and a dropped `Lock`
-/// leaves no connection of any kind on the nodes. (Broken on purpose by keeping the connection
+/// A lock's subscription connections close when its last waiter has left (after a second's
+/// linger), and a dropped `Lock` leaves no connection of any kind on the nodes. (Broken on purpose by keeping the connection
 /// when the last channel is unsubscribed: the pub/sub clients stay.)
 #[tokio::test]
 async fn no_connection_outlives_its_waiters_or_its_lock() {
