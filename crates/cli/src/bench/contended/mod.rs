@@ -281,13 +281,16 @@ fn at_most(name: String, measured: Option<f64>, limit: f64, shown: &str) -> Targ
 
 /// Issue 19's targets, on the waiting lock's rows at each hold.
 pub(super) fn targets(c: &Contended) -> Vec<Target> {
-    let row = |processes: u32, hold_ms: u64| {
-        let id = format!("contended/{}/{hold_ms}ms/waiting", slug(processes));
+    let row = |kind: Kind, processes: u32, hold_ms: u64| {
+        let id = format!("contended/{}/{hold_ms}ms/{}", slug(processes), kind.name());
         c.rows.iter().find(|r| r.id == id)
     };
     let mut targets = Vec::new();
     for hold_ms in HOLDS_MS {
-        let (one, many) = (row(1, hold_ms), row(PROCESSES, hold_ms));
+        let (one, many) = (
+            row(Kind::Waiting, 1, hold_ms),
+            row(Kind::Waiting, PROCESSES, hold_ms),
+        );
         let h = format!("hold {hold_ms} ms");
         for (label, r) in [("1×8", one), ("4×2", many)] {
             targets.push(at_most(
@@ -304,11 +307,9 @@ pub(super) fn targets(c: &Contended) -> Vec<Target> {
             ));
         }
         // A set of three waits like one resource (issue 29): the same local hand-off.
-        let set = c.rows.iter().find(|r| {
-            let kind = Kind::WaitingSet3.name();
-            r.id == format!("contended/{}/{hold_ms}ms/{kind}", slug(1))
-        });
-        for (name, r) in [("waiting", one), ("waiting-set3", set)] {
+        let set = row(Kind::WaitingSet3, 1, hold_ms);
+        for (kind, r) in [(Kind::Waiting, one), (Kind::WaitingSet3, set)] {
+            let name = kind.name();
             targets.push(at_most(
                 format!("{name} 1×8 {h}: hand-off p50 / RTT (next holder local)"),
                 r.map(|r| r.handoff_p50_per_rtt),
