@@ -68,11 +68,9 @@ impl WaitList {
             return false;
         }
         let queues = self.queues();
-        !queues.by_key.is_empty()
-            && keys
-                .all()
-                .iter()
-                .any(|key| queues.by_key.contains_key(&**key))
+        keys.all()
+            .iter()
+            .any(|key| queues.by_key.contains_key(&**key))
     }
 
     /// Joins the tail of each of `keys`' queues, with one ticket. The first waiter of a key
