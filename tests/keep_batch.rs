@@ -220,3 +220,62 @@ async fn a_recovering_node_is_not_given_the_key_and_the_lock_is_lost_without_it(
     })
     .await;
 }
+
+/// The lock's connection of `name` on `node` (`""` for an unnamed one), other than the one that
+/// asks: the last command it ran (`CLIENT LIST`'s `cmd`), one per such connection.
+async fn last_commands(
+    cluster: &quorumlock_harness::TestCluster,
+    node: usize,
+    name: &str,
+) -> Vec<String> {
+    let mut admin = cluster.connection(node).await.unwrap();
+    let listed: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("normal")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    listed
+        .lines()
+        .filter(|line| line.split(' ').any(|field| field == format!("name={name}")))
+        .filter_map(|line| line.split(' ').find_map(|field| field.strip_prefix("cmd=")))
+        .filter(|cmd| *cmd != "client|list")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The keeper's batches go on a connection of their own per node, named
+/// `quorumlock-keep-alive`, so that no acquisition waits behind a batch in the connection's
+/// queue: an acquisition made while a lease is kept goes out on the other connection, which
+/// runs no batch. (Broken on purpose by sending the batches on the requests' connection: no
+/// connection is named, and the acquisition's connection runs the batches.)
+#[tokio::test]
+async fn keep_alive_batches_go_on_a_connection_of_their_own() {
+    bounded(async {
+        let cluster = crate::common::cluster(3).await;
+        let lock = Lock::new(cluster.urls(), options(Duration::from_secs(3))).unwrap();
+        let every = KeepAlive::new().every(Duration::from_millis(100));
+        let kept = kept_leases(&lock, "lane:", 1, every).await.pop().unwrap();
+        until(async || kept.extensions() >= 1).await;
+        // A single key's acquisition is a plain `SET NX PX`; every batch is an `EVAL`.
+        let other = lock.try_acquire("lane-other").await.unwrap();
+        let after = kept.extensions();
+        until(async || kept.extensions() >= after + 2).await;
+        for node in 0..cluster.len() {
+            assert_eq!(
+                last_commands(&cluster, node, "quorumlock-keep-alive").await,
+                ["eval"],
+                "node {node}: the keep-alive's connection"
+            );
+            assert_eq!(
+                last_commands(&cluster, node, "").await,
+                ["set"],
+                "node {node}: the requests' connection ran a batch after the acquisition"
+            );
+        }
+        other.release().await;
+        kept.release().await;
+    })
+    .await;
+}

@@ -13,7 +13,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -34,6 +34,22 @@ use crate::settings::Settings;
 
 /// A connection attempt in flight, awaited by every caller that needs the node meanwhile.
 type Connecting = Shared<BoxFuture<'static, Result<Connected, NodeError>>>;
+
+/// Which of a server's two connections a request goes on. The keep-alive's batches have a
+/// connection of their own, so that no acquisition or release waits behind a batch of a few
+/// hundred keys in the connection's queue, nor behind its reply being read
+/// (`docs/ARCHITECTURE.md`, "Connections"). It is made when the first batch goes out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// Acquisitions, releases, single extensions and everything else.
+    Requests,
+    /// The keeper's batches (`round/keep_batch.rs`).
+    KeepAlive,
+}
+
+/// The name the keep-alive's connections give themselves (`CLIENT SETNAME`), so that an operator
+/// reading `CLIENT LIST` can tell them apart.
+pub(crate) const KEEP_ALIVE_NAME: &str = "quorumlock-keep-alive";
 
 /// The state of a node's connection. Each new connection attempt gets a new generation, so a
 /// caller that saw a connection break only discards that connection, never a newer one.
@@ -62,7 +78,8 @@ pub(crate) struct Server {
     client: redis::Client,
     connect_timeout: Duration,
     command_timeout: Duration,
-    slot: Mutex<(u64, Slot)>,
+    /// The connection of each [`Lane`], in its order.
+    lanes: [Mutex<Slot>; 2],
     /// Where new generations are numbered: the server's own, or shared by a cluster node's
     /// shards, so that a generation names one connection among all of them.
     generations: Arc<AtomicU64>,
@@ -100,7 +117,7 @@ impl Server {
             client,
             connect_timeout: settings.connect_timeout,
             command_timeout: settings.node_timeout,
-            slot: Mutex::new((0, Slot::Idle)),
+            lanes: [Mutex::new(Slot::Idle), Mutex::new(Slot::Idle)],
             generations: Arc::clone(generations),
             restart_guard: settings.restart_guard,
             durable_only: settings
@@ -151,7 +168,7 @@ impl Server {
         F: FnOnce(MultiplexedConnection, u64) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        let (generation, connected) = self.connection().await?;
+        let (generation, connected) = self.connection(Lane::Requests).await?;
         self.bounded(generation, command(connected.connection, generation))
             .await
     }
@@ -202,29 +219,29 @@ impl Server {
         }
     }
 
-    /// The current connection, or a new one: joins an attempt already in flight, else starts one.
+    /// `lane`'s current connection, or a new one: joins an attempt already in flight, else
+    /// starts one.
     ///
     /// A ready connection is handed out without a future of its own; the wait for a connection
     /// attempt is boxed, so that every command's future stays small (each is moved into the
     /// fan-out's set) for the one case that needs it.
-    pub(super) async fn connection(&self) -> Result<(u64, Connected), NodeError> {
+    pub(super) async fn connection(&self, lane: Lane) -> Result<(u64, Connected), NodeError> {
         let (generation, connecting) = {
-            let mut guard = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
-            let (next_generation, slot) = &mut *guard;
-            match slot {
+            let mut slot = self.lane(lane);
+            match &*slot {
                 Slot::Ready(generation, connected) => {
                     return Ok((*generation, connected.clone()));
                 }
                 Slot::Connecting(generation, connecting) => (*generation, connecting.clone()),
                 Slot::Idle => {
-                    *next_generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
-                    let connecting = self.connect();
-                    *slot = Slot::Connecting(*next_generation, connecting.clone());
-                    (*next_generation, connecting)
+                    let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+                    let connecting = self.connect(lane);
+                    *slot = Slot::Connecting(generation, connecting.clone());
+                    (generation, connecting)
                 }
             }
         };
-        let connected = Box::pin(self.await_connection(generation, connecting)).await;
+        let connected = Box::pin(self.await_connection(lane, generation, connecting)).await;
         // Counted per request that found no connection, as a failed command is.
         if let Err(error) = &connected {
             metrics::node_error(error);
@@ -232,10 +249,19 @@ impl Server {
         connected
     }
 
-    /// Waits (within the connect timeout) for the connection attempt of `generation`, and makes
-    /// its connection the node's current one, or the slot idle again if it failed.
+    fn lane(&self, lane: Lane) -> MutexGuard<'_, Slot> {
+        let slot = match lane {
+            Lane::Requests => &self.lanes[0],
+            Lane::KeepAlive => &self.lanes[1],
+        };
+        slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits (within the connect timeout) for `lane`'s connection attempt of `generation`, and
+    /// makes its connection the lane's current one, or the lane idle again if it failed.
     async fn await_connection(
         &self,
+        lane: Lane,
         generation: u64,
         connecting: Connecting,
     ) -> Result<(u64, Connected), NodeError> {
@@ -244,9 +270,9 @@ impl Server {
             // The attempt goes on in the background; the next caller picks up its result.
             Err(_elapsed) => return Err(NodeError::Timeout(self.connect_timeout)),
         };
-        let mut guard = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
-        if matches!(guard.1, Slot::Connecting(current, _) if current == generation) {
-            guard.1 = match &result {
+        let mut slot = self.lane(lane);
+        if matches!(*slot, Slot::Connecting(current, _) if current == generation) {
+            *slot = match &result {
                 Ok(connected) => Slot::Ready(generation, connected.clone()),
                 Err(_) => Slot::Idle,
             };
@@ -256,7 +282,7 @@ impl Server {
 
     /// Starts a connection attempt as its own task, so it completes even when every caller
     /// waiting for it has given up. The attempt includes asking the server who it is.
-    fn connect(&self) -> Connecting {
+    fn connect(&self, lane: Lane) -> Connecting {
         let client = self.client.clone();
         // No response timeout of redis-rs's own: every command already runs within the command
         // timeout (`bounded`), and a second timer per request would only cost time.
@@ -274,12 +300,18 @@ impl Server {
         let task = tokio::spawn(async move {
             let result = async {
                 let connection = open_connection(&client, &config, connect_timeout).await?;
+                // The name goes out beside the identity's questions, costing no round trip.
+                let named = async {
+                    if lane == Lane::KeepAlive {
+                        name(&connection, index, &addr, command_timeout).await;
+                    }
+                };
                 let identify = identify(&connection, restart_guard, &history);
-                let identity = tokio::time::timeout(command_timeout, identify)
-                    .await
-                    .map_err(|_elapsed| {
-                        redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut))
-                    })??;
+                let ((), identity) =
+                    futures::join!(named, tokio::time::timeout(command_timeout, identify));
+                let identity = identity.map_err(|_elapsed| {
+                    redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut))
+                })??;
                 Ok::<_, redis::RedisError>(Connected {
                     connection,
                     identity,
@@ -301,12 +333,30 @@ impl Server {
         .shared()
     }
 
-    /// Drops the connection of `generation` if it is still the current one.
+    /// Drops the connection of `generation` if it is still its lane's current one (a
+    /// generation names one connection of one lane).
     pub(super) fn reset(&self, generation: u64) {
-        let mut guard = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
-        if matches!(guard.1, Slot::Ready(current, _) if current == generation) {
-            guard.1 = Slot::Idle;
+        for lane in [Lane::Requests, Lane::KeepAlive] {
+            let mut slot = self.lane(lane);
+            if matches!(*slot, Slot::Ready(current, _) if current == generation) {
+                *slot = Slot::Idle;
+                return;
+            }
         }
+    }
+}
+
+/// Names a keep-alive connection ([`KEEP_ALIVE_NAME`]). A refusal (an ACL without `CLIENT`)
+/// costs nothing but the name.
+async fn name(connection: &MultiplexedConnection, index: usize, addr: &str, timeout: Duration) {
+    let mut connection = connection.clone();
+    let mut setname = redis::cmd("CLIENT");
+    setname.arg("SETNAME").arg(KEEP_ALIVE_NAME);
+    let named = tokio::time::timeout(timeout, setname.query_async::<()>(&mut connection))
+        .await
+        .unwrap_or_else(|_elapsed| Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into()));
+    if let Err(error) = named {
+        tracing::debug!(node = index, %addr, %error, "keep-alive connection left unnamed");
     }
 }
 

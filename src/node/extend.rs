@@ -7,9 +7,9 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-use super::Node;
 use super::vote::Counted;
 use super::wire::one_or_zero;
+use super::{Lane, Node};
 use crate::outcome::NodeError;
 
 /// Sets a new expiry only while the key holds our token.
@@ -30,6 +30,7 @@ pub(crate) async fn extend(
     node.run_counted(
         key,
         Counted::Extend,
+        Lane::Requests,
         |mut connection, _generation, commands| async move {
             if commands.set_ifeq {
                 // The same compare-and-expire without a script: `OK` where the key held our

@@ -6,9 +6,9 @@
 
 use redis::{Cmd, Value};
 
-use super::Node;
 use super::vote::Counted;
 use super::wire::send;
+use super::{Lane, Node};
 use crate::outcome::NodeError;
 use crate::rules::batch::KeyReply;
 
@@ -107,12 +107,16 @@ pub(crate) async fn extend_batch<T>(
     if fill {
         let mut built = false;
         let reply = node
-            .run_vote(slot_key, |mut connection, generation, _server| {
-                built = true;
-                let (command, t) = build(generation, true);
-                kept = Some(t);
-                async move { send(&mut connection, &command).await }
-            })
+            .run_vote(
+                slot_key,
+                Lane::KeepAlive,
+                |mut connection, generation, _server| {
+                    built = true;
+                    let (command, t) = build(generation, true);
+                    kept = Some(t);
+                    async move { send(&mut connection, &command).await }
+                },
+            )
             .await;
         if built {
             return (reply.and_then(|reply| read_reply(reply, keys)), kept);
@@ -122,6 +126,7 @@ pub(crate) async fn extend_batch<T>(
         .run_counted(
             slot_key,
             Counted::Extend,
+            Lane::KeepAlive,
             |mut connection, generation, _commands| {
                 let (command, t) = build(generation, false);
                 kept = Some(t);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use redis::RedisResult;
 
 use super::cluster::Cluster;
-use super::connection::Server;
+use super::connection::{Lane, Server};
 use super::redirect::{Connection, Gate, Routed};
 use super::subscription::{OnMessage, Subscription};
 use super::vote::Counted;
@@ -131,9 +131,14 @@ impl Node {
         }
     }
 
-    /// As [`run`](Node::run), through the vote gate (`vote.rs`): `command` is also told the
-    /// `run_id` of the server it goes to.
-    pub(crate) async fn run_vote<T, F, Fut>(&self, key: &[u8], command: F) -> Result<T, NodeError>
+    /// As [`run`](Node::run), on `lane`'s connection, through the vote gate (`vote.rs`):
+    /// `command` is also told the `run_id` of the server it goes to.
+    pub(crate) async fn run_vote<T, F, Fut>(
+        &self,
+        key: &[u8],
+        lane: Lane,
+        command: F,
+    ) -> Result<T, NodeError>
     where
         F: FnOnce(Connection, u64, Arc<str>) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
@@ -141,7 +146,7 @@ impl Node {
         match &self.route {
             Route::Server(server) => {
                 server
-                    .run_vote(|connection, generation, run_id| {
+                    .run_vote(lane, |connection, generation, run_id| {
                         command(Connection::Direct(connection), generation, run_id)
                     })
                     .await
@@ -151,7 +156,7 @@ impl Node {
                 let refused = Arc::default();
                 let routed = routed(cluster, &server, Gate::Vote, &refused);
                 let result = server
-                    .run_vote(|connection, generation, run_id| {
+                    .run_vote(lane, |connection, generation, run_id| {
                         command(routed(connection, generation), generation, run_id)
                     })
                     .await;
@@ -160,12 +165,14 @@ impl Node {
         }
     }
 
-    /// As [`run`](Node::run), through the gate of a request counted after an acquisition
-    /// (`vote.rs`): `command` is also told the native commands the server offers.
+    /// As [`run`](Node::run), on `lane`'s connection, through the gate of a request counted
+    /// after an acquisition (`vote.rs`): `command` is also told the native commands the server
+    /// offers.
     pub(crate) async fn run_counted<T, F, Fut>(
         &self,
         key: &[u8],
         counted: Counted,
+        lane: Lane,
         command: F,
     ) -> Result<T, NodeError>
     where
@@ -175,7 +182,7 @@ impl Node {
         match &self.route {
             Route::Server(server) => {
                 server
-                    .run_counted(counted, |connection, generation, commands| {
+                    .run_counted(counted, lane, |connection, generation, commands| {
                         command(Connection::Direct(connection), generation, commands)
                     })
                     .await
@@ -185,7 +192,7 @@ impl Node {
                 let refused = Arc::default();
                 let routed = routed(cluster, &server, Gate::Counted(counted), &refused);
                 let result = server
-                    .run_counted(counted, |connection, generation, commands| {
+                    .run_counted(counted, lane, |connection, generation, commands| {
                         command(routed(connection, generation), generation, commands)
                     })
                     .await;

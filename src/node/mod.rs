@@ -43,6 +43,7 @@ mod vote;
 pub(crate) mod wire;
 pub(crate) mod write_back;
 
+pub(crate) use connection::Lane;
 pub(crate) use member::Node;
 
 /// Node `index` on the test server at `url`, with a claim table of its own.

@@ -20,7 +20,7 @@ use redis::{
 };
 
 use super::cluster::Cluster;
-use super::connection::Server;
+use super::connection::{Lane, Server};
 use super::vote::Counted;
 use crate::outcome::NodeError;
 
@@ -142,15 +142,15 @@ impl Routed {
         let server = target?;
         let (generation, connection) = match self.gate {
             Gate::Open => server
-                .connection()
+                .connection(Lane::Requests)
                 .await
                 .map(|(generation, connected)| (generation, connected.connection))?,
             Gate::Vote => server
-                .pass_vote()
+                .pass_vote(Lane::Requests)
                 .await
                 .map(|(generation, connection, _run_id)| (generation, connection))?,
             Gate::Counted(counted) => server
-                .pass_counted(counted)
+                .pass_counted(counted, Lane::Requests)
                 .await
                 .map(|(generation, connection, _commands)| (generation, connection))?,
         };

@@ -9,9 +9,9 @@ use std::sync::{Arc, LazyLock};
 
 use redis::{Cmd, Script, Value};
 
-use super::Node;
 use super::vote::Counted;
 use super::wire::{one_or_zero, sized};
+use super::{Lane, Node};
 use crate::outcome::NodeError;
 
 /// Takes every key of the set `KEYS[1..n]` for the token `ARGV[1]` for `ARGV[2]` ms, or none: if
@@ -171,6 +171,7 @@ pub(crate) async fn extend_set(
         .run_counted(
             slot_key(keys),
             Counted::Extend,
+            Lane::Requests,
             |mut connection, _generation, _commands| async move {
                 let mut invocation = EXTEND_SET.prepare_invoke();
                 for key in keys {
@@ -200,6 +201,7 @@ pub(crate) async fn write_back_set(
         .run_counted(
             slot_key(keys),
             Counted::WriteBack,
+            Lane::Requests,
             |mut connection, _generation, _commands| async move {
                 let mut invocation = WRITE_BACK_SET.prepare_invoke();
                 for key in keys.iter().chain(fence_keys) {

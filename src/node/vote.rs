@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use redis::RedisResult;
 use redis::aio::MultiplexedConnection;
 
-use super::connection::Server;
+use super::connection::{Lane, Server};
 use super::history::Standing;
 use super::identify::Identity;
 use crate::metrics;
@@ -46,23 +46,24 @@ impl Server {
     ///   a promotion is read on the next one), or replaced the known one and sits out
     ///   ([`NodeError::Replaced`]);
     /// - the restart guard holds the node back: [`NodeError::Recovering`].
-    pub(crate) async fn run_vote<T, F, Fut>(&self, command: F) -> Result<T, NodeError>
+    pub(crate) async fn run_vote<T, F, Fut>(&self, lane: Lane, command: F) -> Result<T, NodeError>
     where
         F: FnOnce(MultiplexedConnection, u64, Arc<str>) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        let (generation, connection, run_id) = self.pass_vote().await?;
+        let (generation, connection, run_id) = self.pass_vote(lane).await?;
         self.bounded(generation, command(connection, generation, run_id))
             .await
     }
 
-    /// The vote gate alone: the connection (and its generation) to send a voting request over,
-    /// and the server's `run_id`; or why this server may not vote now (see
+    /// The vote gate alone: `lane`'s connection (and its generation) to send a voting request
+    /// over, and the server's `run_id`; or why this server may not vote now (see
     /// [`run_vote`](Server::run_vote)).
     pub(super) async fn pass_vote(
         &self,
+        lane: Lane,
     ) -> Result<(u64, MultiplexedConnection, Arc<str>), NodeError> {
-        let (generation, connected) = self.connection().await?;
+        let (generation, connected) = self.connection(lane).await?;
         match self.may_vote(&connected.identity) {
             Ok(run_id) => Ok((generation, connected.connection, run_id)),
             Err(error) => {
@@ -89,24 +90,26 @@ impl Server {
     pub(crate) async fn run_counted<T, F, Fut>(
         &self,
         counted: Counted,
+        lane: Lane,
         command: F,
     ) -> Result<T, NodeError>
     where
         F: FnOnce(MultiplexedConnection, u64, Commands) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        let (generation, connection, commands) = self.pass_counted(counted).await?;
+        let (generation, connection, commands) = self.pass_counted(counted, lane).await?;
         self.bounded(generation, command(connection, generation, commands))
             .await
     }
 
-    /// The gate of [`run_counted`](Server::run_counted) alone: the connection, its generation
-    /// and the server's native commands, or why nothing may be sent.
+    /// The gate of [`run_counted`](Server::run_counted) alone: `lane`'s connection, its
+    /// generation and the server's native commands, or why nothing may be sent.
     pub(super) async fn pass_counted(
         &self,
         counted: Counted,
+        lane: Lane,
     ) -> Result<(u64, MultiplexedConnection, Commands), NodeError> {
-        let (generation, connected) = self.connection().await?;
+        let (generation, connected) = self.connection(lane).await?;
         if let Err(error) = connected
             .identity
             .as_ref()

@@ -6,9 +6,9 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-use super::Node;
 use super::vote::Counted;
 use super::wire::one_or_zero;
+use super::{Lane, Node};
 use crate::outcome::NodeError;
 
 /// The fence's write-back: while the key `KEYS[1]` holds our token, raises the counter `KEYS[2]`
@@ -35,6 +35,7 @@ pub(crate) async fn write_back(
     node.run_counted(
         key,
         Counted::WriteBack,
+        Lane::Requests,
         |mut connection, _generation, _commands| async move {
             WRITE_BACK
                 .key(key)

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use super::ledger::{Ledger, Refused};
-use crate::node::Node;
 use crate::node::acquire::{AcquireCommand, Taken};
 use crate::node::wire::{answered, send};
+use crate::node::{Lane, Node};
 use crate::outcome::NodeError;
 use crate::rules::ordering::End;
 
@@ -36,6 +36,7 @@ pub(crate) async fn acquire(
     let sent = node
         .run_vote(
             &command.slot_key,
+            Lane::Requests,
             |mut connection, generation, server| async move {
                 let in_flight = match ledger.hand_acquire(attempt, index, generation, &server) {
                     Ok(in_flight) => in_flight,
