@@ -13,6 +13,7 @@
 //! | `quorumlock_releases_total` | counter | `via` (`release`, `drop`) | releases sent to the nodes by a hold's last guard: `Guard::release`, or a guard dropped |
 //! | `quorumlock_node_errors_total` | counter | `kind` | failed node requests, by the `NodeError` they failed with: `timeout`, `connection_refused`, `connection`, `auth`, `readonly`, `oom`, `wrongtype`, `noperm`, `loading`, `noscript`, `server` (another error reply), `protocol`, and the gates' refusals (nothing sent): `same_server`, `recovering`, `replaced`, `replica`, `not_durable` |
 //! | `quorumlock_kept_leases` | gauge | | leases kept alive now (`Guard::keep_alive`, `Lock::with_lock`) |
+//! | `quorumlock_keep_alive_late_total` | counter | | kept leases' extensions that went out more than a quarter of their interval after they were due, having waited for room in a batch: the nodes answer batches slower than leases fall due (a warning says so too, with the shortfall) |
 //! | `quorumlock_lost_signals_total` | counter | `reason` (`taken`, `expired`, `max_hold`, `no_runtime`) | kept locks found lost (their lost signal fired) |
 //! | `quorumlock_restart_guard_sit_outs_total` | counter | | requests the restart guard held back from a node that may have lost keys in a restart |
 //!
@@ -215,6 +216,17 @@ pub(crate) fn lease_kept() {
     {
         ::metrics::gauge!("quorumlock_kept_leases").increment(1.0);
     }
+}
+
+/// `leases` kept leases went out later than they were due (the keeper fell behind).
+#[inline]
+pub(crate) fn keep_alive_late(leases: u64) {
+    #[cfg(feature = "metrics")]
+    if leases > 0 {
+        ::metrics::counter!("quorumlock_keep_alive_late_total").increment(leases);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = leases;
 }
 
 /// A lease left its lock's keeper (released, dropped, or found lost).

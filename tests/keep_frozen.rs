@@ -17,7 +17,9 @@ use futures::StreamExt;
 use futures::stream;
 use quorumlock::{KeepAlive, Lock, Lost};
 
-use crate::common::{assert_no_keys, bounded, keep_options as options, kept_leases, until};
+use crate::common::{
+    assert_no_keys, bounded, keep_options as options, kept_leases, key_count, until,
+};
 
 /// A majority frozen (SIGSTOP): no batch reaches a quorum any more, and every one of 1,000
 /// leases reports its loss before its own validity ends (the lease's `valid_until`, the
@@ -60,7 +62,11 @@ async fn with_a_majority_frozen_every_lease_of_a_thousand_is_lost_before_its_val
             lease.release().await;
         }
         lock.settle().await;
-        assert_no_keys(&cluster, 0..3).await;
+        // The node that never froze was released; on the two that did, a release sent while
+        // they were frozen may time out unanswered (a loaded machine keeps them frozen past
+        // it), and then their keys end by their TTL.
+        assert_no_keys(&cluster, 2..3).await;
+        until(async || key_count(&cluster, 0).await + key_count(&cluster, 1).await == 0).await;
     })
     .await;
 }

@@ -1,6 +1,6 @@
 //! The metrics the lock records (feature `metrics`), read back from a debugging recorder
 //! against real Redis: a won and a held acquisition, a node that is down, the restart guard
-//! holding a fresh node back, and a kept lease.
+//! holding a fresh node back, a kept lease, and a keep-alive that falls behind.
 //!
 //! Its own binary, with the recorder installed globally once (it is its own process), so that
 //! what the lock records from its spawned tasks (connections, the keeper, background releases)
@@ -14,6 +14,7 @@
 mod common;
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use quorumlock::{Error, KeepAlive, Lock};
@@ -138,6 +139,7 @@ async fn the_lock_records_its_outcomes() {
         kept(&mut recorded, &lock).await;
         node_down(&mut recorded, &cluster.urls()).await;
         sat_out(&mut recorded).await;
+        behind(&mut recorded).await;
     })
     .await;
 }
@@ -286,6 +288,69 @@ async fn sat_out(recorded: &mut Recorded) {
     assert_eq!(
         look.counter("quorumlock_acquisitions_total{outcome=unavailable,topology=single}"),
         1,
+        "{look:#?}"
+    );
+}
+
+/// A keeper that falls behind says so: with a majority frozen under batches that wait for its
+/// answer (a long node timeout), the leases falling due meanwhile wait for room and go out
+/// late, and `quorumlock_keep_alive_late_total` counts them; once the nodes answer, none is
+/// late any more and no lease was lost. (Broken on purpose by never counting.)
+async fn behind(recorded: &mut Recorded) {
+    let mut cluster = cluster(3).await;
+    let options = once()
+        .ttl(Duration::from_secs(6))
+        .node_timeout(Duration::from_secs(2));
+    let lock = Lock::new(cluster.urls(), options).unwrap();
+    let every = KeepAlive::new().every(Duration::from_millis(200));
+    let kept = kept_leases(&lock, "behind:", 1_200, every).await;
+    until(async || kept.iter().all(|lease| lease.extensions() >= 2)).await;
+    assert_eq!(
+        recorded.look().counter("quorumlock_keep_alive_late_total"),
+        0
+    );
+    cluster.pause(0).unwrap();
+    cluster.pause(1).unwrap();
+    let mut late = 0;
+    let behind = quorumlock_harness::eventually(Duration::from_secs(10), async || {
+        late += recorded.look().counter("quorumlock_keep_alive_late_total");
+        late > 0
+    })
+    .await;
+    cluster.resume(0).unwrap();
+    cluster.resume(1).unwrap();
+    assert!(
+        behind,
+        "no late extension counted while a majority was frozen"
+    );
+    // Every lease extended twice more since the nodes answer again.
+    let extended: Vec<u64> = kept.iter().map(|lease| lease.extensions()).collect();
+    until(async || {
+        kept.iter()
+            .zip(&extended)
+            .all(|(lease, &was)| lease.extensions() >= was + 2)
+    })
+    .await;
+    drop(recorded.look());
+    let after = kept
+        .iter()
+        .map(|lease| lease.extensions())
+        .max()
+        .unwrap_or(0);
+    until(async || kept.iter().all(|lease| lease.extensions() > after)).await;
+    assert_eq!(
+        recorded.look().counter("quorumlock_keep_alive_late_total"),
+        0
+    );
+    assert!(kept.iter().all(|lease| lease.is_valid()));
+    for lease in kept {
+        lease.release().await;
+    }
+    lock.settle().await;
+    let look = recorded.look();
+    assert_eq!(
+        look.counters("quorumlock_lost_signals_total"),
+        0,
         "{look:#?}"
     );
 }

@@ -1,9 +1,12 @@
 //! [`Keeper`]: one lock's batched keep-alive. Every lease the lock keeps alive is registered
 //! here; one task per lock (spawned when the first lease is kept, ending when none is left)
-//! sleeps until the earliest due extension or trusted deadline, sends the due leases out in
-//! batches of at most `BATCH_KEYS` (`round/keep_batch.rs`, each batch its own task, so a slow
-//! node delays no timer), and marks lost every lease whose trusted deadline came without an
-//! extension. Per lease it keeps a few words and two entries in sorted sets, no task or timer.
+//! sleeps until the next lease falls due, the pace lets a batch go, or a trusted deadline
+//! comes; sends leases out in batches of at most `BATCH_KEYS` (`round/keep_batch.rs`, each
+//! batch its own task, so a slow node delays no timer): due ones at once, nearest deadline
+//! first, else paced ones a little early, evenly over the interval; and marks lost every lease
+//! whose trusted deadline came without an extension. When due leases wait for room, it says so
+//! (a gauge and a warning). Per lease it keeps a few words and two entries in sorted sets, no
+//! task or timer.
 //!
 //! What a lease is, beyond its key, is the API's (`keep_alive.rs`): it comes in as a `Kept`
 //! (`keep_batch.rs`).
@@ -23,32 +26,55 @@ use super::keep_batch::{Done, Item, Kept, Outcome, run_batch};
 use super::members::Members;
 use crate::error::{Error, Lost};
 use crate::metrics;
-use crate::rules::batch::{BATCH_KEYS, Missing, batch_sizes, may_join};
+use crate::rules::batch::{BATCH_KEYS, Missing, batch_sizes, may_go_early, spacing};
 use crate::rules::clock::Moment;
 use crate::rules::renewal::Schedule;
 
 /// One registered lease.
 struct Slot {
     kept: Arc<dyn Kept>,
-    /// When its next extension is due; `None` while one is in flight, or once `max_hold`
-    /// leaves none to make.
-    due: Option<Moment>,
+    /// Where it waits for its next extension.
+    queue: Queue,
     /// Its trusted deadline as entered in `deadlines` (re-read from the lease when it comes).
     deadline: Moment,
     missing: Missing,
     last_error: Option<Box<Error>>,
+    /// Its share of the keeper's load: its keys per second of its interval.
+    load: f64,
+}
+
+/// Where a lease waits, and its entry there.
+#[derive(Clone, Copy)]
+enum Queue {
+    /// Not due yet: its entry in `due`, when its next extension is due.
+    Due(Moment),
+    /// Due and not sent yet: its entry in `ready`, by deadline, and when it fell due.
+    Ready { deadline: Moment, due: Moment },
+    /// In a batch that is out.
+    Out,
+    /// No extension left to make (`max_hold` leaves none): it ends with its validity.
+    Done,
 }
 
 #[derive(Default)]
 struct Registry {
     slots: HashMap<u64, Slot>,
     due: BTreeSet<(Moment, u64)>,
+    /// Due leases waiting for room in a batch, nearest deadline first: when the nodes cannot
+    /// keep up, the lease that would be lost first goes first, whatever it fell due.
+    ready: BTreeSet<(Moment, u64)>,
     deadlines: BTreeSet<(Moment, u64)>,
     next_id: u64,
     /// Whether the keeper's task runs.
     running: bool,
     /// Batches sent and not yet decided for every lease in them.
     batches: usize,
+    /// Every kept key over its interval: the keys per second the batches must carry.
+    load: f64,
+    /// When the last batch went out, for the pace.
+    sent_at: Option<Moment>,
+    /// When the keeper last warned that it falls behind.
+    warned_at: Option<Moment>,
 }
 
 /// The most batches out at once. Each node runs its commands one after another, so batches sent
@@ -58,6 +84,9 @@ struct Registry {
 /// of the 100,000 extensions due each second were made (3,600 leases lost in 60 s); with four,
 /// the batches' replies came too late for the 50 ms node timeout and all were lost.
 const MAX_BATCHES: usize = 2;
+
+/// How often at most the keeper warns that it falls behind.
+const WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// One lock's batched keep-alive: the registry of its kept leases and the task that extends them.
 #[derive(Default)]
@@ -90,25 +119,32 @@ impl Keeper {
         missing: Missing,
         runtime: &Handle,
     ) -> u64 {
-        let first = kept.schedule().next_after_success(Duration::ZERO);
-        let due = kept.decided().checked_add(first);
+        let schedule = *kept.schedule();
+        let first = schedule.next_after_success(Duration::ZERO);
+        let queue = kept
+            .decided()
+            .checked_add(first)
+            .map_or(Queue::Done, Queue::Due);
         let deadline = kept.trusted_until();
+        let load = load(kept.keys().len(), schedule.every);
         let (id, start) = {
             let mut registry = self.registry();
             let id = registry.next_id;
             registry.next_id = id.wrapping_add(1);
-            if let Some(due) = due {
+            if let Queue::Due(due) = queue {
                 registry.due.insert((due, id));
             }
             registry.deadlines.insert((deadline, id));
+            registry.load += load;
             registry.slots.insert(
                 id,
                 Slot {
                     kept,
-                    due,
+                    queue,
                     deadline,
                     missing,
                     last_error: None,
+                    load,
                 },
             );
             metrics::lease_kept();
@@ -135,99 +171,85 @@ impl Keeper {
     }
 
     /// Lost leases and due ones at `now`, under the registry's lock.
+    ///
+    /// Due leases go out at once, nearest deadline first, in as many batches as there is room
+    /// for. With none due, a paced batch goes out once the pace allows (`rules/batch.rs`), with
+    /// the leases due soonest, up to half an interval early: a burst of leases falling due
+    /// together is spread over the interval, and a node never has more than a batch or two of
+    /// ours ahead of another client's command.
     fn tick(&self, now: Moment) -> Tick {
         let mut guard = self.registry();
         let registry = &mut *guard;
-        let mut lost = Vec::new();
-        while let Some(&(deadline, id)) = registry.deadlines.first() {
-            if deadline > now {
-                break;
-            }
-            registry.deadlines.pop_first();
-            let Some(slot) = registry.slots.get_mut(&id) else {
-                continue;
-            };
-            let trusted_until = slot.kept.trusted_until();
-            if trusted_until > now {
-                // Extended since (by a batch or by another guard of its hold).
-                slot.deadline = trusted_until;
-                registry.deadlines.insert((trusted_until, id));
-                continue;
-            }
-            if let Some(slot) = registry.slots.remove(&id) {
-                registry.forget(id, &slot);
-                let since_start = now.saturating_duration_since(slot.kept.decided());
-                let reason = out_of_time(slot.kept.schedule(), slot.last_error, since_start);
-                lost.push((slot.kept, reason));
-            }
-        }
-        let mut due = Vec::new();
-        let room = MAX_BATCHES
-            .saturating_sub(registry.batches)
-            .saturating_mul(BATCH_KEYS);
+        let lost = registry.expire(now);
+        registry.fall_due(now);
+        let room = MAX_BATCHES.saturating_sub(registry.batches);
+        let mut leases: Vec<Item> = Vec::new();
         // Counted in keys: a set of resources is several.
-        let mut due_keys = 0usize;
-        while let Some(&(at, id)) = registry.due.first() {
-            if due_keys >= room {
-                break;
+        let mut keys = 0usize;
+        let mut late = Late::default();
+        if !registry.ready.is_empty() {
+            let room = room.saturating_mul(BATCH_KEYS);
+            while let Some(&(_, id)) = registry.ready.first() {
+                if room == 0 {
+                    break;
+                }
+                let size = registry
+                    .slots
+                    .get(&id)
+                    .map_or(0, |slot| slot.kept.keys().len());
+                if keys > 0 && keys.saturating_add(size) > room {
+                    break;
+                }
+                registry.ready.pop_first();
+                keys = keys.saturating_add(size);
+                registry.note_lateness(id, now, &mut late);
+                leases.extend(registry.send(id, now));
             }
-            let Some(slot) = registry.slots.get_mut(&id) else {
+        } else if room > 0 && registry.paced(now) {
+            while let Some(&(at, id)) = registry.due.first() {
+                let Some(slot) = registry.slots.get(&id) else {
+                    registry.due.pop_first();
+                    continue;
+                };
+                let size = slot.kept.keys().len();
+                let decided = slot.kept.decided();
+                let every = slot.kept.schedule().every;
+                let early = may_go_early(
+                    now.saturating_duration_since(decided),
+                    at.saturating_duration_since(decided),
+                    every,
+                );
+                if !early || (keys > 0 && keys.saturating_add(size) > BATCH_KEYS) {
+                    // The rest are due later still (a lease of a longer interval behind it
+                    // only misses the chance to go out early).
+                    break;
+                }
                 registry.due.pop_first();
-                continue;
-            };
-            let decided = slot.kept.decided();
-            let schedule = *slot.kept.schedule();
-            let (now_offset, due_offset) = (
-                now.saturating_duration_since(decided),
-                at.saturating_duration_since(decided),
-            );
-            if !may_join(now_offset, due_offset, schedule.every) {
-                // The rest are due later still (a lease of a longer interval behind it only
-                // misses the chance to go out early).
-                break;
-            }
-            registry.due.pop_first();
-            slot.due = None;
-            // Near `max_hold` no more extensions: the lease ends with its validity.
-            if let Some(ttl) = schedule.extension_ttl(now_offset) {
-                due_keys = due_keys.saturating_add(slot.kept.keys().len());
-                due.push(Item {
-                    id,
-                    kept: Arc::clone(&slot.kept),
-                    ttl,
-                    missing: slot.missing,
-                });
+                keys = keys.saturating_add(size);
+                leases.extend(registry.send(id, now));
             }
         }
         let sizes = batch_sizes(
-            &due.iter()
+            &leases
+                .iter()
                 .map(|item| item.kept.keys().len())
                 .collect::<Vec<_>>(),
         );
-        registry.batches = registry.batches.saturating_add(sizes.len());
-        // With no room for another batch, the next due lease waits for a batch to be decided
-        // (which wakes the task), not for its due time, which may have passed.
-        let waiting_due = if due_keys < room {
-            registry.due.first()
-        } else {
-            None
-        };
+        if !sizes.is_empty() {
+            registry.batches = registry.batches.saturating_add(sizes.len());
+            registry.sent_at = Some(now);
+        }
+        registry.warn_if_behind(now, late);
         let next = if registry.slots.is_empty() {
             registry.running = false;
             None
         } else {
-            // Every lease has a deadline entered, so there is always one.
-            [waiting_due, registry.deadlines.first()]
-                .into_iter()
-                .flatten()
-                .map(|&(at, _)| at)
-                .min()
-                .or_else(|| now.checked_add(Duration::from_secs(1)))
+            registry.next_look(now)
         };
-        let mut leases = due.into_iter();
+        let mut items = leases.into_iter();
         let due = sizes
             .into_iter()
-            .map(|size| leases.by_ref().take(size).collect())
+            .map(|size| items.by_ref().take(size).collect())
             .collect();
         Tick { lost, due, next }
     }
@@ -272,13 +294,12 @@ impl Keeper {
                     continue;
                 }
             };
-            let due = decided.checked_add(due);
             let trusted_until = slot.kept.trusted_until();
             let old_deadline = std::mem::replace(&mut slot.deadline, trusted_until);
-            slot.due = due;
+            slot.queue = decided.checked_add(due).map_or(Queue::Done, Queue::Due);
             registry.deadlines.remove(&(old_deadline, id));
             registry.deadlines.insert((trusted_until, id));
-            if let Some(due) = due {
+            if let Queue::Due(due) = slot.queue {
                 registry.due.insert((due, id));
             }
         }
@@ -291,9 +312,189 @@ impl Registry {
     fn forget(&mut self, id: u64, slot: &Slot) {
         metrics::lease_left();
         self.deadlines.remove(&(slot.deadline, id));
-        if let Some(due) = slot.due {
-            self.due.remove(&(due, id));
+        self.load = (self.load - slot.load).max(0.0);
+        match slot.queue {
+            Queue::Due(due) => {
+                self.due.remove(&(due, id));
+            }
+            Queue::Ready { deadline, .. } => {
+                self.ready.remove(&(deadline, id));
+            }
+            Queue::Out | Queue::Done => {}
         }
+    }
+
+    /// Lets go of the leases whose trusted deadline came by `now` without an extension, and
+    /// returns them with the reason, to be marked lost.
+    fn expire(&mut self, now: Moment) -> Vec<(Arc<dyn Kept>, Lost)> {
+        let mut lost = Vec::new();
+        while let Some(&(deadline, id)) = self.deadlines.first() {
+            if deadline > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            let Some(slot) = self.slots.get_mut(&id) else {
+                continue;
+            };
+            let trusted_until = slot.kept.trusted_until();
+            if trusted_until > now {
+                // Extended since (by a batch or by another guard of its hold).
+                slot.deadline = trusted_until;
+                self.deadlines.insert((trusted_until, id));
+                continue;
+            }
+            if let Some(slot) = self.slots.remove(&id) {
+                // Its deadline entry is already out; `forget` finds nothing to remove there.
+                self.forget(id, &slot);
+                let since_start = now.saturating_duration_since(slot.kept.decided());
+                let reason = out_of_time(slot.kept.schedule(), slot.last_error, since_start);
+                lost.push((slot.kept, reason));
+            }
+        }
+        lost
+    }
+
+    /// Moves the leases due by `now` to `ready`, by deadline.
+    fn fall_due(&mut self, now: Moment) {
+        while let Some(&(at, id)) = self.due.first() {
+            if at > now {
+                break;
+            }
+            self.due.pop_first();
+            if let Some(slot) = self.slots.get_mut(&id) {
+                slot.queue = Queue::Ready {
+                    deadline: slot.deadline,
+                    due: at,
+                };
+                self.ready.insert((slot.deadline, id));
+            }
+        }
+    }
+
+    /// Whether the pace lets a batch go out at `now` ahead of any lease's due time.
+    fn paced(&self, now: Moment) -> bool {
+        self.sent_at
+            .and_then(|sent_at| sent_at.checked_add(spacing(self.load)))
+            .is_none_or(|next| next <= now)
+    }
+
+    /// Lease `id` going out in a batch at `now`: its item, unless `max_hold` leaves no extension
+    /// to make (then it ends with its validity).
+    fn send(&mut self, id: u64, now: Moment) -> Option<Item> {
+        let slot = self.slots.get_mut(&id)?;
+        let now_offset = now.saturating_duration_since(slot.kept.decided());
+        let Some(ttl) = slot.kept.schedule().extension_ttl(now_offset) else {
+            slot.queue = Queue::Done;
+            return None;
+        };
+        slot.queue = Queue::Out;
+        Some(Item {
+            id,
+            kept: Arc::clone(&slot.kept),
+            ttl,
+            missing: slot.missing,
+        })
+    }
+
+    /// When to look again after `now`: with room for a batch, when the next lease falls due or
+    /// the pace lets the soonest go early; a trusted deadline in any case. With no room, a batch
+    /// being decided wakes the task.
+    fn next_look(&self, now: Moment) -> Option<Moment> {
+        let room = self.batches < MAX_BATCHES;
+        let sending = room
+            .then(|| {
+                let &(due, id) = self.due.first()?;
+                let slot = self.slots.get(&id)?;
+                let window = slot.kept.schedule().every / 2;
+                let early = due.saturating_sub(window);
+                let paced = self
+                    .sent_at
+                    .and_then(|sent_at| sent_at.checked_add(spacing(self.load)))
+                    .unwrap_or(now);
+                Some(due.min(early.max(paced)))
+            })
+            .flatten();
+        let ready = (room && !self.ready.is_empty()).then_some(now);
+        // Every lease has a deadline entered, so there is always one.
+        [sending, ready, self.deadlines.first().map(|&(at, _)| at)]
+            .into_iter()
+            .flatten()
+            .min()
+            .or_else(|| now.checked_add(Duration::from_secs(1)))
+    }
+
+    /// Lease `id`, going out at `now` after it fell due, counted in `late` if it waited for
+    /// room longer than [`LATE`] of its interval.
+    fn note_lateness(&self, id: u64, now: Moment, late: &mut Late) {
+        let Some(slot) = self.slots.get(&id) else {
+            return;
+        };
+        let Queue::Ready { due, .. } = slot.queue else {
+            return;
+        };
+        let waited = now.saturating_duration_since(due);
+        if waited > slot.kept.schedule().every / LATE {
+            late.leases = late.leases.saturating_add(1);
+            late.most = late.most.max(waited);
+        }
+    }
+
+    /// Says so when leases went out late, or wait for room at `now` (the nodes answer batches
+    /// slower than leases fall due): the `quorumlock_keep_alive_late_total` counter always, a
+    /// warning with the shortfall at most every [`WARN_EVERY`]. Nothing is dropped: due leases
+    /// go out as soon as there is room, nearest deadline first, and one whose deadline comes
+    /// first is reported lost.
+    fn warn_if_behind(&mut self, now: Moment, late: Late) {
+        metrics::keep_alive_late(late.leases);
+        let waiting = self.ready.len();
+        if late.leases == 0 && waiting == 0 {
+            return;
+        }
+        if self
+            .warned_at
+            .and_then(|at| at.checked_add(WARN_EVERY))
+            .is_some_and(|next| next > now)
+        {
+            return;
+        }
+        self.warned_at = Some(now);
+        let nearest_deadline_ms = self
+            .ready
+            .first()
+            .map(|&(deadline, _)| deadline.saturating_duration_since(now).as_millis());
+        tracing::warn!(
+            late = late.leases,
+            late_by_ms = late.most.as_millis(),
+            waiting,
+            ?nearest_deadline_ms,
+            keys_per_second = self.load.round(),
+            batches_out = self.batches,
+            "keep-alive falling behind: leases go out later than they are due, because the \
+             nodes answer batches slower than leases fall due"
+        );
+    }
+}
+
+/// Leases that went out late in one look at the registry.
+#[derive(Default, Clone, Copy)]
+struct Late {
+    leases: u64,
+    /// The longest any of them waited after it fell due.
+    most: Duration,
+}
+
+/// A lease that waits for room longer than this part of its interval after it fell due went
+/// out late: a quarter, the pause after a failed extension, so that two late extensions in a
+/// row still leave the default interval's third failure a chance.
+const LATE: u32 = 4;
+
+/// A lease's share of the keeper's load: its keys per second of its interval.
+fn load(keys: usize, every: Duration) -> f64 {
+    let every = every.as_secs_f64();
+    if every > 0.0 {
+        keys as f64 / every
+    } else {
+        0.0
     }
 }
 

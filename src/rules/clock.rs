@@ -23,6 +23,11 @@ impl Moment {
         self.0.saturating_sub(earlier.0)
     }
 
+    /// This moment less `duration`, or the clock's origin if it is further back.
+    pub(crate) fn saturating_sub(self, duration: Duration) -> Moment {
+        Moment(self.0.saturating_sub(duration))
+    }
+
     /// This moment plus `duration`, or `None` if that cannot be represented.
     pub(crate) fn checked_add(self, duration: Duration) -> Option<Moment> {
         self.0.checked_add(duration).map(Moment)
