@@ -26,7 +26,7 @@ use super::keep_batch::{Done, Item, Kept, Outcome, run_batch};
 use super::members::Members;
 use crate::error::{Error, Lost};
 use crate::metrics;
-use crate::rules::batch::{BATCH_KEYS, Missing, batch_sizes, may_go_early, spacing};
+use crate::rules::batch::{BATCH_KEYS, Missing, batch_sizes, may_go_early, pace};
 use crate::rules::clock::Moment;
 use crate::rules::renewal::Schedule;
 
@@ -206,6 +206,7 @@ impl Keeper {
                 leases.extend(registry.send(id, now));
             }
         } else if room > 0 && registry.paced(now) {
+            let most = pace(registry.load).keys;
             while let Some(&(at, id)) = registry.due.first() {
                 let Some(slot) = registry.slots.get(&id) else {
                     registry.due.pop_first();
@@ -219,7 +220,7 @@ impl Keeper {
                     at.saturating_duration_since(decided),
                     every,
                 );
-                if !early || (keys > 0 && keys.saturating_add(size) > BATCH_KEYS) {
+                if !early || (keys > 0 && keys.saturating_add(size) > most) {
                     // The rest are due later still (a lease of a longer interval behind it
                     // only misses the chance to go out early).
                     break;
@@ -374,7 +375,7 @@ impl Registry {
     /// Whether the pace lets a batch go out at `now` ahead of any lease's due time.
     fn paced(&self, now: Moment) -> bool {
         self.sent_at
-            .and_then(|sent_at| sent_at.checked_add(spacing(self.load)))
+            .and_then(|sent_at| sent_at.checked_add(pace(self.load).spacing))
             .is_none_or(|next| next <= now)
     }
 
@@ -409,7 +410,7 @@ impl Registry {
                 let early = due.saturating_sub(window);
                 let paced = self
                     .sent_at
-                    .and_then(|sent_at| sent_at.checked_add(spacing(self.load)))
+                    .and_then(|sent_at| sent_at.checked_add(pace(self.load).spacing))
                     .unwrap_or(now);
                 Some(due.min(early.max(paced)))
             })

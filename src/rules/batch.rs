@@ -131,17 +131,43 @@ pub(crate) fn may_go_early(now: Duration, due: Duration, every: Duration) -> boo
 /// The longest spacing between paced batches.
 const MAX_SPACING: Duration = Duration::from_secs(3600);
 
-/// The time between two paced batches for a keep-alive load of `keys_per_second` (every kept
-/// key over its interval, summed): a full batch's share of a second, so that batches go out
-/// evenly rather than all at once when a burst of leases falls due, and every other client's
-/// command finds at most one batch ahead of it on a node (Redis runs one command at a time).
-pub(crate) fn spacing(keys_per_second: f64) -> Duration {
-    let batches_per_second = keys_per_second / BATCH_KEYS as f64;
-    if batches_per_second.is_nan() || batches_per_second <= 0.0 {
-        return MAX_SPACING;
+/// How far apart paced batches go at most under a steady load, so that each carries few keys:
+/// a node then runs one short command of ours at a time, and another client's command waits
+/// behind at most that. With 10,000 one-key leases extended every second, 100 keys every 10 ms.
+const PACE: Duration = Duration::from_millis(10);
+
+/// The fewest keys a paced batch carries, so that a light load does not go out key by key (each
+/// command costs a node about 25 µs beside its keys' 1 µs each).
+const MIN_PACED_KEYS: usize = 16;
+
+/// How paced batches go out: how many keys each carries at most, and how far apart.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Pace {
+    pub(crate) keys: usize,
+    pub(crate) spacing: Duration,
+}
+
+/// The pace for a keep-alive load of `keys_per_second` (every kept key over its interval,
+/// summed): batches of what falls due in [`PACE`] (at least [`MIN_PACED_KEYS`], at most
+/// [`BATCH_KEYS`]), each that batch's share of a second apart, so that they go out evenly rather
+/// than all at once when a burst of leases falls due.
+pub(crate) fn pace(keys_per_second: f64) -> Pace {
+    if keys_per_second.is_nan() || keys_per_second <= 0.0 {
+        return Pace {
+            keys: MIN_PACED_KEYS,
+            spacing: MAX_SPACING,
+        };
     }
-    Duration::try_from_secs_f64(1.0 / batches_per_second)
-        .map_or(MAX_SPACING, |spacing| spacing.min(MAX_SPACING))
+    let keys = (keys_per_second * PACE.as_secs_f64())
+        .ceil()
+        .clamp(MIN_PACED_KEYS as f64, BATCH_KEYS as f64);
+    // Whole by the clamp above: the cast loses nothing.
+    let spacing = Duration::try_from_secs_f64(keys / keys_per_second)
+        .map_or(MAX_SPACING, |spacing| spacing.min(MAX_SPACING));
+    Pace {
+        keys: keys as usize,
+        spacing,
+    }
 }
 
 #[cfg(test)]
@@ -155,10 +181,22 @@ mod tests {
     }
 
     #[test]
-    fn ten_thousand_one_key_leases_every_second_go_out_every_forty_milliseconds() {
-        assert_eq!(spacing(10_000.0), Duration::from_millis(40));
-        assert_eq!(spacing(0.0), MAX_SPACING);
-        assert_eq!(spacing(-1.0), MAX_SPACING);
+    fn ten_thousand_one_key_leases_every_second_go_out_a_hundred_every_ten_milliseconds() {
+        let at = |keys, ms| Pace {
+            keys,
+            spacing: Duration::from_millis(ms),
+        };
+        assert_eq!(pace(10_000.0), at(100, 10));
+        assert_eq!(pace(100_000.0), at(400, 4));
+        assert_eq!(pace(800.0), at(16, 20));
+        assert_eq!(
+            pace(0.0),
+            Pace {
+                keys: 16,
+                spacing: MAX_SPACING
+            }
+        );
+        assert_eq!(pace(-1.0).spacing, MAX_SPACING);
     }
 
     #[test]
@@ -221,13 +259,15 @@ mod tests {
 
         #[test]
         fn paced_batches_carry_the_load_and_never_stall(keys_per_second in proptest::num::f64::ANY) {
-            let spacing = spacing(keys_per_second);
+            let Pace { keys, spacing } = pace(keys_per_second);
             prop_assert!(spacing <= MAX_SPACING);
+            prop_assert!((MIN_PACED_KEYS..=BATCH_KEYS).contains(&keys));
             // Up to a billion keys a second (spacings of 400 ns: a nanosecond's rounding is 0.25 %).
-            if (BATCH_KEYS as f64 / MAX_SPACING.as_secs_f64()..=1e9).contains(&keys_per_second) {
+            if (MIN_PACED_KEYS as f64 / MAX_SPACING.as_secs_f64()..=1e9).contains(&keys_per_second) {
                 // As many keys as are due, give or take the nanosecond's rounding.
-                let carried = BATCH_KEYS as f64 / spacing.as_secs_f64();
+                let carried = keys as f64 / spacing.as_secs_f64();
                 prop_assert!((carried - keys_per_second).abs() <= keys_per_second * 3e-3, "{carried} for {keys_per_second}");
+                prop_assert!(spacing <= PACE || keys == MIN_PACED_KEYS);
             }
         }
     }

@@ -20,8 +20,19 @@ struct KeptRun {
     hold: Duration,
 }
 
-/// The runs of `--only kept`.
-fn runs(quick: bool) -> Vec<KeptRun> {
+/// The runs of `--only kept`: with `--leases`, one per count at 3 s.
+fn runs(quick: bool, counts: &[usize]) -> Vec<KeptRun> {
+    if !counts.is_empty() {
+        let hold = Duration::from_secs(if quick { 10 } else { 60 });
+        return counts
+            .iter()
+            .map(|&leases| KeptRun {
+                leases,
+                ttl: Duration::from_secs(3),
+                hold,
+            })
+            .collect();
+    }
     if quick {
         return vec![KeptRun {
             leases: 10_000,
@@ -44,7 +55,7 @@ fn runs(quick: bool) -> Vec<KeptRun> {
 }
 
 /// Runs the kept section alone and prints its figures.
-pub(super) async fn run(quick: bool) -> Result<(), String> {
+pub(super) async fn run(quick: bool, counts: &[usize]) -> Result<(), String> {
     let (mut cluster, urls, version) = super::five_local_nodes().await?;
     let servers: Vec<u32> = (0..TARGET_NODES)
         .filter_map(|node| cluster.pid(node).ok().flatten())
@@ -67,7 +78,7 @@ pub(super) async fn run(quick: bool) -> Result<(), String> {
         if quick { "quick" } else { "full" },
         cpu_model(),
     );
-    for run in runs(quick) {
+    for run in runs(quick, counts) {
         let lock = Lock::new(urls.iter().cloned(), options(run.ttl))
             .map_err(|e| format!("kept leases: {e}"))?;
         let idle = probe(&lock, Duration::from_secs(if quick { 3 } else { 10 })).await;

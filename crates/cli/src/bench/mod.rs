@@ -96,6 +96,11 @@ pub struct BenchArgs {
     /// Run one section alone (on local nodes only): its table and targets, nothing else.
     #[arg(long, value_enum, conflicts_with = "nodes")]
     only: Option<Section>,
+    /// With `--only kept`: instead of its usual runs, one run per count given (comma-separated),
+    /// each that many leases at a TTL of 3 s held for 60 s (10 s with `--quick`), to find the
+    /// most this machine keeps.
+    #[arg(long, value_delimiter = ',', requires = "only", value_name = "COUNT")]
+    leases: Vec<usize>,
 }
 
 /// A section `--only` runs alone.
@@ -157,7 +162,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         Some(Section::Contended) => return run_contended_alone(&args, plan).await,
         Some(Section::Sets) => return run_sets_alone(&args, &plan).await,
         Some(Section::Single) => return saturation::run_single_alone(&args, plan).await,
-        Some(Section::Kept) => return kept_alone::run(args.quick).await,
+        Some(Section::Kept) => return kept_alone::run(args.quick, &args.leases).await,
         Some(Section::Verbs) => return run_verbs_alone(args.quick).await,
         None => {}
     }
