@@ -119,35 +119,9 @@ impl Keeper {
         missing: Missing,
         runtime: &Handle,
     ) -> u64 {
-        let schedule = *kept.schedule();
-        let first = schedule.next_after_success(Duration::ZERO);
-        let queue = kept
-            .decided()
-            .checked_add(first)
-            .map_or(Queue::Done, Queue::Due);
-        let deadline = kept.trusted_until();
-        let load = load(kept.keys().len(), schedule.every);
         let (id, start) = {
             let mut registry = self.registry();
-            let id = registry.next_id;
-            registry.next_id = id.wrapping_add(1);
-            if let Queue::Due(due) = queue {
-                registry.due.insert((due, id));
-            }
-            registry.deadlines.insert((deadline, id));
-            registry.load += load;
-            registry.slots.insert(
-                id,
-                Slot {
-                    kept,
-                    queue,
-                    deadline,
-                    missing,
-                    last_error: None,
-                    load,
-                },
-            );
-            metrics::lease_kept();
+            let id = registry.register(kept, missing);
             let start = !registry.running;
             registry.running = true;
             (id, start)
@@ -309,6 +283,39 @@ impl Keeper {
 }
 
 impl Registry {
+    /// Enters `kept`, its key missing on `missing`, due an interval after its acquisition;
+    /// returns its number.
+    fn register(&mut self, kept: Arc<dyn Kept>, missing: Missing) -> u64 {
+        let schedule = *kept.schedule();
+        let first = schedule.next_after_success(Duration::ZERO);
+        let queue = kept
+            .decided()
+            .checked_add(first)
+            .map_or(Queue::Done, Queue::Due);
+        let deadline = kept.trusted_until();
+        let load = load(kept.keys().len(), schedule.every);
+        let id = self.next_id;
+        self.next_id = id.wrapping_add(1);
+        if let Queue::Due(due) = queue {
+            self.due.insert((due, id));
+        }
+        self.deadlines.insert((deadline, id));
+        self.load += load;
+        self.slots.insert(
+            id,
+            Slot {
+                kept,
+                queue,
+                deadline,
+                missing,
+                last_error: None,
+                load,
+            },
+        );
+        metrics::lease_kept();
+        id
+    }
+
     /// Takes lease `id`'s timers out, once its slot was removed: it is kept no more.
     fn forget(&mut self, id: u64, slot: &Slot) {
         metrics::lease_left();
@@ -590,5 +597,109 @@ async fn run(keeper: Arc<Keeper>, members: Arc<Members>) {
             () = tokio::time::sleep_until(at(next)) => {}
             () = woken => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::round::ledger::Ledger;
+
+    /// A lease as the registry sees it, with no lock behind it: what it holds is not asked.
+    struct Lease {
+        keys: Vec<Arc<[u8]>>,
+        ledger: Ledger,
+        schedule: Schedule,
+        decided: Moment,
+        trusted_until: Moment,
+    }
+
+    impl Kept for Lease {
+        fn keys(&self) -> &[Arc<[u8]>] {
+            &self.keys
+        }
+        fn token(&self) -> &str {
+            "token"
+        }
+        fn ledger(&self) -> &Ledger {
+            &self.ledger
+        }
+        fn held(&self) -> bool {
+            true
+        }
+        fn schedule(&self) -> &Schedule {
+            &self.schedule
+        }
+        fn decided(&self) -> Moment {
+            self.decided
+        }
+        fn trusted_until(&self) -> Moment {
+            self.trusted_until
+        }
+        fn still_valid(&self) -> bool {
+            true
+        }
+        fn extended(&self, _valid_until: Moment) {}
+        fn lose(&self, _lost: Lost) {}
+        fn release_lost(&self) -> Option<futures::future::BoxFuture<'static, ()>> {
+            None
+        }
+    }
+
+    fn lease(decided: Moment, trusted_until: Moment) -> Arc<dyn Kept> {
+        let ttl = Duration::from_secs(3);
+        Arc::new(Lease {
+            keys: vec![Arc::from(&b"key"[..])],
+            ledger: Ledger::new(3),
+            schedule: Schedule {
+                ttl,
+                every: Duration::from_secs(1),
+                max_hold: None,
+                margin: crate::rules::renewal::margin(ttl),
+            },
+            decided,
+            trusted_until,
+        })
+    }
+
+    /// With room for one batch and a batch more due than it holds, the lease nearest its
+    /// deadline goes first, though it fell due last. (Broken on purpose by taking the due
+    /// leases in the order they fell due: it waits.)
+    #[test]
+    fn due_leases_go_out_nearest_deadline_first() {
+        let keeper = Keeper::default();
+        let now = Moment::now();
+        let second = Duration::from_secs(1);
+        let ms = Duration::from_millis(1);
+        let (Some(far), Some(near)) = (now.checked_add(10 * second), now.checked_add(100 * ms))
+        else {
+            return;
+        };
+        let mut registry = keeper.registry();
+        for _ in 0..BATCH_KEYS {
+            // Due a second ago.
+            registry.register(
+                lease(now.saturating_sub(2 * second), far),
+                Missing::default(),
+            );
+        }
+        // Due a millisecond ago.
+        let nearest = registry.register(
+            lease(now.saturating_sub(second + ms), near),
+            Missing::default(),
+        );
+        registry.batches = MAX_BATCHES - 1;
+        drop(registry);
+        let Tick { due, .. } = keeper.tick(now);
+        assert_eq!(due.len(), 1, "one batch of room");
+        let sent: Vec<u64> = due
+            .iter()
+            .flat_map(|batch| batch.iter().map(|item| item.id))
+            .collect();
+        assert_eq!(sent.len(), BATCH_KEYS);
+        assert!(
+            sent.contains(&nearest),
+            "the lease nearest its deadline waits"
+        );
     }
 }
