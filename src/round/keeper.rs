@@ -10,6 +10,10 @@
 //!
 //! What a lease is, beyond its key, is the API's (`keep_alive.rs`): it comes in as a `Kept`
 //! (`keep_batch.rs`).
+//!
+//! Over 500 lines, with its tests: the registry's queues (due, waiting by deadline, deadlines)
+//! and the task that walks them are one state machine, each step reading the others' state under
+//! one lock; split, each part would need the registry's insides.
 
 use std::collections::{BTreeSet, HashMap};
 use std::pin::pin;
