@@ -1,23 +1,27 @@
 //! The release command on one node: compare-and-delete, and a wake-up published for waiters, as
 //! one Lua script. How a release is
 //! ordered after the acquisition's requests is `round/release.rs`.
+//!
+//! One key's release goes out as `EVALSHA`, the script's 40-byte hash instead of its body, as the
+//! raw commands it is measured against do; a server that answers `NOSCRIPT` (it never saw the
+//! script, or it was flushed) gets the same release as `EVAL` with the body, on the same
+//! connection, which also caches it there. Never `SCRIPT LOAD` and a retry: a flush between the
+//! two would fail the release and leave the key until its TTL. Either way exactly one request
+//! runs the script, which is what the ordering rule (`rules/ordering.rs`) is about. A set's
+//! release, larger and rarer, always goes as `EVAL`.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
-use redis::{Cmd, Value};
+use redis::{Arg, Cmd, RedisResult, Value};
 
+use super::redirect::Connection;
 use super::set::{read_found, release_set_command};
-use super::wire::{one_or_zero, sized};
+use super::wire::{one_or_zero, send, sized};
 use crate::outcome::NodeError;
 use crate::rules::resources::Keys;
 
 /// Deletes the key only while it holds our token (a failed acquisition's cleanup: nobody else
 /// held the lock, so nobody is woken).
-///
-/// Sent with `EVAL` too: the compare-and-delete is then one request, which the ordering rule is
-/// about (`rules/ordering.rs`), and a `SCRIPT FLUSH` on the node can never fail a release (with
-/// `EVALSHA`, a flush between the `SCRIPT LOAD` that answers NOSCRIPT and the retry does, leaving
-/// the key until its TTL). It also saves the first release on each connection two round trips.
 const RELEASE: &str = r"if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 return redis.call('DEL', KEYS[1])";
 
@@ -30,9 +34,19 @@ redis.call('DEL', KEYS[1])
 redis.pcall('PUBLISH', KEYS[1], '')
 return 1";
 
+/// The SHA1 of [`RELEASE`] and of [`RELEASE_AND_WAKE`], as `EVALSHA` names them.
+static RELEASE_SHA: LazyLock<String> = LazyLock::new(|| hash(RELEASE));
+static RELEASE_AND_WAKE_SHA: LazyLock<String> = LazyLock::new(|| hash(RELEASE_AND_WAKE));
+
+fn hash(script: &str) -> String {
+    redis::Script::new(script).get_hash().to_owned()
+}
+
 /// A release as one command, built once per release and sent to every node.
 pub(crate) struct ReleaseCommand {
-    pub(crate) command: Cmd,
+    command: Cmd,
+    /// For `EVALSHA`, the script's body, sent as `EVAL` to a server that answers `NOSCRIPT`.
+    script: Option<&'static str>,
     /// The key a cluster node routes it by (`Keys::slot_key`).
     pub(crate) slot_key: Arc<[u8]>,
     /// For a set, how many keys it releases (its answer has one flag per key).
@@ -47,32 +61,69 @@ pub(crate) enum Found {
 }
 
 impl ReleaseCommand {
-    /// The compare-and-delete of `keys` for `token`, as one `EVAL`: for one key it answers 1
-    /// (deleted) or 0 (not ours), for a set one such flag per key (`set.rs`). With `wake`, the
-    /// release of a held lock: waiters are woken.
+    /// The compare-and-delete of `keys` for `token`: for one key (by `EVALSHA`) it answers 1
+    /// (deleted) or 0 (not ours), for a set (by `EVAL`) one such flag per key (`set.rs`). With
+    /// `wake`, the release of a held lock: waiters are woken.
     pub(crate) fn new(keys: &Keys, token: &str, wake: bool) -> ReleaseCommand {
         match keys {
             Keys::One(key) => {
-                let script = if wake { RELEASE_AND_WAKE } else { RELEASE };
-                let mut command = sized(5, &[script.as_bytes(), key, token.as_bytes()]);
+                let (script, sha) = if wake {
+                    (RELEASE_AND_WAKE, &*RELEASE_AND_WAKE_SHA)
+                } else {
+                    (RELEASE, &*RELEASE_SHA)
+                };
+                let mut command = sized(5, &[sha.as_bytes(), key, token.as_bytes()]);
                 command
-                    .arg("EVAL")
-                    .arg(script)
+                    .arg("EVALSHA")
+                    .arg(sha)
                     .arg(1)
                     .arg(&key[..])
                     .arg(token);
                 ReleaseCommand {
                     command,
+                    script: Some(script),
                     slot_key: keys.slot_key(),
                     set_keys: None,
                 }
             }
             Keys::Set(set) => ReleaseCommand {
                 command: release_set_command(set, token, wake),
+                script: None,
                 slot_key: keys.slot_key(),
                 set_keys: Some(set.len()),
             },
         }
+    }
+
+    /// Sends the release on `connection` and checks the reply for an error reply: a `NOSCRIPT`
+    /// answer to `EVALSHA` (nothing ran) has it sent again as `EVAL` with the script's body.
+    pub(crate) async fn send(&self, connection: &mut Connection) -> RedisResult<Value> {
+        let reply = send(connection, &self.command).await;
+        match (&reply, self.script) {
+            (Err(error), Some(script)) if error.code() == Some("NOSCRIPT") => {
+                send(connection, &self.with_body(script)).await
+            }
+            _ => reply,
+        }
+    }
+
+    /// The `EVALSHA` command as `EVAL` with `script`'s body: the same keys and arguments.
+    fn with_body(&self, script: &str) -> Cmd {
+        let rest: Vec<&[u8]> = self
+            .command
+            .args_iter()
+            .skip(2)
+            .filter_map(|arg| match arg {
+                Arg::Simple(bytes) => Some(bytes),
+                _ => None,
+            })
+            .collect();
+        let mut command = sized(rest.len().saturating_add(2), &[script.as_bytes()]);
+        command.arg("EVAL").arg(script);
+        for arg in rest {
+            command.arg(arg);
+        }
+        command
     }
 
     /// Reads a node's answer (already checked for an error reply).

@@ -16,7 +16,7 @@ use super::node_set::NodeSet;
 use super::set_answers::SetAnswers;
 use crate::node::Node;
 use crate::node::release::{Found, ReleaseCommand};
-use crate::node::wire::{answered, send};
+use crate::node::wire::answered;
 use crate::outcome::{NodeReply, SetOutcome};
 use crate::rules::ordering::{End, Plan};
 use crate::rules::resources::{Keys, holds_all};
@@ -127,7 +127,7 @@ pub(crate) async fn release(
             sent_on = Some(generation);
             async move {
                 let (in_flight, after_all) = ledger.hand_release(index, generation);
-                let reply = send(&mut connection, &command.command).await;
+                let reply = command.send(&mut connection).await;
                 in_flight.finish(End::replied(answered(&reply)));
                 Ok((reply?, after_all))
             }

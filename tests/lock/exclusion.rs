@@ -138,7 +138,10 @@ async fn a_lost_round_releases_only_where_our_key_may_be() {
         warm_up(&lock).await;
         let holder = Lock::new(cluster.urls(), once().quorum_size(3)).unwrap();
         let held = holder.try_acquire("job").await.unwrap();
-        let evals = |node| command_calls(&cluster, node, "eval");
+        let evals = async |node| {
+            command_calls(&cluster, node, "eval").await
+                + command_calls(&cluster, node, "evalsha").await
+        };
         let before = [evals(0).await, evals(1).await, evals(2).await];
 
         let error = lock.try_acquire("job").await.unwrap_err();

@@ -217,3 +217,70 @@ async fn an_extension_is_a_native_compare_where_the_server_offers_one() {
     })
     .await;
 }
+
+/// Runs `SCRIPT FLUSH` on every node of `cluster`.
+async fn flush_scripts(cluster: &quorumlock_harness::TestCluster) {
+    for node in 0..cluster.len() {
+        let mut admin = cluster.connection(node).await.unwrap();
+        let () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+    }
+}
+
+/// `EVALSHA` and `EVAL` calls on each node of `cluster`.
+async fn script_calls(cluster: &quorumlock_harness::TestCluster) -> Vec<(u64, u64)> {
+    let mut calls = Vec::new();
+    for node in 0..cluster.len() {
+        calls.push((
+            command_calls(cluster, node, "evalsha").await,
+            command_calls(cluster, node, "eval").await,
+        ));
+    }
+    calls
+}
+
+/// A release is one `EVALSHA` per node, the script's hash rather than its body, as the raw
+/// commands send it; a node whose script cache was flushed answers `NOSCRIPT` and gets the
+/// release again as one `EVAL` with the body, so the key is still deleted there. (Broken on
+/// purpose by sending `EVAL` every time: no `EVALSHA` is counted; and by dropping the fallback:
+/// the flushed nodes keep the key.)
+#[tokio::test]
+async fn a_release_is_one_evalsha_and_a_flushed_node_gets_the_body() {
+    bounded(async {
+        let (cluster, lock) = quorum_lock(3, once()).await;
+        // The first release on each connection may find the script uncached.
+        lock.try_acquire("by-hash").await.unwrap().release().await;
+        let before = script_calls(&cluster).await;
+        let report = lock.try_acquire("by-hash").await.unwrap().release().await;
+        assert!(report.held >= 2, "{report:?}");
+        lock.settle().await;
+        let after = script_calls(&cluster).await;
+        for (node, ((sha, eval), (sha_after, eval_after))) in before.iter().zip(&after).enumerate()
+        {
+            assert_eq!(
+                (sha_after - sha, eval_after - eval),
+                (1, 0),
+                "node {node}: (EVALSHA, EVAL) calls of one release"
+            );
+        }
+
+        let guard = lock.try_acquire("by-hash").await.unwrap();
+        flush_scripts(&cluster).await;
+        let report = guard.release().await;
+        assert!(report.held >= 2, "{report:?}");
+        lock.settle().await;
+        assert_no_keys(&cluster, 0..3).await;
+        let flushed = script_calls(&cluster).await;
+        for (node, ((_, eval), (_, eval_flushed))) in after.iter().zip(&flushed).enumerate() {
+            assert_eq!(
+                eval_flushed - eval,
+                1,
+                "node {node}: the body after NOSCRIPT"
+            );
+        }
+    })
+    .await;
+}
