@@ -84,9 +84,13 @@ struct Registry {
 /// The most batches out at once. Each node runs its commands one after another, so batches sent
 /// together queue there and delay every other client's command behind them; two keep a node
 /// busy with ours for at most about two batches' time while one is decided and the next sent.
-/// Measured on a loaded two-core machine with 100,000 leases at a TTL of 3 s: with two, 67,000
-/// of the 100,000 extensions due each second were made (3,600 leases lost in 60 s); with four,
-/// the batches' replies came too late for the 50 ms node timeout and all were lost.
+/// Measured on a two-core machine, five local nodes (`docs/benchmarks.md`, issue 30): with two,
+/// 160,000 leases at a TTL of 3 s were kept for 60 s with none lost (80,000 extensions a second,
+/// each lease extended about every 2 s instead of 1 s, nearest deadline first). Letting the
+/// count grow while leases waited (one more after each batch back within a quarter of the 50 ms
+/// node timeout, up to 8, halved past half of it) lost 154,890 of the same 160,000: batches
+/// queued on the nodes ran past the timeout, which drops the connection and fails every lease
+/// in them.
 const MAX_BATCHES: usize = 2;
 
 /// How often at most the keeper warns that it falls behind.
