@@ -1,6 +1,7 @@
 //! `--only single`: the single-node lock against the same commands over plain redis-rs, at one
 //! task and at 64, on one fresh local node, in one run: against `raw-1` (`TCP_NODELAY`, as the
-//! lock) and `raw-1-nagle` (redis-rs's default socket), interleaved in rounds. It takes about
+//! lock) and `raw-1-nagle` (redis-rs's default socket), and the lock without `TCP_NODELAY`
+//! (`single-nagle`) against the latter, interleaved in rounds. It takes about
 //! 20 s (`--quick`: 5 s), so a change to how the lock talks to a node can be measured before
 //! and after without the whole bench.
 
@@ -64,19 +65,35 @@ pub(super) async fn run_single_alone(args: &BenchArgs, mut plan: Plan) -> Result
         .ttl(args.ttl)
         .patience(Patience::Once)
         .key_prefix(prefix.into_bytes());
-    let single = Lock::new([url.clone()], options).map_err(|e| format!("single-node lock: {e}"))?;
-    let subjects = [Subject {
-        name: "single".to_owned(),
-        lock: single.clone(),
-        plain: None,
-    }];
-    preflight(&subjects[0]).await?;
+    let single =
+        Lock::new([url.clone()], options.clone()).map_err(|e| format!("single-node lock: {e}"))?;
+    // Like for like with `raw-1-nagle`: the lock on redis-rs's default socket.
+    let nagle = Lock::new([url.clone()], options.tcp_nodelay(false))
+        .map_err(|e| format!("single-node lock without TCP_NODELAY: {e}"))?;
+    let subjects = [
+        Subject {
+            name: "single".to_owned(),
+            lock: single.clone(),
+            plain: None,
+        },
+        Subject {
+            name: "single-nagle".to_owned(),
+            lock: nagle.clone(),
+            plain: None,
+        },
+    ];
+    for subject in &subjects {
+        preflight(subject).await?;
+    }
     let references = floors(&url).await?;
     // The targets are set at 64 tasks; the other steps would only lengthen the run.
     plan.tasks = vec![64];
-    let progress = Progress::new(1 + 1 + references.len() as u64);
+    let progress = Progress::new((subjects.len() * 2 + references.len()) as u64);
     let mut rows = scenarios::sequential(&subjects, &references, &plan, &progress).await?;
-    let pair = [("single", Contender::Lock(single.clone()))];
+    let pair = [
+        ("single", Contender::Lock(single.clone())),
+        ("single-nagle", Contender::Lock(nagle.clone())),
+    ];
     rows.extend(scenarios::throughput(&pair, &references, &plan, &progress).await);
     progress.finish();
     fill_ratios(&mut rows);
