@@ -24,6 +24,7 @@ use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, RedisResult};
 use super::client;
 use super::history::History;
 use super::identify::{Identity, identify, log_identity};
+use super::release::load_scripts;
 use super::stream::Gathering;
 use super::subscription::{OnMessage, Subscription};
 use crate::error::ConfigError;
@@ -300,10 +301,15 @@ impl Server {
         let task = tokio::spawn(async move {
             let result = async {
                 let connection = open_connection(&client, &config, connect_timeout).await?;
-                // The name goes out beside the identity's questions, costing no round trip.
+                // The name, or the release scripts, go out beside the identity's questions,
+                // costing no round trip.
                 let named = async {
-                    if lane == Lane::KeepAlive {
-                        name(&connection, index, &addr, command_timeout).await;
+                    match lane {
+                        Lane::KeepAlive => name(&connection, index, &addr, command_timeout).await,
+                        Lane::Requests => {
+                            let loaded = load_scripts(&connection);
+                            let _ = tokio::time::timeout(command_timeout, loaded).await;
+                        }
                     }
                 };
                 let identify = identify(&connection, restart_guard, &history);

@@ -3,15 +3,20 @@
 //! ordered after the acquisition's requests is `round/release.rs`.
 //!
 //! One key's release goes out as `EVALSHA`, the script's 40-byte hash instead of its body, as the
-//! raw commands it is measured against do; a server that answers `NOSCRIPT` (it never saw the
-//! script, or it was flushed) gets the same release as `EVAL` with the body, on the same
-//! connection, which also caches it there. Never `SCRIPT LOAD` and a retry: a flush between the
-//! two would fail the release and leave the key until its TTL. Either way exactly one request
-//! runs the script, which is what the ordering rule (`rules/ordering.rs`) is about. A set's
-//! release, larger and rarer, always goes as `EVAL`.
+//! raw commands it is measured against do. Every requests' connection loads both release
+//! scripts when it is made (beside its identity's questions, no round trip of its own), so a
+//! release is one request: a release that had to answer `NOSCRIPT` first and be sent again would
+//! be two, and if the first ran out of time (a paused node), the second would never go, leaving
+//! the key until its TTL. A server that still answers `NOSCRIPT` (`SCRIPT FLUSH` since, or an ACL
+//! without `SCRIPT LOAD`), or refuses `EVALSHA` (`NOPERM`: an ACL that allows `EVAL` only), gets
+//! the same release as `EVAL` with the body, on the same connection.
+//! Never `SCRIPT LOAD` and a retry: a flush between the two would fail the release. Either way
+//! exactly one request runs the script, which is what the ordering rule (`rules/ordering.rs`) is
+//! about. A set's release, larger and rarer, always goes as `EVAL`.
 
 use std::sync::{Arc, LazyLock};
 
+use redis::aio::MultiplexedConnection;
 use redis::{Arg, Cmd, RedisResult, Value};
 
 use super::redirect::Connection;
@@ -40,6 +45,22 @@ static RELEASE_AND_WAKE_SHA: LazyLock<String> = LazyLock::new(|| hash(RELEASE_AN
 
 fn hash(script: &str) -> String {
     redis::Script::new(script).get_hash().to_owned()
+}
+
+/// Loads both release scripts on a new `connection`, so that its releases find them cached. A
+/// refusal (an ACL without `SCRIPT LOAD`) only costs those releases the `EVAL` fallback.
+pub(super) async fn load_scripts(connection: &MultiplexedConnection) {
+    let load = |script: &'static str| {
+        let mut connection = connection.clone();
+        async move {
+            let mut load = redis::cmd("SCRIPT");
+            load.arg("LOAD").arg(script);
+            if let Err(error) = load.query_async::<String>(&mut connection).await {
+                tracing::debug!(%error, "release script not loaded; releases fall back to EVAL");
+            }
+        }
+    };
+    futures::join!(load(RELEASE), load(RELEASE_AND_WAKE));
 }
 
 /// A release as one command, built once per release and sent to every node.
@@ -96,11 +117,13 @@ impl ReleaseCommand {
     }
 
     /// Sends the release on `connection` and checks the reply for an error reply: a `NOSCRIPT`
-    /// answer to `EVALSHA` (nothing ran) has it sent again as `EVAL` with the script's body.
+    /// answer to `EVALSHA` (nothing ran), or `NOPERM` (an ACL that allows `EVAL` only, as this
+    /// lock's releases needed before they went by hash), has it sent again as `EVAL` with the
+    /// script's body.
     pub(crate) async fn send(&self, connection: &mut Connection) -> RedisResult<Value> {
         let reply = send(connection, &self.command).await;
         match (&reply, self.script) {
-            (Err(error), Some(script)) if error.code() == Some("NOSCRIPT") => {
+            (Err(error), Some(script)) if matches!(error.code(), Some("NOSCRIPT" | "NOPERM")) => {
                 send(connection, &self.with_body(script)).await
             }
             _ => reply,

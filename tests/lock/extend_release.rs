@@ -243,16 +243,17 @@ async fn script_calls(cluster: &quorumlock_harness::TestCluster) -> Vec<(u64, u6
 }
 
 /// A release is one `EVALSHA` per node, the script's hash rather than its body, as the raw
-/// commands send it; a node whose script cache was flushed answers `NOSCRIPT` and gets the
-/// release again as one `EVAL` with the body, so the key is still deleted there. (Broken on
+/// commands send it (the connection loaded the script when it was made); a node whose script
+/// cache was flushed answers `NOSCRIPT` and gets the release again as one `EVAL` with the body,
+/// so the key is still deleted there. (Broken on
 /// purpose by sending `EVAL` every time: no `EVALSHA` is counted; and by dropping the fallback:
 /// the flushed nodes keep the key.)
 #[tokio::test]
 async fn a_release_is_one_evalsha_and_a_flushed_node_gets_the_body() {
     bounded(async {
         let (cluster, lock) = quorum_lock(3, once()).await;
-        // The first release on each connection may find the script uncached.
         lock.try_acquire("by-hash").await.unwrap().release().await;
+        lock.settle().await;
         let before = script_calls(&cluster).await;
         let report = lock.try_acquire("by-hash").await.unwrap().release().await;
         assert!(report.held >= 2, "{report:?}");
