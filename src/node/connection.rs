@@ -24,7 +24,7 @@ use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, RedisResult};
 use super::client;
 use super::history::History;
 use super::identify::{Identity, identify, log_identity};
-use super::release::load_scripts;
+use super::release_scripts::load_scripts;
 use super::stream::Gathering;
 use super::subscription::{OnMessage, Subscription};
 use crate::error::ConfigError;

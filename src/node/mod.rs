@@ -36,6 +36,7 @@ pub(crate) mod pttl;
 mod redirect;
 mod redis_error;
 pub(crate) mod release;
+mod release_scripts;
 pub(crate) mod set;
 mod stream;
 pub(crate) mod subscription;

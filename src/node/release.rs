@@ -14,54 +14,16 @@
 //! exactly one request runs the script, which is what the ordering rule (`rules/ordering.rs`) is
 //! about. A set's release, larger and rarer, always goes as `EVAL`.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
-use redis::aio::MultiplexedConnection;
 use redis::{Arg, Cmd, RedisResult, Value};
 
 use super::redirect::Connection;
+use super::release_scripts::{RELEASE, RELEASE_AND_WAKE, RELEASE_AND_WAKE_SHA, RELEASE_SHA};
 use super::set::{read_found, release_set_command};
 use super::wire::{one_or_zero, send, sized};
 use crate::outcome::NodeError;
 use crate::rules::resources::Keys;
-
-/// Deletes the key only while it holds our token (a failed acquisition's cleanup: nobody else
-/// held the lock, so nobody is woken).
-const RELEASE: &str = r"if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-return redis.call('DEL', KEYS[1])";
-
-/// [`RELEASE`] for a lock that was held, which then publishes an empty message on the channel
-/// named like the key: it wakes the waiters of every client subscribed to it
-/// (`subscription.rs`). `pcall`: a user not allowed the channel (an ACL without `&` rules)
-/// still releases; its waiters then wake by the key's expiry bound.
-const RELEASE_AND_WAKE: &str = r"if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
-redis.pcall('PUBLISH', KEYS[1], '')
-return 1";
-
-/// The SHA1 of [`RELEASE`] and of [`RELEASE_AND_WAKE`], as `EVALSHA` names them.
-static RELEASE_SHA: LazyLock<String> = LazyLock::new(|| hash(RELEASE));
-static RELEASE_AND_WAKE_SHA: LazyLock<String> = LazyLock::new(|| hash(RELEASE_AND_WAKE));
-
-fn hash(script: &str) -> String {
-    redis::Script::new(script).get_hash().to_owned()
-}
-
-/// Loads both release scripts on a new `connection`, so that its releases find them cached. A
-/// refusal (an ACL without `SCRIPT LOAD`) only costs those releases the `EVAL` fallback.
-pub(super) async fn load_scripts(connection: &MultiplexedConnection) {
-    let load = |script: &'static str| {
-        let mut connection = connection.clone();
-        async move {
-            let mut load = redis::cmd("SCRIPT");
-            load.arg("LOAD").arg(script);
-            if let Err(error) = load.query_async::<String>(&mut connection).await {
-                tracing::debug!(%error, "release script not loaded; releases fall back to EVAL");
-            }
-        }
-    };
-    futures::join!(load(RELEASE), load(RELEASE_AND_WAKE));
-}
 
 /// A release as one command, built once per release and sent to every node.
 pub(crate) struct ReleaseCommand {
