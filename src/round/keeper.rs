@@ -171,10 +171,9 @@ impl Keeper {
         let mut late = Late::default();
         if !registry.ready.is_empty() {
             let room = room.saturating_mul(BATCH_KEYS);
-            while let Some(&(_, id)) = registry.ready.first() {
-                if room == 0 {
-                    break;
-                }
+            while room > 0
+                && let Some(&(_, id)) = registry.ready.first()
+            {
                 let size = registry
                     .slots
                     .get(&id)
@@ -389,9 +388,13 @@ impl Registry {
 
     /// Whether the pace lets a batch go out at `now` ahead of any lease's due time.
     fn paced(&self, now: Moment) -> bool {
+        self.paced_from().is_none_or(|next| next <= now)
+    }
+
+    /// From when the pace lets the next batch go: a spacing after the last one; `None`, at once.
+    fn paced_from(&self) -> Option<Moment> {
         self.sent_at
             .and_then(|sent_at| sent_at.checked_add(pace(self.load).spacing))
-            .is_none_or(|next| next <= now)
     }
 
     /// Lease `id` going out in a batch at `now`: its item, unless `max_hold` leaves no extension
@@ -423,10 +426,7 @@ impl Registry {
                 let slot = self.slots.get(&id)?;
                 let window = slot.kept.schedule().every / 2;
                 let early = due.saturating_sub(window);
-                let paced = self
-                    .sent_at
-                    .and_then(|sent_at| sent_at.checked_add(pace(self.load).spacing))
-                    .unwrap_or(now);
+                let paced = self.paced_from().unwrap_or(now);
                 Some(due.min(early.max(paced)))
             })
             .flatten();
