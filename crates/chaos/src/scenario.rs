@@ -101,6 +101,15 @@ pub enum Scenario {
     /// under the seeded nemesis of [`Random`](Scenario::Random). Safe: no two holders of any
     /// resource at once, whether they hold it in a set or alone.
     Sets,
+    /// Many leases kept alive at once under the seeded nemesis of [`Random`](Scenario::Random):
+    /// each client's holds of its contended resource are kept alive (as in
+    /// [`KeepAliveLoss`](Scenario::KeepAliveLoss)), and its lock also keeps a lease on every
+    /// bulk resource it can win, of its own block and its neighbour's (two contenders each;
+    /// [`RunOptions::leases`](crate::RunOptions::leases) in all, 1,200 by default), held 2–6
+    /// TTLs each, at a TTL of at least 1 s (a shorter one is raised, noted). Safe: no two holders of any resource at once, every lost signal before the
+    /// validity ends; the run fails its self-check if fewer than half the leases were ever
+    /// kept at once.
+    ManyLeases,
     /// The clients skip the lock and write anyway: the control for the store check. Unsafe:
     /// shows interleaved (and usually lost) writes.
     NoLock,
@@ -122,7 +131,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 25] = [
+    pub const ALL: [Scenario; 26] = [
         Scenario::Baseline,
         Scenario::MinorityCrash,
         Scenario::MinorityFreeze,
@@ -146,6 +155,7 @@ impl Scenario {
         Scenario::KeepAliveLoss,
         Scenario::Waiters,
         Scenario::Sets,
+        Scenario::ManyLeases,
         Scenario::NoLock,
         Scenario::Random,
     ];
@@ -181,6 +191,7 @@ impl Scenario {
             Scenario::KeepAliveLoss => "keep-alive-loss",
             Scenario::Waiters => "waiters",
             Scenario::Sets => "sets",
+            Scenario::ManyLeases => "many-leases",
             Scenario::NoLock => "no-lock",
             Scenario::Random => "random",
             Scenario::ClusterMembers => "cluster-members",
@@ -244,6 +255,9 @@ impl Scenario {
             }
             Scenario::Sets => {
                 "each client takes 2 neighbouring resources as one set; seeded nemesis as random"
+            }
+            Scenario::ManyLeases => {
+                "kept holds, and a lease kept on every bulk resource a client wins (2 contenders each, 1,200 in all by default), TTL at least 1 s; seeded nemesis as random"
             }
             Scenario::NoLock => "clients skip the lock and write anyway",
             Scenario::Random => {

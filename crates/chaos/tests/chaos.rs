@@ -355,6 +355,56 @@ async fn overlapping_sets_under_the_nemesis_never_hold_a_resource_twice() {
     );
 }
 
+/// A seed whose 3 s schedule at the many-leases TTL (1 s) freezes a majority long enough for
+/// kept leases to be lost (SIGSTOP, then a black hole).
+const LEASES_LOST_SEED: u64 = 3;
+
+/// Many leases kept at once under the seeded nemesis: beside the kept holds of the contended
+/// resources, every lock keeps a lease on each bulk resource it wins (two contenders each), so
+/// the keepers' batches carry many while nodes fail. No two holders of any resource, every lost
+/// signal before its validity ends (else `assert_safe_with` fails), and the self-check passed:
+/// at least half the bulk leases were kept at once. (A debug build, beside other tests: 240
+/// leases here; `quorumlock chaos --scenario many-leases` keeps 1,200.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_leases_under_the_nemesis_never_hold_a_resource_twice() {
+    let options = options().seed(LEASES_LOST_SEED).leases(240);
+    let report = assert_safe_with(Scenario::ManyLeases, &options).await;
+    assert_eq!(
+        report.ttl_ms, 1_000,
+        "the TTL is raised to the scenario's floor"
+    );
+    let bulk: Vec<_> = report
+        .history
+        .holds
+        .iter()
+        .filter(|hold| hold.resource.starts_with("bulk-"))
+        .collect();
+    assert!(
+        bulk.iter().all(|hold| hold.keep_alive.is_some()),
+        "every bulk hold is kept alive"
+    );
+    assert!(
+        bulk.iter().any(|hold| hold.extensions > 0),
+        "no bulk lease was extended"
+    );
+    // The late-signal check had something to check: leases lost to the majority's fault.
+    assert!(
+        bulk.iter().any(|hold| hold
+            .keep_alive
+            .as_ref()
+            .is_some_and(|lease| lease.lost.is_some())),
+        "no bulk lease was lost"
+    );
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|note| note.starts_with("self-check: at most")),
+        "{:#?}",
+        report.notes
+    );
+}
+
 /// A seed whose 3 s schedule (TTL 400 ms, five nodes) has 5 faults: a kill of node 3, a
 /// restart at once of nodes 0, 2 and 3, packets dropped on 1 and 4, latency on four nodes and a
 /// freeze of four; 3 of them on a majority.

@@ -43,7 +43,10 @@ use drift::{ttl_for_drift, with_drifting_clocks};
 use faults::Faults;
 use inject::waiters_in_turn;
 use store::Store;
-use workload::{Client, ClientPlan, PAUSE_LABEL, waited_in_turn, warm_up_resource};
+use workload::{
+    Client, ClientPlan, PAUSE_LABEL, bulk_resources, keep_many, many_kept_at_once, ttl_for_leases,
+    waited_in_turn, warm_up_resource,
+};
 
 pub use cluster_members::{SHARD_KILLED_LABEL, SLOT_MIGRATED_LABEL};
 pub use error::ChaosError;
@@ -115,6 +118,8 @@ pub async fn run(scenario: Scenario, options: &RunOptions) -> Result<ScenarioRep
         ttl_for_restarts(&mut cluster, options, &mut notes).await?
     } else if scenario == Scenario::ClockDrift {
         ttl_for_drift(options, &mut notes)
+    } else if scenario == Scenario::ManyLeases {
+        ttl_for_leases(options, &mut notes)
     } else {
         options.clone()
     };
@@ -157,7 +162,9 @@ fn cluster_options(scenario: Scenario, options: &RunOptions, clocks: bool) -> Cl
 fn persistence(scenario: Scenario, options: &RunOptions) -> Persistence {
     match scenario {
         Scenario::RestartAof => Persistence::AofAlways,
-        Scenario::Random | Scenario::Sets if !options.restart_guard_for(scenario) => {
+        Scenario::Random | Scenario::Sets | Scenario::ManyLeases
+            if !options.restart_guard_for(scenario) =>
+        {
             Persistence::AofAlways
         }
         _ => Persistence::None,
@@ -234,7 +241,8 @@ async fn run_on(
         scenario,
         Scenario::ClientStall | Scenario::ClientStallFenced
     );
-    let keep_alive = scenario == Scenario::KeepAliveLoss;
+    let keep_alive = matches!(scenario, Scenario::KeepAliveLoss | Scenario::ManyLeases);
+    let many = scenario == Scenario::ManyLeases;
     let plan = Arc::new(ClientPlan::new(
         resources.clone(),
         options.writes_per_hold.max(1),
@@ -245,6 +253,10 @@ async fn run_on(
     ));
     let mut clients = JoinSet::new();
     for (id, (lock, store)) in locks.into_iter().zip(store_clients).enumerate() {
+        if many {
+            let bulk = bulk_resources(id, options.clients, options.leases_per_client());
+            clients.spawn(keep_many(id, lock.clone(), Arc::clone(&plan), bulk));
+        }
         let Some(client) = Client::new(id, Arc::clone(&plan), store) else {
             continue;
         };
@@ -260,7 +272,11 @@ async fn run_on(
     }
 
     let in_turn = waiting.then(|| waiters_in_turn(options.duration, options.ttl, LOCAL_NODES));
-    let nemesis = matches!(scenario, Scenario::Random | Scenario::Sets).then(|| {
+    let nemesis = matches!(
+        scenario,
+        Scenario::Random | Scenario::Sets | Scenario::ManyLeases
+    )
+    .then(|| {
         let seed = options.seed.unwrap_or_else(rand::random);
         let schedule = Schedule::generate(seed, options.duration, options.ttl, LOCAL_NODES);
         notes.push(format!(
@@ -300,8 +316,12 @@ async fn run_on(
     if stall && fencing {
         stall_rejected(&history, &check, &mut notes)?;
     }
-    if keep_alive {
+    if scenario == Scenario::KeepAliveLoss {
         kept_holds_lost(&history, &check, &mut notes)?;
+    }
+    if many {
+        let bulk = options.leases_per_client().saturating_mul(options.clients);
+        many_kept_at_once(&history, &check, bulk, &mut notes)?;
     }
     if waiting {
         waited_in_turn(&history, &check, &mut notes)?;

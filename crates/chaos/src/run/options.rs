@@ -17,6 +17,7 @@ pub struct RunOptions {
     pub(super) clients: usize,
     pub(super) resources: usize,
     pub(super) writes_per_hold: u32,
+    pub(super) leases: usize,
     pub(super) nodes: Option<Vec<String>>,
     pub(super) cluster: ClusterOptions,
     pub(super) restart_guard: Option<bool>,
@@ -33,6 +34,7 @@ impl Default for RunOptions {
             clients: 12,
             resources: 3,
             writes_per_hold: 3,
+            leases: 1_200,
             nodes: None,
             cluster: ClusterOptions::default(),
             restart_guard: None,
@@ -44,8 +46,8 @@ impl Default for RunOptions {
 }
 
 impl RunOptions {
-    /// 10 s per scenario, TTL 400 ms, 12 clients on 3 resources, 3 writes per hold, on a local
-    /// cluster of five `redis-server` processes.
+    /// 10 s per scenario, TTL 400 ms, 12 clients on 3 resources, 3 writes per hold, 1,200 bulk
+    /// leases in `many-leases`, on a local cluster of five `redis-server` processes.
     pub fn new() -> RunOptions {
         RunOptions::default()
     }
@@ -84,6 +86,21 @@ impl RunOptions {
     pub fn writes_per_hold(mut self, writes: u32) -> Self {
         self.writes_per_hold = writes;
         self
+    }
+
+    /// How many bulk leases [`Scenario::ManyLeases`](crate::Scenario::ManyLeases) keeps alive
+    /// at most, over all clients (default 1,200): each client's block is this divided by the
+    /// clients, rounded up, and each client contends for its block and its neighbour's.
+    #[must_use]
+    pub fn leases(mut self, leases: usize) -> Self {
+        self.leases = leases;
+        self
+    }
+
+    /// The bulk leases per client's block ([`leases`](RunOptions::leases) over the clients,
+    /// rounded up).
+    pub(super) fn leases_per_client(&self) -> usize {
+        self.leases.div_ceil(self.clients.max(1))
     }
 
     /// Runs against these nodes (a user's own deployment) instead of a local cluster; only

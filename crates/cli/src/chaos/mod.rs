@@ -36,6 +36,7 @@ Examples:
   quorumlock chaos --scenario client-stall,client-stall-fenced --duration 10s
   quorumlock chaos --scenario keep-alive-loss --duration 10s
   quorumlock chaos --scenario waiters --duration 10s
+  quorumlock chaos --scenario many-leases --leases 10000 --duration 30s
   quorumlock chaos --scenario cluster-members --duration 5s
   quorumlock chaos --scenario all --fencing --duration 5s
   quorumlock chaos --scenario random --seed 7 --duration 2m
@@ -47,7 +48,7 @@ pub struct ChaosArgs {
     /// partition-majority, partition-one-way, partition-asymmetric, restart-no-persistence,
     /// restart-guarded, restart-delayed, restart-aof, failover, clock-drift, clock-fast,
     /// clock-jump-minority, clock-jump-majority, client-stall, client-stall-fenced,
-    /// keep-alive-loss, waiters, sets, no-lock, random; and, not in `all`, cluster-members (3 Redis
+    /// keep-alive-loss, waiters, sets, many-leases, no-lock, random; and, not in `all`, cluster-members (3 Redis
     /// Cluster members of 3 shards each: a shard killed and restarted, slots migrated).
     ///
     /// With --defect, only the scenarios expected to be safe run (an unsafe one says nothing
@@ -79,6 +80,10 @@ pub struct ChaosArgs {
     /// Resources they contend for.
     #[arg(long, default_value_t = 3)]
     resources: usize,
+    /// The bulk leases many-leases keeps alive at most, over all clients (each client's block
+    /// is this over --clients; each client contends for its block and its neighbour's).
+    #[arg(long, default_value_t = 1_200)]
+    leases: usize,
     /// The clients' restart guard (LockOptions::restart_guard), for every scenario. Default:
     /// on, except in restart-no-persistence, which runs without it to show the hazard it
     /// prevents (restart-guarded runs the same faults with it on).
@@ -163,7 +168,8 @@ pub async fn run_chaos(args: ChaosArgs) -> Result<(), String> {
         .duration(args.duration)
         .ttl(args.ttl)
         .clients(args.clients)
-        .resources(args.resources);
+        .resources(args.resources)
+        .leases(args.leases);
     if let Some(switch) = args.restart_guard {
         options = options.restart_guard(switch == Switch::On);
     }

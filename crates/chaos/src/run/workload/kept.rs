@@ -21,7 +21,7 @@
 
 use std::time::Instant;
 
-use quorumlock::{Guard, KeepAlive, Lease};
+use quorumlock::{Guard, KeepAlive, KeptGuard, Lease};
 use tokio::task::JoinSet;
 
 use super::{Client, Credentials, Written, random_between};
@@ -36,23 +36,18 @@ impl Client {
     pub(super) async fn kept(&mut self, guard: Guard, hold: HoldId, credentials: &Credentials) {
         let recorder = self.plan.recorder.clone();
         let ttl = self.plan.ttl;
-        let validity = guard.valid_until();
-        let kept = match guard.keep_alive(KeepAlive::new()) {
-            Ok(kept) => kept,
-            // Only an invalid `KeepAlive` fails (and releases the guard): never the default.
-            Err(_) => {
-                recorder.end_hold(hold, Instant::now());
-                return;
-            }
+        let Some(kept) = keep(guard, hold, &recorder) else {
+            return;
         };
         let lease = kept.lease();
-        let trusted = lease.valid_until();
-        recorder.keep_alive(hold, trusted, validity.saturating_duration_since(trusted));
         // In a set of its own, so that it is aborted with this future too (a client task cut
         // short at the end of a run).
         let mut watcher = JoinSet::new();
         watcher.spawn(watch_loss(lease.clone(), recorder.clone(), hold));
-        let planned_end = Instant::now() + random_between(ttl * 3, ttl * 6);
+        // Within a TTL of the run's end, so that the wind-down (two TTLs and a grace) never cuts
+        // a hold short with its lease still valid and unrecorded.
+        let planned_end =
+            (Instant::now() + random_between(ttl * 3, ttl * 6)).min(self.plan.deadline + ttl);
         let spacing = ttl / 5;
         let mut pending = false;
         for _ in 0..MAX_KEPT_WRITES {
@@ -108,6 +103,20 @@ impl Client {
             let _ = watcher.join_next().await;
         }
     }
+}
+
+/// Hands `guard`, recorded as `hold`, to the keep-alive and records the lease's trusted
+/// deadline and margin; if that fails, ends the hold.
+pub(super) fn keep(guard: Guard, hold: HoldId, recorder: &Recorder) -> Option<KeptGuard> {
+    let validity = guard.valid_until();
+    let Ok(kept) = guard.keep_alive(KeepAlive::new()) else {
+        // Only an invalid `KeepAlive` fails (and releases the guard): never the default.
+        recorder.end_hold(hold, Instant::now());
+        return None;
+    };
+    let trusted = kept.lease().valid_until();
+    recorder.keep_alive(hold, trusted, validity.saturating_duration_since(trusted));
+    Some(kept)
 }
 
 /// Awaits `lease`'s lost signal and records it for `hold`, with the lease's last reading.
