@@ -4,12 +4,13 @@
 //! holds made for an owner; the lock is released when the last of them is.
 
 use std::collections::HashMap;
+use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use crate::error::Lost;
 use crate::metrics;
@@ -42,8 +43,11 @@ pub(crate) struct Hold {
     owner: Option<(Owner, Arc<Owners>)>,
     /// How many guards hold it; with an owner, changed only under the owner registry's lock.
     guards: AtomicUsize,
-    /// Set once by a keep-alive that found the lock lost; made by the first keep-alive.
-    lost: OnceLock<watch::Sender<Option<Lost>>>,
+    /// Set once, by a keep-alive that found the lock lost (the first reason stays).
+    lost: OnceLock<Lost>,
+    /// Wakes the leases waiting for `lost`. (A `Notify` in place, not a `watch` channel: a
+    /// channel is one more allocation of some 360 bytes per kept lease.)
+    lost_woken: Notify,
 }
 
 /// The parts of a won acquisition a hold is made of.
@@ -82,6 +86,7 @@ impl Hold {
             owner: acquired.owner,
             guards: AtomicUsize::new(1),
             lost: OnceLock::new(),
+            lost_woken: Notify::new(),
         }
     }
 
@@ -128,26 +133,33 @@ impl Hold {
         self.valid_until().saturating_duration_since(Moment::now())
     }
 
-    /// The signal a keep-alive marks the lock lost on, and leases wait on.
-    pub(crate) fn lost_signal(&self) -> &watch::Sender<Option<Lost>> {
-        self.lost.get_or_init(|| watch::Sender::new(None))
-    }
-
-    /// Marks the lock lost, unless it already was (the first reason stays).
+    /// Marks the lock lost, unless it already was (the first reason stays), and wakes the
+    /// leases waiting for it.
     pub(crate) fn mark_lost(&self, lost: Lost) {
-        self.lost_signal().send_if_modified(|current| {
-            let first = current.is_none();
-            if first {
-                metrics::lost(&lost);
-                *current = Some(lost);
+        if self.lost.set(lost).is_ok() {
+            if let Some(lost) = self.lost.get() {
+                metrics::lost(lost);
             }
-            first
-        });
+            self.lost_woken.notify_waiters();
+        }
     }
 
     /// Why the lock was lost, once a keep-alive found it lost.
     pub(crate) fn lost_reason(&self) -> Option<Lost> {
-        self.lost.get().and_then(|lost| lost.borrow().clone())
+        self.lost.get().cloned()
+    }
+
+    /// Completes when a keep-alive marks the lock lost, with the reason; pending until then.
+    pub(crate) async fn lost(&self) -> Lost {
+        loop {
+            let mut woken = pin!(self.lost_woken.notified());
+            // Registered before the look, so a loss marked in between still wakes it.
+            woken.as_mut().enable();
+            if let Some(lost) = self.lost_reason() {
+                return lost;
+            }
+            woken.await;
+        }
     }
 
     /// How many guards hold it now.

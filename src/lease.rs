@@ -96,17 +96,7 @@ impl Lease {
     /// Completes when the lock is lost, with the reason; at the latest when the validity of the
     /// last successful extension runs out. Stays pending after a release.
     pub async fn lost(&self) -> Lost {
-        let mut receiver = self.state.hold.lost_signal().subscribe();
-        let lost = receiver
-            .wait_for(Option::is_some)
-            .await
-            .ok()
-            .and_then(|lost| lost.clone());
-        match lost {
-            Some(lost) => lost,
-            // The sender lives in the hold this lease holds: it is never dropped first.
-            None => std::future::pending().await,
-        }
+        self.state.hold.lost().await
     }
 }
 

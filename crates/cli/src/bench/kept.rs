@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::alloc::ALLOC;
 use super::stats::p99_us;
 use futures::StreamExt;
 use futures::stream;
@@ -38,6 +39,10 @@ pub(super) struct KeptCost {
     pub(super) server_cpu_ms_per_s: Option<f64>,
     /// Client resident memory with the guards held, less before they were taken, per guard.
     pub(super) rss_bytes_per_guard: Option<f64>,
+    /// The client's live heap bytes with the guards held, less before they were taken, per
+    /// guard: what the leases themselves hold, without the allocator's slack that the resident
+    /// figure also counts.
+    pub(super) heap_bytes_per_guard: f64,
     /// With a probe, the p99 of its acquires of an unrelated key during the hold, in µs.
     pub(super) probe_p99_us: Option<f64>,
     /// With a probe, how many acquires it made.
@@ -75,6 +80,7 @@ pub(super) async fn kept_guards(
     probe_lock: Option<&Lock>,
 ) -> Result<KeptCost, String> {
     let rss_before = resident_bytes();
+    let heap_before = ALLOC.live_bytes();
     let kept: Vec<KeptGuard> = stream::iter(0..count)
         .map(|i| async move {
             // A few tries: while many leases are already being extended, a loaded machine can
@@ -97,6 +103,7 @@ pub(super) async fn kept_guards(
         .into_iter()
         .collect::<Result<_, _>>()?;
     let rss_held = resident_bytes();
+    let heap_held = ALLOC.live_bytes();
     let extended = |kept: &[KeptGuard]| kept.iter().map(|guard| guard.extensions()).sum::<u64>();
     let extensions_before = extended(&kept);
     let (client_before, servers_before) = (cpu_time(None), servers_cpu(servers));
@@ -141,6 +148,7 @@ pub(super) async fn kept_guards(
         rss_bytes_per_guard: rss_held
             .zip(rss_before)
             .map(|(held, before)| held.saturating_sub(before) as f64 / count.max(1) as f64),
+        heap_bytes_per_guard: heap_held.saturating_sub(heap_before) as f64 / count.max(1) as f64,
         probe_p99_us: p99_us(&latencies),
         probe_samples: latencies.len(),
     })

@@ -102,7 +102,7 @@ fn print_run(cost: &KeptCost, idle_p99_us: Option<f64>, idle_samples: usize) {
     };
     println!(
         "  {} leases, ttl {} ms, held {} ms: {} extensions, {} lost; client CPU {} ({} per \
-         extension); client memory {} per lease; servers' CPU {}; unrelated acquire p99 {} \
+         extension); client memory {} per lease ({:.0} B of it live heap); servers' CPU {}; unrelated acquire p99 {} \
          ({} samples) against {} with no lease ({} samples)",
         cost.guards,
         cost.ttl_ms,
@@ -112,6 +112,7 @@ fn print_run(cost: &KeptCost, idle_p99_us: Option<f64>, idle_samples: usize) {
         figure(cost.client_cpu_ms_per_s, "ms/s"),
         figure(cost.client_cpu_us_per_extension, "µs"),
         figure(cost.rss_bytes_per_guard, "B"),
+        cost.heap_bytes_per_guard,
         figure(cost.server_cpu_ms_per_s, "ms/s"),
         figure(cost.probe_p99_us, "µs"),
         cost.probe_samples,
