@@ -4,13 +4,12 @@
 //! holds made for an owner; the lock is released when the last of them is.
 
 use std::collections::HashMap;
-use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
-use tokio::sync::Notify;
+use tokio::sync::watch;
 
 use crate::error::Lost;
 use crate::metrics;
@@ -43,11 +42,8 @@ pub(crate) struct Hold {
     owner: Option<(Owner, Arc<Owners>)>,
     /// How many guards hold it; with an owner, changed only under the owner registry's lock.
     guards: AtomicUsize,
-    /// Set once, by a keep-alive that found the lock lost (the first reason stays).
-    lost: OnceLock<Lost>,
-    /// Wakes the leases waiting for `lost`. (A `Notify` in place, not a `watch` channel: a
-    /// channel is one more allocation of some 360 bytes per kept lease.)
-    lost_woken: Notify,
+    /// Set once by a keep-alive that found the lock lost; made by the first keep-alive.
+    lost: OnceLock<watch::Sender<Option<Lost>>>,
 }
 
 /// The parts of a won acquisition a hold is made of.
@@ -86,7 +82,6 @@ impl Hold {
             owner: acquired.owner,
             guards: AtomicUsize::new(1),
             lost: OnceLock::new(),
-            lost_woken: Notify::new(),
         }
     }
 
@@ -133,33 +128,26 @@ impl Hold {
         self.valid_until().saturating_duration_since(Moment::now())
     }
 
-    /// Marks the lock lost, unless it already was (the first reason stays), and wakes the
-    /// leases waiting for it.
+    /// The signal a keep-alive marks the lock lost on, and leases wait on.
+    pub(crate) fn lost_signal(&self) -> &watch::Sender<Option<Lost>> {
+        self.lost.get_or_init(|| watch::Sender::new(None))
+    }
+
+    /// Marks the lock lost, unless it already was (the first reason stays).
     pub(crate) fn mark_lost(&self, lost: Lost) {
-        if self.lost.set(lost).is_ok() {
-            if let Some(lost) = self.lost.get() {
-                metrics::lost(lost);
+        self.lost_signal().send_if_modified(|current| {
+            let first = current.is_none();
+            if first {
+                metrics::lost(&lost);
+                *current = Some(lost);
             }
-            self.lost_woken.notify_waiters();
-        }
+            first
+        });
     }
 
     /// Why the lock was lost, once a keep-alive found it lost.
     pub(crate) fn lost_reason(&self) -> Option<Lost> {
-        self.lost.get().cloned()
-    }
-
-    /// Completes when a keep-alive marks the lock lost, with the reason; pending until then.
-    pub(crate) async fn lost(&self) -> Lost {
-        loop {
-            let mut woken = pin!(self.lost_woken.notified());
-            // Registered before the look, so a loss marked in between still wakes it.
-            woken.as_mut().enable();
-            if let Some(lost) = self.lost_reason() {
-                return lost;
-            }
-            woken.await;
-        }
+        self.lost.get().and_then(|lost| lost.borrow().clone())
     }
 
     /// How many guards hold it now.

@@ -96,7 +96,17 @@ impl Lease {
     /// Completes when the lock is lost, with the reason; at the latest when the validity of the
     /// last successful extension runs out. Stays pending after a release.
     pub async fn lost(&self) -> Lost {
-        self.state.hold.lost().await
+        let mut receiver = self.state.hold.lost_signal().subscribe();
+        let lost = receiver
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|lost| lost.clone());
+        match lost {
+            Some(lost) => lost,
+            // The sender lives in the hold this lease holds: it is never dropped first.
+            None => std::future::pending().await,
+        }
     }
 }
 
