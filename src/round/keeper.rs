@@ -15,7 +15,7 @@
 //! and the task that walks them are one state machine, each step reading the others' state under
 //! one lock; split, each part would need the registry's insides.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -32,7 +32,7 @@ use crate::error::{Error, Lost};
 use crate::metrics;
 use crate::rules::batch::{BATCH_KEYS, Missing, batch_sizes, may_go_early, pace};
 use crate::rules::clock::Moment;
-use crate::rules::renewal::Schedule;
+use crate::rules::renewal::{Lead, Schedule};
 
 /// One registered lease.
 struct Slot {
@@ -79,6 +79,10 @@ struct Registry {
     sent_at: Option<Moment>,
     /// When the keeper last warned that it falls behind.
     warned_at: Option<Moment>,
+    /// How far ahead of a trusted deadline leases are marked lost, for the task's late timers.
+    lead: Lead,
+    /// The kept leases' intervals, counted: the shortest bounds the lead.
+    intervals: BTreeMap<Duration, usize>,
 }
 
 /// The most batches out at once. Each node runs its commands one after another, so batches sent
@@ -150,6 +154,11 @@ impl Keeper {
         };
         registry.forget(id, &slot);
         true
+    }
+
+    /// Notes how late the task's timer, set for `due`, fired: the lead follows it.
+    fn note_late(&self, due: Moment) {
+        self.registry().lead.note(due, Moment::now());
     }
 
     /// Lost leases and due ones at `now`, under the registry's lock.
@@ -307,6 +316,7 @@ impl Registry {
             self.due.insert((due, id));
         }
         self.deadlines.insert((deadline, id));
+        *self.intervals.entry(schedule.every).or_default() += 1;
         self.load += load;
         self.slots.insert(
             id,
@@ -327,6 +337,13 @@ impl Registry {
     fn forget(&mut self, id: u64, slot: &Slot) {
         metrics::lease_left();
         self.deadlines.remove(&(slot.deadline, id));
+        let every = slot.kept.schedule().every;
+        if let Some(count) = self.intervals.get_mut(&every) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.intervals.remove(&every);
+            }
+        }
         self.load = (self.load - slot.load).max(0.0);
         match slot.queue {
             Queue::Due(due) => {
@@ -339,12 +356,14 @@ impl Registry {
         }
     }
 
-    /// Lets go of the leases whose trusted deadline came by `now` without an extension, and
-    /// returns them with the reason, to be marked lost.
+    /// Lets go of the leases whose trusted deadline came by `now`, or comes within the lead
+    /// (`rules/renewal.rs`, [`Lead`]), without an extension, and returns them with the reason,
+    /// to be marked lost.
     fn expire(&mut self, now: Moment) -> Vec<(Arc<dyn Kept>, Lost)> {
+        let horizon = now.checked_add(self.lead_at(now)).unwrap_or(now);
         let mut lost = Vec::new();
         while let Some(&(deadline, id)) = self.deadlines.first() {
-            if deadline > now {
+            if deadline > horizon {
                 break;
             }
             self.deadlines.pop_first();
@@ -352,7 +371,7 @@ impl Registry {
                 continue;
             };
             let trusted_until = slot.kept.trusted_until();
-            if trusted_until > now {
+            if trusted_until > horizon {
                 // Extended since (by a batch or by another guard of its hold).
                 slot.deadline = trusted_until;
                 self.deadlines.insert((trusted_until, id));
@@ -361,12 +380,20 @@ impl Registry {
             if let Some(slot) = self.slots.remove(&id) {
                 // Its deadline entry is already out; `forget` finds nothing to remove there.
                 self.forget(id, &slot);
-                let since_start = now.saturating_duration_since(slot.kept.decided());
+                // Why it is lost is judged at its deadline, which the lead may not have reached.
+                let ends = trusted_until.max(now);
+                let since_start = ends.saturating_duration_since(slot.kept.decided());
                 let reason = out_of_time(slot.kept.schedule(), slot.last_error, since_start);
                 lost.push((slot.kept, reason));
             }
         }
         lost
+    }
+
+    /// The lead at `now`: no more than a quarter of the shortest interval kept.
+    fn lead_at(&self, now: Moment) -> Duration {
+        let shortest = self.intervals.keys().next().copied().unwrap_or_default();
+        self.lead.at(now).min(shortest / 4)
     }
 
     /// Moves the leases due by `now` to `ready`, by deadline.
@@ -432,7 +459,11 @@ impl Registry {
             .flatten();
         let ready = (room && !self.ready.is_empty()).then_some(now);
         // Every lease has a deadline entered, so there is always one.
-        [sending, ready, self.deadlines.first().map(|&(at, _)| at)]
+        let deadline = self
+            .deadlines
+            .first()
+            .map(|&(at, _)| at.saturating_sub(self.lead_at(now)));
+        [sending, ready, deadline]
             .into_iter()
             .flatten()
             .min()
@@ -602,7 +633,7 @@ async fn run(keeper: Arc<Keeper>, members: Arc<Members>) {
             });
         }
         tokio::select! {
-            () = tokio::time::sleep_until(at(next)) => {}
+            () = tokio::time::sleep_until(at(next)) => keeper.note_late(next),
             () = woken => {}
         }
     }
@@ -668,6 +699,41 @@ mod tests {
             decided,
             trusted_until,
         })
+    }
+
+    /// After the task's timer fired 40 ms late, a lease whose trusted deadline is 30 ms off is
+    /// marked lost at once, and one 300 ms off is not; with no late timer, neither is. (Broken
+    /// on purpose by expiring at `now` only: the first stays.)
+    #[test]
+    fn a_late_timer_makes_the_keeper_mark_leases_lost_that_much_ahead() {
+        let ms = Duration::from_millis(1);
+        let now = Moment::now();
+        let (Some(near), Some(far)) = (now.checked_add(30 * ms), now.checked_add(300 * ms)) else {
+            return;
+        };
+        let decided = now.saturating_sub(Duration::from_secs(2));
+        let on_time = Keeper::default();
+        {
+            let mut registry = on_time.registry();
+            registry.register(lease(decided, near), Missing::default());
+            registry.register(lease(decided, far), Missing::default());
+        }
+        assert!(on_time.tick(now).lost.is_empty());
+
+        let late = Keeper::default();
+        let near_id = {
+            let mut registry = late.registry();
+            let near_id = registry.register(lease(decided, near), Missing::default());
+            registry.register(lease(decided, far), Missing::default());
+            registry.lead.note(now.saturating_sub(40 * ms), now);
+            near_id
+        };
+        let Tick { lost, next, .. } = late.tick(now);
+        assert_eq!(lost.len(), 1, "only the lease within the lead");
+        assert!(!late.registry().slots.contains_key(&near_id));
+        // The next look comes the lead ahead of the other's deadline, not at it.
+        assert!(next.is_some_and(|next| next < far && next > now));
+        assert!(matches!(lost.first(), Some((_, Lost::Expired { .. }))));
     }
 
     /// With room for one batch and a batch more due than it holds, the lease nearest its

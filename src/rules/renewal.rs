@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+use super::clock::Moment;
+
 /// The shortest pause between two extension attempts, so that a node failing at once cannot
 /// make the keep-alive spin.
 const MIN_PAUSE: Duration = Duration::from_millis(1);
@@ -23,6 +25,48 @@ const MAX_MARGIN: Duration = Duration::from_millis(50);
 /// is beyond any margin). With a margin of 1 ms, lost signals came after the validity.
 pub(crate) fn margin(ttl: Duration) -> Duration {
     (ttl / 50).clamp(MIN_MARGIN, MAX_MARGIN)
+}
+
+/// The most the keeper acts ahead of a trusted deadline to make up for its own late timers.
+const MAX_LEAD: Duration = Duration::from_millis(100);
+/// How fast a late timer is forgotten: the lead halves every this long.
+const LEAD_HALF_LIFE: Duration = Duration::from_secs(2);
+
+/// How far ahead of a trusted deadline the keeper marks a lease lost: as late as its own timer
+/// fired lately, decaying by half every [`LEAD_HALF_LIFE`], at most [`MAX_LEAD`] (the keeper
+/// also keeps it under a quarter of the shortest interval it keeps). When many leases are lost at once, the tasks that
+/// the losses wake delay the keeper's next timers past the margin (up to 40 ms measured at
+/// 5,000 leases, `docs/chaos.md`); acting that much earlier keeps the signal before the
+/// validity. A lease only comes that near its deadline when its extensions fail, so acting
+/// early costs nothing to a lease that is being extended.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Lead {
+    /// The lateness last noted above the decayed lead, and when.
+    late: Duration,
+    at: Option<Moment>,
+}
+
+impl Lead {
+    /// Notes that a timer due at `due` fired at `now`.
+    pub(crate) fn note(&mut self, due: Moment, now: Moment) {
+        let late = now.saturating_duration_since(due).min(MAX_LEAD);
+        if late > self.at(now) {
+            self.late = late;
+            self.at = Some(now);
+        }
+    }
+
+    /// The lead at `now`.
+    pub(crate) fn at(&self, now: Moment) -> Duration {
+        let Some(at) = self.at else {
+            return Duration::ZERO;
+        };
+        let halvings =
+            now.saturating_duration_since(at).as_secs_f64() / LEAD_HALF_LIFE.as_secs_f64();
+        Duration::try_from_secs_f64(self.late.as_secs_f64() * 0.5f64.powf(halvings))
+            .unwrap_or(Duration::ZERO)
+            .min(self.late)
+    }
 }
 
 /// The interval between extensions unless the user sets one: a third of the TTL, so two
@@ -97,6 +141,50 @@ mod tests {
     }
 
     const MS: Duration = Duration::from_millis(1);
+
+    /// `now`, `offset` later.
+    fn later(now: Moment, offset: Duration) -> Moment {
+        now.checked_add(offset).unwrap_or(now)
+    }
+
+    #[test]
+    fn the_lead_follows_a_late_timer_and_halves_every_half_life() {
+        let start = Moment::now();
+        let mut lead = Lead::default();
+        assert_eq!(lead.at(start), Duration::ZERO);
+        // A timer due at `start` fired 30 ms late.
+        lead.note(start, later(start, ms(30)));
+        assert_eq!(lead.at(later(start, ms(30))), ms(30));
+        let halved = lead.at(later(start, ms(30) + LEAD_HALF_LIFE));
+        assert!(halved.abs_diff(ms(15)) < ms(1), "{halved:?}");
+        // A timer on time changes nothing; a later one than the lead raises it.
+        let before = lead.at(later(start, ms(40)));
+        lead.note(later(start, ms(40)), later(start, ms(40)));
+        assert_eq!(lead.at(later(start, ms(40))), before);
+        lead.note(later(start, ms(50)), later(start, ms(50) + ms(45)));
+        assert_eq!(lead.at(later(start, ms(95))), ms(45));
+        // Never more than the most it may be.
+        lead.note(start, later(start, Duration::from_secs(10)));
+        assert_eq!(lead.at(later(start, Duration::from_secs(10))), MAX_LEAD);
+    }
+
+    proptest! {
+        #[test]
+        fn the_lead_never_exceeds_its_bound_nor_grows_by_itself(
+            due in 0u64..10_000_000,
+            late in 0u64..10_000_000,
+            after in 0u64..u64::MAX / 4,
+        ) {
+            let start = Moment::now();
+            let mut lead = Lead::default();
+            let fired = later(start, Duration::from_micros(due + late));
+            lead.note(later(start, Duration::from_micros(due)), fired);
+            let at_fire = lead.at(fired);
+            prop_assert!(at_fire <= MAX_LEAD);
+            prop_assert_eq!(at_fire, Duration::from_micros(late).min(MAX_LEAD));
+            prop_assert!(lead.at(later(fired, Duration::from_micros(after))) <= at_fire);
+        }
+    }
 
     fn schedule(ttl_ms: u64, max_hold_ms: Option<u64>) -> Schedule {
         Schedule {
