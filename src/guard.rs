@@ -91,7 +91,8 @@ impl Guard {
         }
     }
 
-    /// Another guard of a hold its owner re-entered (already counted); nothing was sent.
+    /// Another guard of a hold its owner re-entered, or a kept guard's taken out of custody
+    /// (already counted either way); nothing was sent.
     pub(crate) fn joined(hold: Arc<Hold>) -> Guard {
         Guard {
             hold,
@@ -305,10 +306,13 @@ impl Guard {
         }
     }
 
-    /// Drops the outcomes the guard keeps (a kept guard never shows them), to keep a kept
-    /// lease small.
-    pub(crate) fn forget_outcomes(&mut self) {
-        self.outcomes = Vec::new();
+    /// The guard's place among its hold's guards, handed to a keep-alive's custody without
+    /// releasing: it still counts as a guard, and [`Guard::joined`] makes it one again. (A kept
+    /// lease keeps its hold, not a guard with its outcomes: it stays small.)
+    pub(crate) fn into_custody(mut self) -> Arc<Hold> {
+        // Released as far as this value goes: its place among the hold's guards moves on.
+        self.released = true;
+        Arc::clone(&self.hold)
     }
 
     /// What this guard shares with the other guards of its hold.

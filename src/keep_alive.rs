@@ -15,15 +15,15 @@
 
 use std::fmt;
 use std::ops::Deref;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::runtime::Handle;
-use tokio::sync::oneshot;
 
+use crate::custody::Custody;
 use crate::error::{ConfigError, Error, Lost};
 use crate::guard::{Guard, ReleaseReport};
 use crate::lease::{Lease, State};
@@ -103,76 +103,56 @@ impl KeepAlive {
 #[must_use = "dropping a kept guard releases the lock at once"]
 pub struct KeptGuard {
     lease: Lease,
-    /// The lease in its keeper, and its number there; `None` without a runtime.
-    kept: Option<(Arc<KeptLease>, u64)>,
-    /// What the release made at a loss found.
-    report: Option<oneshot::Receiver<ReleaseReport>>,
+    /// The lease's number in its keeper; `None` without a runtime (or once it left).
+    kept: Option<u64>,
 }
 
-/// A kept lease as its keeper holds it: the lease's state and the guard, until it is released
-/// (by the holder) or lost (by the keeper, which then releases it).
-struct KeptLease {
-    state: Arc<State>,
-    guard: Mutex<Option<Guard>>,
-    /// Where the release made at a loss reports to.
-    report: Mutex<Option<oneshot::Sender<ReleaseReport>>>,
-}
-
-impl KeptLease {
-    fn take_guard(&self) -> Option<Guard> {
-        self.guard
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-    }
-}
-
-impl Kept for KeptLease {
+impl Kept for State {
     fn keys(&self) -> &[Arc<[u8]>] {
-        self.state.hold.keys.all()
+        self.hold.keys.all()
     }
 
     fn token(&self) -> &str {
-        self.state.hold.token.as_str()
+        self.hold.token.as_str()
     }
 
     fn ledger(&self) -> &Ledger {
-        &self.state.hold.ledger
+        &self.hold.ledger
     }
 
     fn held(&self) -> bool {
-        self.state.hold.guards() > 0
+        self.hold.guards() > 0
     }
 
     fn schedule(&self) -> &Schedule {
-        &self.state.schedule
+        &self.schedule
     }
 
     fn decided(&self) -> Moment {
-        self.state.hold.decided
+        self.hold.decided
     }
 
     fn trusted_until(&self) -> Moment {
-        self.state.trusted_until()
+        self.trusted_until()
     }
 
     fn still_valid(&self) -> bool {
-        self.state.hold.is_valid()
+        self.hold.is_valid()
     }
 
     fn extended(&self, valid_until: Moment) {
         // A batch still out when the lease was found lost moves nothing: a lost lease stays
         // with the validity it was lost with.
-        if self.state.hold.lost_reason().is_some() {
+        if self.hold.lost_reason().is_some() {
             return;
         }
         // The hold's validity moves, and with it the lease's and every guard's of the hold.
-        self.state.hold.extended(valid_until);
-        self.state.extensions.fetch_add(1, Ordering::Relaxed);
+        self.hold.extended(valid_until);
+        self.extensions.fetch_add(1, Ordering::Relaxed);
     }
 
     fn lose(&self, lost: Lost) {
-        let hold = &self.state.hold;
+        let hold = &self.hold;
         tracing::warn!(
             resource = %String::from_utf8_lossy(hold.resource()),
             reason = %lost,
@@ -181,19 +161,13 @@ impl Kept for KeptLease {
         hold.mark_lost(lost);
     }
 
-    fn release_lost(&self) -> Option<BoxFuture<'static, ()>> {
-        let guard = self.take_guard()?;
-        let report = self
-            .report
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+    fn release_lost(self: Arc<Self>) -> Option<BoxFuture<'static, ()>> {
+        let guard = self.custody.take_to_release(&self.hold)?;
+        let reporting = Reporting(self);
         Some(
             async move {
                 let released = guard.release().await;
-                if let Some(report) = report {
-                    let _ = report.send(released);
-                }
+                reporting.0.custody.report(Some(released));
             }
             .boxed(),
         )
@@ -209,25 +183,24 @@ impl KeptGuard {
     /// Stops the keep-alive and releases the lock (as [`Guard::release`]). After a loss, returns
     /// what the release made at the loss found.
     pub async fn release(mut self) -> ReleaseReport {
+        let kept = self.kept.is_some();
         if let Some(guard) = self.leave() {
             return guard.release().await;
         }
-        match self.report.take() {
-            Some(report) => report
-                .await
-                .unwrap_or_else(|_| ReleaseReport::nothing_sent(0)),
-            None => ReleaseReport::nothing_sent(0),
+        if !kept {
+            return ReleaseReport::nothing_sent(0);
         }
+        self.lease.state.custody.reported().await
     }
 
     /// Takes the lease out of its keeper and returns the guard, unless the keeper found it lost
     /// first (and releases it itself).
     fn leave(&mut self) -> Option<Guard> {
-        let (kept, id) = self.kept.take()?;
+        let id = self.kept.take()?;
         if !self.lease.state.hold.node_set.keeper.leave(id) {
             return None;
         }
-        kept.take_guard()
+        self.lease.state.custody.take(&self.lease.state.hold)
     }
 }
 
@@ -287,23 +260,25 @@ impl Guard {
     /// ```
     pub fn keep_alive(self, options: KeepAlive) -> Result<KeptGuard, Error> {
         let schedule = options.schedule(self.ttl())?;
-        let state = Arc::new(State {
-            hold: Arc::clone(self.hold()),
-            schedule,
-            extensions: AtomicU64::new(0),
-        });
-        let lease = Lease {
-            state: Arc::clone(&state),
+        let hold = Arc::clone(self.hold());
+        let state = |custody| {
+            Arc::new(State {
+                hold,
+                schedule,
+                extensions: AtomicU64::new(0),
+                custody,
+            })
         };
         let Some(runtime) = Handle::try_current()
             .ok()
             .or_else(|| self.runtime().cloned())
         else {
+            // The guard's own drop releases what it can.
+            let state = state(Custody::new(false));
             state.hold.mark_lost(Lost::NoRuntime);
             return Ok(KeptGuard {
-                lease,
+                lease: Lease { state },
                 kept: None,
-                report: None,
             });
         };
         // The nodes the acquisition did not see holding our key: the first batch brings it
@@ -314,27 +289,30 @@ impl Guard {
                 missing.insert(outcome.node);
             }
         }
-        let mut guard = self;
-        guard.forget_outcomes();
-        let node_set = Arc::clone(guard.node_set());
-        let (report, reported) = oneshot::channel();
-        let kept = Arc::new(KeptLease {
-            state,
-            guard: Mutex::new(Some(guard)),
-            report: Mutex::new(Some(report)),
-        });
+        let node_set = Arc::clone(self.node_set());
+        // The guard stays one of the hold's guards, in the keeper's custody.
+        drop(self.into_custody());
+        let state = state(Custody::new(true));
         let keeper: &Arc<Keeper> = &node_set.keeper;
         let id = keeper.keep(
             &node_set.members,
-            Arc::clone(&kept) as Arc<dyn Kept>,
+            Arc::clone(&state) as Arc<dyn Kept>,
             missing,
             &runtime,
         );
         Ok(KeptGuard {
-            lease,
-            kept: Some((kept, id)),
-            report: Some(reported),
+            lease: Lease { state },
+            kept: Some(id),
         })
+    }
+}
+
+/// The keeper's release of a lost lease: reports to the holder when it is dropped unfinished.
+struct Reporting(Arc<State>);
+
+impl Drop for Reporting {
+    fn drop(&mut self) {
+        self.0.custody.report(None);
     }
 }
 

@@ -7,20 +7,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::custody::Custody;
 use crate::error::Lost;
 use crate::hold::Hold;
 use crate::rules::clock::Moment;
 use crate::rules::renewal::Schedule;
 use crate::rules::token::Token;
 
-/// What the keeper and every [`Lease`] handle share: the hold (its validity, which
-/// every extension moves, and its lost signal, which every guard of the hold sees), and the
-/// schedule's margin.
+/// What the keeper, the [`KeptGuard`](crate::KeptGuard) and every [`Lease`] handle share, in
+/// one allocation: the hold (its validity, which every extension moves, and its lost signal,
+/// which every guard of the hold sees), the schedule's margin, and the guard in the keeper's
+/// custody.
 pub(crate) struct State {
     pub(crate) hold: Arc<Hold>,
     /// The keep-alive's schedule, whose margin the lease is trusted less than the validity by.
     pub(crate) schedule: Schedule,
     pub(crate) extensions: AtomicU64,
+    pub(crate) custody: Custody,
 }
 
 impl State {
@@ -32,6 +35,14 @@ impl State {
         start
             .checked_add(self.schedule.trusted_until(valid_for))
             .unwrap_or(start)
+    }
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        // A guard still in custody when the last handle goes is dropped as a guard is: its hold
+        // is released in the background.
+        drop(self.custody.take(&self.hold));
     }
 }
 

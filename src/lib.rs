@@ -91,6 +91,7 @@
 #![warn(missing_docs)]
 
 mod acquisition;
+mod custody;
 mod error;
 mod guard;
 mod hold;

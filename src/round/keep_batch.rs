@@ -52,7 +52,7 @@ pub(crate) trait Kept: Send + Sync + 'static {
     fn lose(&self, lost: Lost);
     /// The release of what is left of a lost lease's lock, after [`lose`](Kept::lose), to be
     /// run as counted background work; `None` if there is nothing to release.
-    fn release_lost(&self) -> Option<futures::future::BoxFuture<'static, ()>>;
+    fn release_lost(self: Arc<Self>) -> Option<futures::future::BoxFuture<'static, ()>>;
 }
 
 /// One lease in a batch.

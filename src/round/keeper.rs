@@ -569,7 +569,7 @@ fn lose(lost: Vec<(Arc<dyn Kept>, Lost)>, background: &Arc<Background>) {
     // tasks at once would queue ahead of the keeper's own on the runtime, and the next lost
     // signals, due within the margin, would fire late.
     let releases: Vec<_> = released
-        .iter()
+        .into_iter()
         .filter_map(|kept| kept.release_lost())
         .collect();
     background.spawn(None, async move {
@@ -680,7 +680,7 @@ mod tests {
         }
         fn extended(&self, _valid_until: Moment) {}
         fn lose(&self, _lost: Lost) {}
-        fn release_lost(&self) -> Option<futures::future::BoxFuture<'static, ()>> {
+        fn release_lost(self: Arc<Self>) -> Option<futures::future::BoxFuture<'static, ()>> {
             None
         }
     }

@@ -11,8 +11,10 @@
 //! previous attempt's releases before it starts, and never sends to a node one is still in flight
 //! to, so a late release cannot delete the next attempt's key (all attempts share one token).
 
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::num::NonZeroU64;
 use std::pin::pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -49,10 +51,25 @@ struct State {
     open: bool,
     /// Whether someone waits for a request to finish.
     waiting: bool,
-    /// Per node: its record, and the server (`run_id`) the latest attempt handed a request to
-    /// through it, if any: at most one node per server and attempt. (Side by side in one
-    /// allocation, and apart from the record, which a release that clears the node resets.)
-    nodes: Vec<(Record, Option<Arc<str>>)>,
+    /// Per node: its record, and the server (a hash of its `run_id`) the latest attempt handed
+    /// a request to through it, if any: at most one node per server and attempt. (Side by side
+    /// in one allocation, and apart from the record, which a release that clears the node
+    /// resets. A hash, not the `run_id`, so a kept lease keeps 32 bytes per node, not 40; two
+    /// servers whose hashes collide only cost a vote, never count twice.)
+    nodes: Vec<(Record, Option<ServerHash>)>,
+}
+
+/// A server's `run_id`, hashed: equal for one server, and (but for a 2^-64 chance) unequal for
+/// two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ServerHash(NonZeroU64);
+
+impl ServerHash {
+    fn of(run_id: &str) -> ServerHash {
+        let mut hasher = DefaultHasher::new();
+        run_id.hash(&mut hasher);
+        ServerHash(NonZeroU64::new(hasher.finish()).unwrap_or(NonZeroU64::MIN))
+    }
 }
 
 impl Ledger {
@@ -100,8 +117,9 @@ impl Ledger {
         attempt: u32,
         node: usize,
         generation: u64,
-        server: &Arc<str>,
+        server: &str,
     ) -> Result<InFlight<'_>, Refused> {
+        let server = ServerHash::of(server);
         let mut state = self.lock();
         if !state.open || state.attempt != attempt {
             return Err(Refused::Decided);
@@ -111,7 +129,7 @@ impl Ledger {
             .iter()
             .enumerate()
             .find_map(|(other, (_, handed))| {
-                (other != node && handed.as_ref() == Some(server)).then_some(other)
+                (other != node && *handed == Some(server)).then_some(other)
             })
         {
             return Err(Refused::SameServer(other));
@@ -123,7 +141,7 @@ impl Ledger {
             return Err(Refused::ReleaseInFlight);
         }
         record.hand();
-        *handed = Some(Arc::clone(server));
+        *handed = Some(server);
         Ok(InFlight::new(self, node, Kind::Acquire, generation))
     }
 
@@ -270,8 +288,14 @@ mod tests {
     use super::*;
 
     /// A server's `run_id`: node `node`'s own, unless a test says otherwise.
-    fn server(node: usize) -> Arc<str> {
-        Arc::from(format!("run-{node}"))
+    fn server(node: usize) -> String {
+        format!("run-{node}")
+    }
+
+    #[test]
+    fn a_node_takes_32_bytes() {
+        // A kept lease keeps one per node as long as it is held.
+        assert_eq!(std::mem::size_of::<(Record, Option<ServerHash>)>(), 32);
     }
 
     #[test]

@@ -199,11 +199,7 @@ mod tests {
         );
         // As if a request had gone out on an earlier connection (generation 0 is never used)
         // and timed out there.
-        drop(
-            ledger
-                .hand_acquire(attempt, 0, 0, &"another".into())
-                .unwrap(),
-        );
+        drop(ledger.hand_acquire(attempt, 0, 0, "another").unwrap());
         ledger.decide();
         let (reply, _) = release(
             &node,

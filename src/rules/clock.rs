@@ -5,32 +5,41 @@
 //! a client that slept past its TTL would wake up believing it still held the lock. On Linux and
 //! Android a [`Moment`] reads CLOCK_BOOTTIME, which counts suspended time; elsewhere it falls back
 //! to `Instant`, and the docs of [`Guard`](crate::Guard) say so.
+//!
+//! A moment is a count of nanoseconds in a `u64` (584 years from the origin), half the size of a
+//! `Duration`: every kept lease stores several, in its hold and in its keeper's queues.
 
 use std::time::{Duration, Instant};
 
-/// A point on the lease clock. Only differences between moments mean anything.
+/// A point on the lease clock: nanoseconds since its origin. Only differences between moments
+/// mean anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Moment(Duration);
+pub(crate) struct Moment(u64);
+
+/// `duration` in whole nanoseconds, if a `u64` holds it.
+fn nanos(duration: Duration) -> Option<u64> {
+    u64::try_from(duration.as_nanos()).ok()
+}
 
 impl Moment {
     /// Now, on the lease clock.
     pub(crate) fn now() -> Moment {
-        Moment(since_origin())
+        Moment(nanos(since_origin()).unwrap_or(u64::MAX))
     }
 
     /// How long after `earlier` this moment is; zero if it is not later.
     pub(crate) fn saturating_duration_since(self, earlier: Moment) -> Duration {
-        self.0.saturating_sub(earlier.0)
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
     /// This moment less `duration`, or the clock's origin if it is further back.
     pub(crate) fn saturating_sub(self, duration: Duration) -> Moment {
-        Moment(self.0.saturating_sub(duration))
+        Moment(self.0.saturating_sub(nanos(duration).unwrap_or(u64::MAX)))
     }
 
     /// This moment plus `duration`, or `None` if that cannot be represented.
     pub(crate) fn checked_add(self, duration: Duration) -> Option<Moment> {
-        self.0.checked_add(duration).map(Moment)
+        self.0.checked_add(nanos(duration)?).map(Moment)
     }
 
     /// The `Instant` that corresponds to this moment, read now: the moment's offset from now on
@@ -54,11 +63,11 @@ impl Moment {
     fn to_instant_between(self, before: Instant, now: Moment, after: Instant) -> Instant {
         if self >= now {
             before
-                .checked_add(self.0.saturating_sub(now.0))
+                .checked_add(self.saturating_duration_since(now))
                 .unwrap_or(before)
         } else {
             after
-                .checked_sub(now.0.saturating_sub(self.0))
+                .checked_sub(now.saturating_duration_since(self))
                 .unwrap_or(after)
         }
     }
@@ -94,10 +103,7 @@ mod tests {
         assert!(later > earlier);
         assert!(later.saturating_duration_since(earlier) >= Duration::from_millis(2));
         assert_eq!(earlier.saturating_duration_since(later), Duration::ZERO);
-        assert_eq!(
-            Moment(Duration::MAX).checked_add(Duration::from_secs(1)),
-            None
-        );
+        assert_eq!(Moment(u64::MAX).checked_add(Duration::from_nanos(1)), None);
     }
 
     #[test]
@@ -109,9 +115,11 @@ mod tests {
             until > Duration::from_secs(59) && until <= Duration::from_secs(60),
             "{until:?}"
         );
-        assert!(Moment(Duration::ZERO).to_instant() <= Instant::now());
+        assert!(Moment(0).to_instant() <= Instant::now());
         // Far beyond what an Instant can hold: the nearest instant that exists, no panic.
-        let _ = Moment(Duration::MAX).to_instant();
+        let _ = Moment(u64::MAX).to_instant();
+        assert_eq!(now.checked_add(Duration::MAX), None);
+        assert_eq!(now.saturating_sub(Duration::MAX), Moment(0));
     }
 
     /// A preemption between the clock readings never lengthens a validity: a deadline is
@@ -120,14 +128,14 @@ mod tests {
     fn a_slow_reading_errs_towards_the_call() {
         let before = Instant::now();
         let after = before + Duration::from_millis(50);
-        let now = Moment(Duration::from_secs(100));
+        let now = Moment(100_000_000_000);
         let second = Duration::from_secs(1);
-        let deadline = Moment(Duration::from_secs(101));
+        let deadline = Moment(101_000_000_000);
         assert_eq!(
             deadline.to_instant_between(before, now, after),
             before + second
         );
-        let past = Moment(Duration::from_millis(99_990));
+        let past = Moment(99_990_000_000);
         assert_eq!(
             past.to_instant_between(before, now, after),
             after - Duration::from_millis(10)
