@@ -197,10 +197,11 @@ impl KeptGuard {
     /// first (and releases it itself).
     fn leave(&mut self) -> Option<Guard> {
         let id = self.kept.take()?;
-        if !self.lease.state.hold.node_set.keeper.leave(id) {
+        let state = &self.lease.state;
+        if !state.hold.node_set.keeper.leave(id, &**state) {
             return None;
         }
-        self.lease.state.custody.take(&self.lease.state.hold)
+        state.custody.take(&state.hold)
     }
 }
 

@@ -15,7 +15,7 @@
 //! and the task that walks them are one state machine, each step reading the others' state under
 //! one lock; split, each part would need the registry's insides.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -28,6 +28,7 @@ use futures::StreamExt;
 use super::background::Background;
 use super::keep_batch::{Done, Item, Kept, Outcome, run_batch};
 use super::members::Members;
+use super::slots::Slots;
 use crate::error::{Error, Lost};
 use crate::metrics;
 use crate::rules::batch::{BATCH_KEYS, Missing, batch_sizes, may_go_early, pace};
@@ -43,8 +44,6 @@ struct Slot {
     deadline: Moment,
     missing: Missing,
     last_error: Option<Box<Error>>,
-    /// Its share of the keeper's load: its keys per second of its interval.
-    load: f64,
 }
 
 /// Where a lease waits, and its entry there.
@@ -62,13 +61,12 @@ enum Queue {
 
 #[derive(Default)]
 struct Registry {
-    slots: HashMap<u64, Slot>,
+    slots: Slots<Slot>,
     due: BTreeSet<(Moment, u64)>,
     /// Due leases waiting for room in a batch, nearest deadline first: when the nodes cannot
     /// keep up, the lease that would be lost first goes first, whatever it fell due.
     ready: BTreeSet<(Moment, u64)>,
     deadlines: BTreeSet<(Moment, u64)>,
-    next_id: u64,
     /// Whether the keeper's task runs.
     running: bool,
     /// Batches sent and not yet decided for every lease in them.
@@ -145,11 +143,16 @@ impl Keeper {
         id
     }
 
-    /// Takes lease `id` out (released or dropped); whether it was still there (else the keeper
-    /// found it lost and let go of it first).
-    pub(crate) fn leave(&self, id: u64) -> bool {
+    /// Takes lease `id`, which is `kept`, out (released or dropped); whether it was still there
+    /// (else the keeper found it lost and let go of it first). The lease itself is compared too:
+    /// a number is unique only as long as its serial has not wrapped.
+    pub(crate) fn leave(&self, id: u64, kept: &dyn Kept) -> bool {
         let mut registry = self.registry();
-        let Some(slot) = registry.slots.remove(&id) else {
+        let ours = registry
+            .slots
+            .get(id)
+            .is_some_and(|slot| std::ptr::addr_eq(Arc::as_ptr(&slot.kept), kept));
+        let Some(slot) = ours.then(|| registry.slots.remove(id)).flatten() else {
             return false;
         };
         registry.forget(id, &slot);
@@ -185,7 +188,7 @@ impl Keeper {
             {
                 let size = registry
                     .slots
-                    .get(&id)
+                    .get(id)
                     .map_or(0, |slot| slot.kept.keys().len());
                 if keys > 0 && keys.saturating_add(size) > room {
                     break;
@@ -198,7 +201,7 @@ impl Keeper {
         } else if room > 0 && registry.paced(now) {
             let most = pace(registry.load).keys;
             while let Some(&(at, id)) = registry.due.first() {
-                let Some(slot) = registry.slots.get(&id) else {
+                let Some(slot) = registry.slots.get(id) else {
                     registry.due.pop_first();
                     continue;
                 };
@@ -260,7 +263,7 @@ impl Keeper {
             result,
         } in done
         {
-            let Some(slot) = registry.slots.get_mut(&id) else {
+            let Some(slot) = registry.slots.get_mut(id) else {
                 // Released, dropped or lost while the batch was out.
                 continue;
             };
@@ -278,7 +281,7 @@ impl Keeper {
                     schedule.next_after_failure(now.saturating_duration_since(decided))
                 }
                 Outcome::Taken(outcomes) => {
-                    if let Some(slot) = registry.slots.remove(&id) {
+                    if let Some(slot) = registry.slots.remove(id) {
                         registry.forget(id, &slot);
                         lost.push((slot.kept, Lost::Taken { outcomes }));
                     }
@@ -310,25 +313,19 @@ impl Registry {
             .map_or(Queue::Done, Queue::Due);
         let deadline = kept.trusted_until();
         let load = load(kept.keys().len(), schedule.every);
-        let id = self.next_id;
-        self.next_id = id.wrapping_add(1);
+        let id = self.slots.insert(Slot {
+            kept,
+            queue,
+            deadline,
+            missing,
+            last_error: None,
+        });
         if let Queue::Due(due) = queue {
             self.due.insert((due, id));
         }
         self.deadlines.insert((deadline, id));
         *self.intervals.entry(schedule.every).or_default() += 1;
         self.load += load;
-        self.slots.insert(
-            id,
-            Slot {
-                kept,
-                queue,
-                deadline,
-                missing,
-                last_error: None,
-                load,
-            },
-        );
         metrics::lease_kept();
         id
     }
@@ -344,7 +341,8 @@ impl Registry {
                 self.intervals.remove(&every);
             }
         }
-        self.load = (self.load - slot.load).max(0.0);
+        // Its share, computed as when it was entered.
+        self.load = (self.load - load(slot.kept.keys().len(), every)).max(0.0);
         match slot.queue {
             Queue::Due(due) => {
                 self.due.remove(&(due, id));
@@ -367,7 +365,7 @@ impl Registry {
                 break;
             }
             self.deadlines.pop_first();
-            let Some(slot) = self.slots.get_mut(&id) else {
+            let Some(slot) = self.slots.get_mut(id) else {
                 continue;
             };
             let trusted_until = slot.kept.trusted_until();
@@ -377,7 +375,7 @@ impl Registry {
                 self.deadlines.insert((trusted_until, id));
                 continue;
             }
-            if let Some(slot) = self.slots.remove(&id) {
+            if let Some(slot) = self.slots.remove(id) {
                 // Its deadline entry is already out; `forget` finds nothing to remove there.
                 self.forget(id, &slot);
                 // Why it is lost is judged at its deadline, which the lead may not have reached.
@@ -403,7 +401,7 @@ impl Registry {
                 break;
             }
             self.due.pop_first();
-            if let Some(slot) = self.slots.get_mut(&id) {
+            if let Some(slot) = self.slots.get_mut(id) {
                 slot.queue = Queue::Ready {
                     deadline: slot.deadline,
                     due: at,
@@ -427,7 +425,7 @@ impl Registry {
     /// Lease `id` going out in a batch at `now`: its item, unless `max_hold` leaves no extension
     /// to make (then it ends with its validity).
     fn send(&mut self, id: u64, now: Moment) -> Option<Item> {
-        let slot = self.slots.get_mut(&id)?;
+        let slot = self.slots.get_mut(id)?;
         let now_offset = now.saturating_duration_since(slot.kept.decided());
         let Some(ttl) = slot.kept.schedule().extension_ttl(now_offset) else {
             slot.queue = Queue::Done;
@@ -450,7 +448,7 @@ impl Registry {
         let sending = room
             .then(|| {
                 let &(due, id) = self.due.first()?;
-                let slot = self.slots.get(&id)?;
+                let slot = self.slots.get(id)?;
                 let window = slot.kept.schedule().every / 2;
                 let early = due.saturating_sub(window);
                 let paced = self.paced_from().unwrap_or(now);
@@ -473,7 +471,7 @@ impl Registry {
     /// Lease `id`, going out at `now` after it fell due, counted in `late` if it waited for
     /// room longer than [`LATE`] of its interval.
     fn note_lateness(&self, id: u64, now: Moment, late: &mut Late) {
-        let Some(slot) = self.slots.get(&id) else {
+        let Some(slot) = self.slots.get(id) else {
             return;
         };
         let Queue::Ready { due, .. } = slot.queue else {
@@ -730,7 +728,7 @@ mod tests {
         };
         let Tick { lost, next, .. } = late.tick(now);
         assert_eq!(lost.len(), 1, "only the lease within the lead");
-        assert!(!late.registry().slots.contains_key(&near_id));
+        assert!(late.registry().slots.get(near_id).is_none());
         // The next look comes the lead ahead of the other's deadline, not at it.
         assert!(next.is_some_and(|next| next < far && next > now));
         assert!(matches!(lost.first(), Some((_, Lost::Expired { .. }))));

@@ -25,6 +25,7 @@ pub(crate) mod members;
 pub(crate) mod node_set;
 pub(crate) mod release;
 pub(crate) mod set_answers;
+mod slots;
 pub(crate) mod wait_list;
 
 pub(crate) use members::Members;
