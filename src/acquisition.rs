@@ -315,7 +315,7 @@ impl<'a> Acquisition<'a> {
             });
         };
         // A moment that far out does not exist: treat the lock as expiring now.
-        let valid_until = decided.checked_add(left).unwrap_or(decided);
+        let valid_until = decided.saturating_add(left);
         let grant = Grant {
             decided,
             valid_until,

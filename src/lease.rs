@@ -32,9 +32,7 @@ impl State {
     pub(crate) fn trusted_until(&self) -> Moment {
         let start = self.hold.decided;
         let valid_for = self.hold.valid_until().saturating_duration_since(start);
-        start
-            .checked_add(self.schedule.trusted_until(valid_for))
-            .unwrap_or(start)
+        start.saturating_add(self.schedule.trusted_until(valid_for))
     }
 }
 

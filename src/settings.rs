@@ -176,7 +176,7 @@ impl Settings {
         decided: Moment,
     ) -> Option<Moment> {
         let left = self.validity(ttl, decided.saturating_duration_since(started))?;
-        Some(decided.checked_add(left).unwrap_or(decided))
+        Some(decided.saturating_add(left))
     }
 
     /// How many nodes must confirm an extension: the quorum (with the test-only

@@ -42,6 +42,13 @@ impl Moment {
         self.0.checked_add(nanos(duration)?).map(Moment)
     }
 
+    /// This moment plus `duration`, or the clock's last moment (584 years after its origin) if
+    /// that is further. For the end of a validity, which this never overstates: a TTL of
+    /// [`MAX_TTL`](crate::MAX_TTL) gives a lock valid for some five centuries.
+    pub(crate) fn saturating_add(self, duration: Duration) -> Moment {
+        self.checked_add(duration).unwrap_or(Moment(u64::MAX))
+    }
+
     /// The `Instant` that corresponds to this moment, read now: the moment's offset from now on
     /// the lease clock, applied to `Instant::now()`. A moment too far off for an `Instant` gives
     /// the nearest one that exists (now).
@@ -119,6 +126,8 @@ mod tests {
         // Far beyond what an Instant can hold: the nearest instant that exists, no panic.
         let _ = Moment(u64::MAX).to_instant();
         assert_eq!(now.checked_add(Duration::MAX), None);
+        assert_eq!(now.saturating_add(Duration::MAX), Moment(u64::MAX));
+        assert_eq!(now.saturating_add(Duration::ZERO), now);
         assert_eq!(now.saturating_sub(Duration::MAX), Moment(0));
     }
 

@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 /// The largest TTL accepted: half of what Redis can store as a millisecond expiry, which leaves
-/// room for the server's own clock in `now + ttl` (≈ 146 million years).
+/// room for the server's own clock in `now + ttl` (≈ 146 million years). The client counts a
+/// validity in nanoseconds since boot, up to 584 years: a validity beyond that ends there.
 pub const MAX_TTL: Duration = Duration::from_millis(i64::MAX as u64 / 2);
 
 /// A duration in whole milliseconds, as Redis takes a TTL (validated TTLs always fit), and as
