@@ -6,6 +6,7 @@
 use std::future::pending;
 use std::pin::pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::runtime::Handle;
@@ -36,7 +37,15 @@ pub(crate) struct Released {
 /// for others); the requests to the other nodes finish as counted background work. Without such
 /// a quorum, waits for every node (each within its timeouts). `held`: the lock was held (a
 /// guard's release, not a failed acquisition's cleanup), so its waiters everywhere are woken:
-/// through the nodes (the release publishes) and, once the quorum is free, this lock's own.
+/// through the nodes (the release publishes) and this lock's own at once.
+///
+/// This lock's next holder is woken as soon as the release has been handed to the nodes'
+/// connections (the round's first poll), not once it is decided: its `SET NX` then goes out on
+/// the same connections, behind the release, and each node runs the two in that order. So the
+/// lock passes from one holder to the next in one round trip instead of two. Nothing is taken
+/// on trust: the waiter still wins only by the quorum rule, and where its request overtook a
+/// release (a node whose release waited for an earlier request of ours, or a new connection),
+/// that node refuses it, and the published releases wake it again.
 pub(crate) async fn release_all(
     node_set: &NodeSet,
     keys: &Keys,
@@ -49,31 +58,40 @@ pub(crate) async fn release_all(
     // Built once and shared: every node gets the same bytes.
     let command = Arc::new(ReleaseCommand::new(keys, token.as_str(), held));
     let sets = SetAnswers::for_keys(keys);
-    let mut round = fan_out(
-        &node_set.nodes,
-        node_set.settings.quorum,
-        Until::Freed,
-        never,
-        "release",
-        |node| {
-            let (command, ledger, sets) = (Arc::clone(&command), Arc::clone(ledger), sets.clone());
-            async move {
-                let (reply, found) = release(&node, &command, &ledger, wait).await;
-                if let (Some(sets), Some(held)) = (sets, found) {
-                    sets.record(node.index(), held);
+    let mut round = {
+        let mut round = pin!(fan_out(
+            &node_set.nodes,
+            node_set.settings.quorum,
+            Until::Freed,
+            never,
+            "release",
+            |node| {
+                let (command, ledger, sets) =
+                    (Arc::clone(&command), Arc::clone(ledger), sets.clone());
+                async move {
+                    let (reply, found) = release(&node, &command, &ledger, wait).await;
+                    if let (Some(sets), Some(held)) = (sets, found) {
+                        sets.record(node.index(), held);
+                    }
+                    reply
                 }
-                reply
+            },
+        ));
+        // The first poll hands each node's release to its connection; the next holder's request
+        // follows it there.
+        let first = futures::poll!(round.as_mut());
+        if held {
+            for key in keys.all() {
+                node_set.wait_list.wake(key);
             }
-        },
-    )
-    .await;
+        }
+        match first {
+            Poll::Ready(round) => round,
+            Poll::Pending => round.await,
+        }
+    };
     if let Some(unanswered) = round.unanswered.take() {
         node_set.background.finish_unanswered(unanswered);
-    }
-    if held {
-        for key in keys.all() {
-            node_set.wait_list.wake(key);
-        }
     }
     let sets = sets
         .map(|sets| sets.answered_in(&round))

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use quorumlock::{Error, Lock, LockOptions};
 use quorumlock_harness::TestCluster;
 
-use crate::common::{bounded, cluster, command_calls, once};
+use crate::common::{bounded, cluster, command_calls, once, proxied_cluster};
 
 /// A TTL longer than any wait here: a waiter that falls back on its own TTL misses its deadline.
 const LONG_TTL: Duration = Duration::from_secs(60);
@@ -90,6 +90,57 @@ async fn a_waiter_is_woken_by_another_clients_release() {
         // Nobody waits any more: nothing stays subscribed.
         subscribed_everywhere(&cluster, &key("job"), 0).await;
         assert_eq!(waiter.waiters("job"), 0);
+    })
+    .await;
+}
+
+/// In one process the next holder is known: it is woken as soon as the release is handed to
+/// the nodes' connections, so its `SET NX` follows the release there, in the same round trip,
+/// not a round later. Seen on the servers, behind proxies that delay every byte by a second each
+/// way: the waiter's key stands on a node (read directly) a second after the release went out,
+/// while the release's own replies, and every node's published release, are still on their way
+/// back. Woken by either of those instead, its key would come a second after the release
+/// returned.
+#[tokio::test]
+async fn a_waiter_of_the_same_lock_follows_the_release_on_each_connection() {
+    bounded(async {
+        let cluster = proxied_cluster(3).await;
+        let lock = Lock::new(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let held = lock.try_acquire("job").await.unwrap();
+        let holders_token = held.token().as_str().to_owned();
+        let waiting = {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                lock.acquire(Request::from("job").patience(Patience::Wait(Duration::from_secs(60))))
+                    .await
+            })
+        };
+        subscribed_everywhere(&cluster, &key("job"), 1).await;
+        for node in 0..cluster.len() {
+            cluster
+                .proxy(node)
+                .unwrap()
+                .set_latency(Duration::from_secs(1));
+        }
+        let releasing = tokio::spawn(held.release());
+        let followed = quorumlock_harness::eventually(Duration::from_secs(4), async || {
+            let mut connection = cluster.connection(0).await.unwrap();
+            let value: Option<String> = redis::cmd("GET")
+                .arg(key("job"))
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            value.is_some_and(|token| token != holders_token) && !releasing.is_finished()
+        })
+        .await;
+        assert!(
+            followed,
+            "the waiter's key did not stand on a node before the release returned"
+        );
+        let guard = waiting.await.unwrap().expect("the waiter wins");
+        // It returned once a quorum was free of the holder's key.
+        assert!(releasing.await.unwrap().held >= 2);
+        guard.release().await;
     })
     .await;
 }
