@@ -309,10 +309,9 @@ impl Guard {
     /// The guard's place among its hold's guards, handed to a keep-alive's custody without
     /// releasing: it still counts as a guard, and [`Guard::joined`] makes it one again. (A kept
     /// lease keeps its hold, not a guard with its outcomes: it stays small.)
-    pub(crate) fn into_custody(mut self) -> Arc<Hold> {
+    pub(crate) fn into_custody(mut self) {
         // Released as far as this value goes: its place among the hold's guards moves on.
         self.released = true;
-        Arc::clone(&self.hold)
     }
 
     /// What this guard shares with the other guards of its hold.

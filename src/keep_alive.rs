@@ -292,7 +292,7 @@ impl Guard {
         }
         let node_set = Arc::clone(self.node_set());
         // The guard stays one of the hold's guards, in the keeper's custody.
-        drop(self.into_custody());
+        self.into_custody();
         let state = state(Custody::new(true));
         let keeper: &Arc<Keeper> = &node_set.keeper;
         let id = keeper.keep(
