@@ -96,6 +96,7 @@ mod error;
 mod guard;
 mod hold;
 mod keep_alive;
+mod key_format;
 mod lease;
 mod lock;
 mod metrics;
@@ -113,6 +114,7 @@ mod settings;
 pub use error::{ConfigError, Error, Lost};
 pub use guard::{Guard, ReleaseReport};
 pub use keep_alive::{KeepAlive, KeptGuard};
+pub use key_format::KeyFormat;
 pub use lease::Lease;
 pub use lock::Lock;
 pub use node_config::NodeConfig;
@@ -148,3 +150,7 @@ struct DeploymentDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/benchmarks.md")]
 struct BenchmarksDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/interop.md")]
+struct InteropDoctests;

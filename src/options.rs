@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use crate::error::ConfigError;
+use crate::key_format::KeyFormat;
 use crate::rules::patience::Patience;
 use crate::rules::quorum::majority;
 use crate::rules::validity::{MAX_TTL, drift};
@@ -39,6 +40,10 @@ pub struct LockOptions {
     /// How `acquire` gets a held lock; unset: it waits up to the TTL.
     patience: Option<Patience>,
     key_prefix: Vec<u8>,
+    /// The preset `key_prefix` came from; `None` once a prefix of the caller's own is set.
+    key_format: Option<KeyFormat>,
+    /// The waiter's re-check bound as the caller set it; unset: the key format's.
+    recheck: Option<Duration>,
     tcp_nodelay: bool,
     #[cfg(feature = "tls")]
     tls_root_certificates: Option<Vec<u8>>,
@@ -62,7 +67,9 @@ impl Default for LockOptions {
             node_timeout: None,
             connect_timeout: Duration::from_millis(200),
             patience: None,
-            key_prefix: b"quorumlock:".to_vec(),
+            key_prefix: KeyFormat::Quorumlock.prefix().to_vec(),
+            key_format: Some(KeyFormat::Quorumlock),
+            recheck: None,
             tcp_nodelay: true,
             #[cfg(feature = "tls")]
             tls_root_certificates: None,
@@ -134,8 +141,34 @@ impl LockOptions {
     }
 
     /// Bytes put before every resource name to form the Redis key (default `quorumlock:`).
+    /// See [`key_format`](LockOptions::key_format) for the prefixes other Redlock clients use.
     pub fn key_prefix(mut self, key_prefix: impl Into<Vec<u8>>) -> Self {
         self.key_prefix = key_prefix.into();
+        self.key_format = None;
+        self
+    }
+
+    /// Write and contend for lock keys as another Redlock client names them, so that the two
+    /// exclude each other on the same nodes (default [`KeyFormat::Quorumlock`]): sets the
+    /// [`key_prefix`](LockOptions::key_prefix), and for a peer's format a
+    /// [`recheck`](LockOptions::recheck) of 100 ms unless one is set. What is shared with each
+    /// peer and what is not (fencing, reentrancy, sets): `docs/interop.md`.
+    pub fn key_format(mut self, key_format: KeyFormat) -> Self {
+        self.key_prefix = key_format.prefix().to_vec();
+        self.key_format = Some(key_format);
+        self
+    }
+
+    /// The longest a waiter ([`Patience::Wait`]) sleeps before trying again when no wake-up
+    /// comes (default: none for this library's own key format, whose every release publishes
+    /// a wake-up; 100 ms for another client's, whose releases publish nothing). Without it, a
+    /// release that publishes nothing is seen only when the holder's keys expire on a quorum.
+    /// Each re-check is one attempt by the first waiter of the resource in this [`Lock`].
+    /// Not zero.
+    ///
+    /// [`Lock`]: crate::Lock
+    pub fn recheck(mut self, recheck: Duration) -> Self {
+        self.recheck = Some(recheck);
         self
     }
 
@@ -321,6 +354,12 @@ impl LockOptions {
                 name: "connect_timeout",
             });
         }
+        let recheck = self
+            .recheck
+            .or_else(|| self.key_format.and_then(KeyFormat::recheck));
+        if recheck.is_some_and(|recheck| recheck.is_zero()) {
+            return Err(ConfigError::ZeroTimeout { name: "recheck" });
+        }
         let patience = self.patience.clone().unwrap_or(Patience::Wait(self.ttl));
         if let Patience::Retry(policy) = &patience {
             check_retry(policy)?;
@@ -363,6 +402,7 @@ impl LockOptions {
             connect_timeout: self.connect_timeout,
             patience,
             key_prefix: self.key_prefix.clone(),
+            recheck,
             tcp_nodelay: self.tcp_nodelay,
             #[cfg(feature = "tls")]
             tls_root_certificates: self.tls_root_certificates.clone(),
@@ -407,6 +447,24 @@ mod tests {
                 .validate(1)
                 .unwrap_err(),
             ConfigError::ZeroAttempts
+        );
+    }
+
+    #[test]
+    fn a_peers_key_format_rechecks_unless_told_otherwise() {
+        let recheck = |options: LockOptions| options.validate(3).map(|s| s.recheck);
+        let ms = Duration::from_millis;
+        assert_eq!(recheck(LockOptions::new()), Ok(None));
+        let pottery = LockOptions::new().key_format(KeyFormat::Pottery);
+        assert_eq!(pottery.validate(3).unwrap().key_prefix, b"redlock:");
+        assert_eq!(recheck(pottery.clone()), Ok(Some(ms(100))));
+        assert_eq!(recheck(pottery.clone().recheck(ms(5))), Ok(Some(ms(5))));
+        assert_eq!(recheck(LockOptions::new().recheck(ms(5))), Ok(Some(ms(5))));
+        // A prefix of the caller's own is not a peer's format.
+        assert_eq!(recheck(pottery.key_prefix("app:")), Ok(None));
+        assert_eq!(
+            recheck(LockOptions::new().recheck(Duration::ZERO)),
+            Err(ConfigError::ZeroTimeout { name: "recheck" })
         );
     }
 

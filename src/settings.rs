@@ -40,6 +40,9 @@ pub(crate) struct Settings {
     /// How `acquire` gets a held lock unless a request says otherwise.
     pub(crate) patience: Patience,
     pub(crate) key_prefix: Vec<u8>,
+    /// The longest a waiter sleeps without a wake-up before it tries again (`None`: until the
+    /// holder's keys expire on a quorum).
+    pub(crate) recheck: Option<Duration>,
     pub(crate) tcp_nodelay: bool,
     /// Certificate authorities for `rediss://` nodes (PEM), instead of the public roots.
     #[cfg(feature = "tls")]

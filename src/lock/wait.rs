@@ -113,13 +113,18 @@ impl Lock {
                     Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => return Err(error),
                     Err(error @ Error::Held { .. }) => {
                         last_error = Some(error);
-                        // No wake-up heard: try again once a quorum is free by expiry alone. Read
-                        // while the wake-up is listened for, so a slow or hung node's PTTL never
-                        // holds up a hand-off.
+                        // No wake-up heard: try again once a quorum is free by expiry alone, or
+                        // at the re-check bound (a release that publishes nothing). Read while
+                        // the wake-up is listened for, so a slow or hung node's PTTL never holds
+                        // up a hand-off.
                         Box::pin(async move {
                             let expiry =
                                 free_by_expiry_after(&node_set.nodes, settings.quorum, keys).await;
-                            tokio::time::sleep(expiry.unwrap_or(prepared.ttl)).await;
+                            let sleep = expiry.unwrap_or(prepared.ttl);
+                            tokio::time::sleep(
+                                settings.recheck.map_or(sleep, |bound| bound.min(sleep)),
+                            )
+                            .await;
                         })
                     }
                     Err(error) => {

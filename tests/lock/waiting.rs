@@ -10,7 +10,7 @@ use quorumlock::{Patience, Request};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use quorumlock::{Error, Lock, LockOptions};
+use quorumlock::{Error, KeyFormat, Lock, LockOptions};
 use quorumlock_harness::TestCluster;
 
 use crate::common::{bounded, cluster, command_calls, once, proxied_cluster};
@@ -140,6 +140,44 @@ async fn a_waiter_of_the_same_lock_follows_the_release_on_each_connection() {
         let guard = waiting.await.unwrap().expect("the waiter wins");
         // It returned once a quorum was free of the holder's key.
         assert!(releasing.await.unwrap().held >= 2);
+        guard.release().await;
+    })
+    .await;
+}
+
+/// Another Redlock client (pottery's key format) holds the lock and releases it by deleting its
+/// keys, publishing nothing: the waiter finds the lock free at its re-check, 100 ms by default
+/// for a peer's format, long before the holder's keys would expire (60 s) or its own wait ends
+/// (5 s).
+#[tokio::test]
+async fn a_peers_release_that_publishes_nothing_is_found_by_the_recheck() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        let key = b"redlock:job";
+        held_elsewhere(&cluster, key, LONG_TTL).await;
+        let options = once().ttl(LONG_TTL).key_format(KeyFormat::Pottery);
+        let waiter = Lock::new(cluster.urls(), options).unwrap();
+        let waiting = tokio::spawn(async move {
+            waiter
+                .acquire(Request::from("job").patience(Patience::Wait(Duration::from_secs(5))))
+                .await
+        });
+        // Refused once and waiting: subscribed, to a channel nobody will publish on.
+        subscribed_everywhere(&cluster, key, 1).await;
+        for node in 0..cluster.len() {
+            let mut connection = cluster.connection(node).await.unwrap();
+            let deleted: i64 = redis::cmd("DEL")
+                .arg(key)
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            assert_eq!(deleted, 1);
+        }
+        let guard = waiting
+            .await
+            .unwrap()
+            .expect("the re-check finds the keys gone before the wait's end");
+        assert_eq!(guard.resource(), b"job");
         guard.release().await;
     })
     .await;
