@@ -142,6 +142,36 @@ async fn a_restart_with_every_write_persisted_still_votes_at_once() {
     .await;
 }
 
+/// The limit `docs/deployment.md` states: what tells a replacement from a restart is this
+/// client's last reply from the old server, not the switch. A plain master started after that
+/// reply, here 2 s before the switch while the client was idle, is taken for a restart and,
+/// persisting every write, votes at once. (A client that keeps talking to the node, or a
+/// promoted replica, is not fooled: the tests above.)
+#[tokio::test]
+async fn a_plain_master_started_after_the_last_reply_is_taken_for_a_restart() {
+    bounded(async {
+        let main = proxied_cluster(3).await;
+        let lock = Lock::new(main.urls(), once().quorum_size(3)).unwrap();
+        crate::common::warm_up(&lock).await;
+        // The client is idle from here on; the replacement starts after its last reply and has
+        // been up for 2 s when it takes over node 0's address.
+        let replacement = cluster(1).await;
+        standing_by(&replacement).await;
+        let proxy = main.proxy(0).unwrap();
+        proxy.switch_upstream(direct(&replacement, 0));
+        proxy.cut().await;
+        // The first attempt may meet the cut connection; the next one reconnects.
+        let mut result = lock.try_acquire("after-switch").await;
+        if result.is_err() {
+            result = lock.try_acquire("after-switch").await;
+        }
+        let guard = result.expect("node 0 votes: the replacement is taken for a restart");
+        assert_eq!(guard.outcomes()[0].reply, NodeReply::Ours);
+        guard.release().await;
+    })
+    .await;
+}
+
 /// A replica never votes, and once promoted it sits out, for a lock that saw it as a replica
 /// and for one that never met it before: it may have missed its old master's latest writes.
 #[tokio::test]
