@@ -235,10 +235,11 @@ impl LockOptions {
     /// up for longer than [`max_ttl`](LockOptions::max_ttl) plus the drift allowance
     /// (`max_ttl × drift_factor + 2 ms`, plus one second for the whole-second uptime). Until
     /// then its acquire vote fails at once with
-    /// [`NodeError::Recovering`](crate::NodeError::Recovering) and nothing is sent to it. A
-    /// minority of recovering nodes costs nothing; a majority makes acquisitions fail with
-    /// [`Error::Unavailable`](crate::Error::Unavailable), never grant twice. Extend and release
-    /// are not held back.
+    /// [`NodeError::Recovering`](crate::NodeError::Recovering), and nothing but an
+    /// `INFO keyspace` is sent to it (a restart meanwhile breaks the connection, and the next
+    /// attempt reads the new server's countdown). A minority of recovering nodes costs nothing;
+    /// a majority makes acquisitions fail with [`Error::Unavailable`](crate::Error::Unavailable),
+    /// never grant twice. Extend and release are not held back.
     ///
     /// `restart_guard(false)` turns it off, for deployments that keep a crashed node down for
     /// longer than the largest TTL themselves. **Unsafe otherwise**: a node restarted empty

@@ -162,15 +162,18 @@ pub enum NodeError {
     /// Acquire only: the node (re)started recently and may have lost keys it held (it does not
     /// persist every write: AOF with `appendfsync always`), so it stays out of acquisitions
     /// until it has been up for longer than `max_ttl` plus the drift allowance (the restart
-    /// guard, [`LockOptions::restart_guard`](crate::LockOptions::restart_guard)). Nothing is
-    /// sent to it. Extend and release are not held back.
+    /// guard, [`LockOptions::restart_guard`](crate::LockOptions::restart_guard)). Nothing but an
+    /// `INFO keyspace` is sent to it, which finds a restart since the countdown was read (the
+    /// vote is then the broken connection's error, and the next one this server's countdown).
+    /// Extend and release are not held back.
     #[error(
         "recovering from a (re)start: may vote in {left:?} (restart guard: the node does not persist \
          every write; AOF with appendfsync always lets it vote at once, see LockOptions::restart_guard)"
     )]
     Recovering {
-        /// How long from the moment of this error until the node may vote again (at most; it
-        /// counts from when its uptime was read, on connect).
+        /// How long from the moment of this error until the node may vote again: counted from
+        /// the server's uptime read on connect, for the server that still answers on that
+        /// connection.
         left: Duration,
     },
     /// Acquire and the fence's write-back only: another server than the one the lock knew

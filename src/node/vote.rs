@@ -71,6 +71,14 @@ impl Server {
                     self.reset(generation);
                 }
                 if matches!(error, NodeError::Recovering { .. }) {
+                    // The countdown is the connection's, read when it was made. A restart since
+                    // broke the connection, but nothing else goes to a recovering node to find
+                    // out: a probe does, and the next attempt reads the new server's countdown.
+                    // `INFO keyspace`: small, and allowed wherever the identity could be read.
+                    let (mut connection, mut probe) = (connected.connection, redis::cmd("INFO"));
+                    probe.arg("keyspace");
+                    self.bounded(generation, probe.query_async::<()>(&mut connection))
+                        .await?;
                     metrics::sat_out();
                 }
                 metrics::node_error(&error);

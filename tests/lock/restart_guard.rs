@@ -99,6 +99,53 @@ async fn a_node_restarted_without_persistence_recovers_for_the_ttl_and_drift_the
     .await;
 }
 
+/// A node restarted again inside its first guard period starts its countdown over: the lock
+/// finds the second restart (a probe on the connection the restart broke) and reports the new
+/// server's countdown, never the old one's, which would end before the new server may vote.
+#[tokio::test]
+async fn a_restart_inside_the_guard_period_starts_the_countdown_over() {
+    bounded(async {
+        let ttl = Duration::from_secs(3);
+        let mut cluster = volatile_cluster(3).await;
+        let lock = Lock::new(cluster.urls(), once().ttl(ttl)).unwrap();
+        let guard_period = lock.restart_guard_period().unwrap();
+        acquire_once_voting(&lock, "warm-up").await.release().await;
+
+        // node 0's countdown of its first restart, as the lock reports it.
+        let recovering_from = async |lock: &Lock| {
+            for round in 0..10 {
+                let guard = lock.try_acquire(format!("round-{round}")).await.unwrap();
+                let left = recovering(&guard.outcomes()[0]);
+                guard.release().await;
+                if let Some(left) = left {
+                    return Instant::now() + left;
+                }
+            }
+            panic!("node 0 never reported recovering");
+        };
+        cluster.kill(0).await.unwrap();
+        cluster.start_node(0).await.unwrap();
+        let first_ends = recovering_from(&lock).await;
+
+        // Late in the first countdown, so that what is left of it is far shorter than a new
+        // server's whole guard period.
+        if let Some(late) = first_ends.checked_sub(Duration::from_millis(800)) {
+            tokio::time::sleep_until(late.into()).await;
+        }
+        cluster.kill(0).await.unwrap();
+        cluster.start_node(0).await.unwrap();
+        let restarted = Instant::now();
+        assert!(restarted < first_ends, "the second restart came after the first countdown");
+        let votes_at = recovering_from(&lock).await;
+        assert!(
+            votes_at >= restarted + guard_period,
+            "the countdown ends {:?} after the second restart, before the guard period {guard_period:?}",
+            votes_at - restarted
+        );
+    })
+    .await;
+}
+
 /// A node that persists every write (AOF, `appendfsync always`) kept its keys through the
 /// restart: it votes at once, and still refuses a key another client holds.
 #[tokio::test]
