@@ -44,6 +44,13 @@ pub struct WaitSummary {
     pub acquired_after_waiting: usize,
     /// Of those that got it, the ones that got it while a node fault was in effect.
     pub acquired_during_fault: usize,
+    /// Of those that got it, the ones whose wait saw another holder release the resource, with
+    /// no node fault in effect when they got it: a wake-up should have brought them.
+    pub acquired_after_release: usize,
+    /// For those, the median time from the last such release to the call's return (µs): a
+    /// round trip or two when the release woke the waiter, most of a TTL when only the keys'
+    /// expiry did.
+    pub after_release_p50_us: Option<u64>,
     /// Calls that gave up (any error) by their deadline plus the slack.
     pub gave_up_in_time: usize,
     /// Calls that returned later than that ([`LateWaiter`]), whatever their outcome.
@@ -96,6 +103,7 @@ pub(super) fn summary(history: &History, late: usize) -> WaitSummary {
         slack_us: history.wait_slack_us,
         ..WaitSummary::default()
     };
+    let mut after_release = Vec::new();
     for attempt in waiting(history) {
         summary.calls += 1;
         let past = past_deadline_us(attempt);
@@ -116,9 +124,26 @@ pub(super) fn summary(history: &History, late: usize) -> WaitSummary {
             .any(|fault| during(attempt.finished_us, fault))
         {
             summary.acquired_during_fault += 1;
+        } else if let Some(released) = last_release_during(history, attempt) {
+            after_release.push(attempt.finished_us.saturating_sub(released));
         }
     }
+    after_release.sort_unstable();
+    summary.acquired_after_release = after_release.len();
+    summary.after_release_p50_us = after_release.get(after_release.len() / 2).copied();
     summary
+}
+
+/// The latest moment, while `attempt` waited, at which another holder started to release its
+/// resource (before its validity ended: a release, not an expiry).
+fn last_release_during(history: &History, attempt: &Attempt) -> Option<u64> {
+    history
+        .holds
+        .iter()
+        .filter(|hold| hold.resource == attempt.resource && hold.holder != attempt.holder)
+        .filter_map(|hold| hold.released_us.filter(|&at| at < hold.valid_until_us))
+        .filter(|&at| attempt.started_us <= at && at <= attempt.finished_us)
+        .max()
 }
 
 /// Whether `attempt` started while `hold`, another holder's hold of its resource, was believed.
@@ -185,6 +210,30 @@ mod tests {
 
         history.wait_slack_us = Some(51);
         assert!(check(&history).is_safe());
+    }
+
+    #[test]
+    fn a_grant_is_timed_from_the_last_release_during_its_wait() {
+        let mut history = history(
+            vec![
+                // Released at 300 and at 700 while holder 9 waited; one left to expire.
+                Hold::new("r", 0, "a", 100, 5_000).released(300),
+                Hold::new("r", 1, "b", 400, 5_000).released(700),
+                Hold::new("r", 2, "c", 800, 1_000),
+                // Its own hold, and another resource's release: not counted.
+                Hold::new("r", 9, "d", 750, 5_000).released(900),
+                Hold::new("s", 3, "e", 100, 5_000).released(740),
+            ],
+            Vec::new(),
+        );
+        history.attempts = vec![
+            waited(9, 200, 750, 10_000, Outcome::Acquired),
+            // Waited through no release: only an expiry freed the lock.
+            waited(8, 1_000, 1_100, 10_000, Outcome::Acquired),
+        ];
+        let summary = check(&history).waits;
+        assert_eq!(summary.acquired_after_release, 1);
+        assert_eq!(summary.after_release_p50_us, Some(50));
     }
 
     #[test]

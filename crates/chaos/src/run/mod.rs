@@ -324,7 +324,7 @@ async fn run_on(
         many_kept_at_once(&history, &check, bulk, &mut notes)?;
     }
     if waiting {
-        waited_in_turn(&history, &check, &mut notes)?;
+        waited_in_turn(&history, &check, options.ttl, &mut notes)?;
     }
     Ok(ScenarioReport {
         scenario,
