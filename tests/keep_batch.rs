@@ -179,6 +179,48 @@ async fn a_kept_lock_acquired_on_a_bare_quorum_regains_the_fault_tolerance_of_al
     .await;
 }
 
+/// A node slower to connect than the connect timeout (80 ms each way: connect and identity take
+/// several round trips) gets no request from a cold client's acquisition, which decides on the
+/// other four. The keep-alive's first batch brings the key there, not its second: when the key
+/// first stands on that node, the lease has been extended once. (Its batch connection is made
+/// when the lease is kept, not when the first batch finds none and times out making one.)
+#[tokio::test]
+async fn the_first_batch_brings_the_key_to_a_node_the_acquisition_never_reached() {
+    bounded(async {
+        let cluster = crate::common::proxied_cluster(5).await;
+        let lock = Lock::new(
+            cluster.urls(),
+            once()
+                .ttl(Duration::from_secs(6))
+                .node_timeout(Duration::from_millis(500))
+                .connect_timeout(Duration::from_millis(200)),
+        )
+        .unwrap();
+        cluster
+            .proxy(4)
+            .unwrap()
+            .set_latency(Duration::from_millis(80));
+        let guard = lock.try_acquire("slow-node").await.unwrap();
+        assert_ne!(guard.outcomes()[4].reply, NodeReply::Ours, "{guard:?}");
+        let token = guard.token().as_str().to_owned();
+        let kept = guard
+            .keep_alive(KeepAlive::new().every(Duration::from_secs(2)))
+            .unwrap();
+        until(async || {
+            stored(&cluster, 4, b"quorumlock:slow-node")
+                .await
+                .as_deref()
+                == Some(token.as_str())
+        })
+        .await;
+        assert_eq!(kept.extensions(), 1, "the key came with a later batch");
+        kept.release().await;
+        lock.settle().await;
+        assert_no_keys(&cluster, 0..5).await;
+    })
+    .await;
+}
+
 /// A node held back by the restart guard never gets the key from a batch: two of five nodes
 /// restarted empty (and so recovering) while a kept lock holds the other three; once one of
 /// those three is killed, the lock is lost, as it must be (the two recovering nodes may have

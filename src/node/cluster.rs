@@ -15,7 +15,7 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use redis::{ConnectionAddr, ConnectionInfo, Value};
 
-use super::connection::Server;
+use super::connection::{Lane, Server};
 use crate::error::ConfigError;
 use crate::outcome::NodeError;
 use crate::rules::identity::{Claims, Endpoint};
@@ -100,6 +100,14 @@ impl Cluster {
     /// every shard).
     pub(crate) fn first_seed(&self) -> &Server {
         &self.seed
+    }
+
+    /// Starts `lane`'s connection to the shard serving `key`'s slot, if the map names one
+    /// (nothing is read for it).
+    pub(crate) fn warm(&self, lane: Lane, key: &[u8]) {
+        if let Some(server) = self.lock().owner(key_slot(key)) {
+            server.warm(lane);
+        }
     }
 
     /// The shard serving `key`'s slot, reading the map first if it was never read or the slot

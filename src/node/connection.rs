@@ -39,7 +39,7 @@ type Connecting = Shared<BoxFuture<'static, Result<Connected, NodeError>>>;
 /// Which of a server's two connections a request goes on. The keep-alive's batches have a
 /// connection of their own, so that no acquisition or release waits behind a batch of a few
 /// hundred keys in the connection's queue, nor behind its reply being read
-/// (`docs/ARCHITECTURE.md`, "Connections"). It is made when the first batch goes out.
+/// (`docs/ARCHITECTURE.md`, "Connections"). It is made when a lease is kept (`Server::warm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lane {
     /// Acquisitions, releases, single extensions and everything else.
@@ -58,6 +58,15 @@ enum Slot {
     Idle,
     Connecting(u64, Connecting),
     Ready(u64, Connected),
+}
+
+/// Whether a connection attempt ended in failure. Its callers may all have given up waiting
+/// (at the connect timeout), so nobody made the lane idle again: the next caller starts anew
+/// rather than be handed this old failure.
+fn failed(connecting: &Connecting) -> bool {
+    // Polled, not peeked: the attempt runs as a task of its own, and a `Shared` nobody polls
+    // any more does not learn that it ended.
+    matches!(connecting.clone().now_or_never(), Some(Err(_)))
 }
 
 /// A connection and what its server said about itself when it was made.
@@ -233,13 +242,10 @@ impl Server {
                 Slot::Ready(generation, connected) => {
                     return Ok((*generation, connected.clone()));
                 }
-                Slot::Connecting(generation, connecting) => (*generation, connecting.clone()),
-                Slot::Idle => {
-                    let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
-                    let connecting = self.connect(lane);
-                    *slot = Slot::Connecting(generation, connecting.clone());
-                    (generation, connecting)
+                Slot::Connecting(generation, connecting) if !failed(connecting) => {
+                    (*generation, connecting.clone())
                 }
+                Slot::Connecting(..) | Slot::Idle => self.start(&mut slot, lane),
             }
         };
         let connected = Box::pin(self.await_connection(lane, generation, connecting)).await;
@@ -248,6 +254,28 @@ impl Server {
             metrics::node_error(error);
         }
         connected
+    }
+
+    /// Starts `lane`'s connection if it has none (or only an attempt that failed), without
+    /// waiting for it: the keeper's lane is made when a lease is kept, so that its first batch
+    /// finds it made instead of timing out making it.
+    pub(super) fn warm(&self, lane: Lane) {
+        let mut slot = self.lane(lane);
+        if match &*slot {
+            Slot::Idle => true,
+            Slot::Connecting(_, connecting) => failed(connecting),
+            Slot::Ready(..) => false,
+        } {
+            let (_, _attempt) = self.start(&mut slot, lane);
+        }
+    }
+
+    /// A new connection attempt of a new generation in `slot`.
+    fn start(&self, slot: &mut Slot, lane: Lane) -> (u64, Connecting) {
+        let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        let connecting = self.connect(lane);
+        *slot = Slot::Connecting(generation, connecting.clone());
+        (generation, connecting)
     }
 
     fn lane(&self, lane: Lane) -> MutexGuard<'_, Slot> {

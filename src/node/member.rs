@@ -83,6 +83,15 @@ impl Node {
         }
     }
 
+    /// Starts `lane`'s connection to the server of `key` (a cluster node: to the shard its
+    /// slot map, if read, names), without waiting for it.
+    pub(crate) fn warm(&self, lane: Lane, key: &[u8]) {
+        match &self.route {
+            Route::Server(server) => server.warm(lane),
+            Route::Cluster(cluster) => cluster.warm(lane, key),
+        }
+    }
+
     /// A subscription connection for waiters' wake-ups (to a cluster's first seed: a cluster
     /// delivers every `PUBLISH` on every shard); nothing connects until its first subscription.
     pub(crate) fn subscription(

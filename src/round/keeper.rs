@@ -31,6 +31,7 @@ use super::members::Members;
 use super::slots::Slots;
 use crate::error::{Error, Lost};
 use crate::metrics;
+use crate::node::Lane;
 use crate::rules::batch::{BATCH_KEYS, Missing, batch_sizes, may_go_early, pace};
 use crate::rules::clock::Moment;
 use crate::rules::renewal::{Lead, Schedule};
@@ -129,6 +130,16 @@ impl Keeper {
         missing: Missing,
         runtime: &Handle,
     ) -> u64 {
+        // Each node's batch connection is made now, so that the first batch finds it made (and
+        // brings the key to the nodes the acquisition missed) instead of timing out making it.
+        {
+            let _runtime = runtime.enter();
+            for node in &members.nodes {
+                for key in kept.keys() {
+                    node.warm(Lane::KeepAlive, key);
+                }
+            }
+        }
         let (id, start) = {
             let mut registry = self.registry();
             let id = registry.register(kept, missing);

@@ -289,3 +289,41 @@ async fn a_paused_node_costs_its_timeout_only_when_it_is_needed() {
     })
     .await;
 }
+
+/// A connection attempt that failed after every request waiting for it had given up (at the
+/// connect timeout) is not handed to the next request, which connects anew: node 2 blackholed
+/// while a cold lock first tries, then healed; the next attempt, once the old one surely ended,
+/// gets node 2's vote. (It used to get the old attempt's failure, and the vote a round later.)
+#[tokio::test]
+async fn a_connection_attempt_that_failed_unwatched_is_not_handed_to_the_next_request() {
+    bounded(async {
+        let cluster = proxied_cluster(3).await;
+        let (connect_timeout, node_timeout) =
+            (Duration::from_millis(200), Duration::from_millis(200));
+        let options = once()
+            .quorum_size(3)
+            .connect_timeout(connect_timeout)
+            .node_timeout(node_timeout);
+        let lock = Lock::new(cluster.urls(), options).unwrap();
+        cluster.proxy(2).unwrap().blackhole();
+        let refused = lock.try_acquire("first").await.unwrap_err();
+        assert!(
+            matches!(
+                refused.outcomes()[2].reply,
+                NodeReply::Failed(NodeError::Timeout(_))
+            ),
+            "{refused}"
+        );
+        // The attempt goes on in the background for at most the connect and command timeouts;
+        // nothing can be awaited that says it has failed.
+        tokio::time::sleep(connect_timeout + node_timeout + Duration::from_millis(300)).await;
+        cluster.proxy(2).unwrap().heal().await.unwrap();
+        let guard = lock
+            .try_acquire("second")
+            .await
+            .expect("node 2 connects anew and votes");
+        assert_eq!(guard.outcomes()[2].reply, NodeReply::Ours);
+        guard.release().await;
+    })
+    .await;
+}
