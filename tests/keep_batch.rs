@@ -130,6 +130,7 @@ async fn one_lease_taken_by_another_is_lost_while_the_others_keep_extending() {
 /// key on a bare quorum. Once those two are back, a batch brings the key
 /// there, so the kept lock then survives one of the first three being killed, which it would
 /// not have with the key on three nodes only.
+// promise: kept-key-everywhere
 #[tokio::test]
 async fn a_kept_lock_acquired_on_a_bare_quorum_regains_the_fault_tolerance_of_all_its_nodes() {
     bounded(async {
@@ -184,6 +185,7 @@ async fn a_kept_lock_acquired_on_a_bare_quorum_regains_the_fault_tolerance_of_al
 /// other four. The keep-alive's first batch brings the key there, not its second: when the key
 /// first stands on that node, the lease has been extended once. (Its batch connection is made
 /// when the lease is kept, not when the first batch finds none and times out making one.)
+// promise: kept-key-everywhere
 #[tokio::test]
 async fn the_first_batch_brings_the_key_to_a_node_the_acquisition_never_reached() {
     bounded(async {
@@ -225,6 +227,7 @@ async fn the_first_batch_brings_the_key_to_a_node_the_acquisition_never_reached(
 /// restarted empty (and so recovering) while a kept lock holds the other three; once one of
 /// those three is killed, the lock is lost, as it must be (the two recovering nodes may have
 /// lost another's key in their crash), and neither of them ever held our key.
+// promise: kept-key-everywhere
 #[tokio::test]
 async fn a_recovering_node_is_not_given_the_key_and_the_lock_is_lost_without_it() {
     bounded(async {

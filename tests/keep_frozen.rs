@@ -25,6 +25,7 @@ use crate::common::{
 /// leases reports its loss before its own validity ends (the lease's `valid_until`, the
 /// validity less the margin, plus that margin: 50 ms, 2 % of 2.5 s), each read when its
 /// `lost()` completed.
+// promise: keep-alive-lost-signal
 #[tokio::test]
 async fn with_a_majority_frozen_every_lease_of_a_thousand_is_lost_before_its_validity_ends() {
     bounded(async {

@@ -220,11 +220,13 @@ async fn stress(nodes: usize) {
     panic!("{message}");
 }
 
+// promise: nothing-left-behind
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_tasks_over_five_nodes_leave_no_key_behind() {
     bounded(stress(5)).await;
 }
 
+// promise: release-after-requests
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_tasks_on_one_node_leave_no_key_behind() {
     bounded(stress(1)).await;

@@ -155,6 +155,7 @@ fn is_acl_refusal(error: &NodeError) -> bool {
     matches!(error, NodeError::NoPermission(_))
 }
 
+// promise: acl-least-privilege
 #[tokio::test]
 async fn the_recommended_user_acquires_extends_and_releases() {
     bounded(async {
@@ -293,6 +294,7 @@ fn capitalised(word: &str) -> String {
     })
 }
 
+// promise: typed-errors, acl-least-privilege
 #[tokio::test]
 async fn a_user_without_set_gets_no_permission_on_every_node() {
     bounded(async {
@@ -354,6 +356,7 @@ async fn a_key_pattern_that_misses_the_prefix_gets_no_permission() {
 
 /// Each command of the recommended line, taken away on its own, breaks the operation that needs
 /// it with a typed ACL refusal on the node, and nothing panics.
+// promise: acl-least-privilege
 #[tokio::test]
 async fn every_command_in_the_line_is_needed() {
     bounded(async {
@@ -449,6 +452,7 @@ fn script_extended() -> Resources {
 /// A URL naming a database the user may not `SELECT` (no `+select` in the recommended line): each
 /// node's outcome is `NoPermission`, as every other ACL refusal is, and not a plain server error.
 /// redis-rs sends the `SELECT` in its handshake and reports its refusal as an `ERR`.
+// promise: acl-least-privilege
 #[tokio::test]
 async fn a_database_the_user_may_not_select_is_a_permission_error() {
     bounded(async {

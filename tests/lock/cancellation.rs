@@ -6,6 +6,7 @@ use quorumlock::{Error, NodeReply};
 
 use crate::common::*;
 
+// promise: nothing-left-behind
 #[tokio::test]
 async fn a_dropped_acquire_leaves_no_key_behind_once_it_settles() {
     bounded(async {
@@ -44,6 +45,7 @@ async fn a_dropped_acquire_leaves_no_key_behind_once_it_settles() {
     .await;
 }
 
+// promise: nothing-left-behind
 #[tokio::test]
 async fn a_cancelled_acquire_releases_and_reports_cancelled() {
     bounded(async {

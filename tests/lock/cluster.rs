@@ -196,6 +196,7 @@ async fn a_killed_shard_costs_its_member_that_shards_slots_and_the_lock_still_wo
 /// source answers `ASK`), then after the move completes (`MOVED`), the holder extends on every
 /// member, a contender is refused, a new acquisition in the migrating slot is granted on the
 /// target (a fenced one only after the move), and releasing leaves nothing.
+// promise: cluster-one-vote
 #[tokio::test]
 async fn a_slot_migrating_while_held_keeps_every_vote_and_leaves_nothing() {
     bounded(async {
@@ -269,6 +270,7 @@ async fn a_slot_migrating_while_held_keeps_every_vote_and_leaves_nothing() {
     .await;
 }
 
+// promise: cluster-one-vote
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquisitions_running_through_a_reshard_never_overlap_and_leave_nothing() {
     bounded(async {
@@ -420,6 +422,7 @@ async fn a_fenced_resource_keeps_its_key_and_counter_in_one_slot_and_fences_rise
 /// One server, one vote across a cluster member and a plain node: member 0's shard serving a
 /// resource is also given as node 1 (under another name, so the configuration cannot tell).
 /// Whichever claims the server first votes for it; the other is refused, every time.
+// promise: cluster-one-vote
 #[tokio::test]
 async fn a_shard_given_again_as_another_node_votes_once() {
     bounded(async {

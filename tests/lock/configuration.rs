@@ -7,6 +7,7 @@ use quorumlock::{ConfigError, Error, Lock, LockOptions, RetryPolicy};
 
 use crate::common::*;
 
+// promise: no-panics
 #[tokio::test]
 async fn extreme_ttls_are_handled_not_panics() {
     bounded(async {
@@ -34,6 +35,7 @@ async fn extreme_ttls_are_handled_not_panics() {
     .await;
 }
 
+// promise: no-panics
 #[test]
 fn bad_configurations_are_errors_not_panics() {
     let config_error = |result: Result<Lock, Error>| match result {
@@ -79,6 +81,7 @@ fn bad_configurations_are_errors_not_panics() {
     ));
 }
 
+// promise: no-panics
 #[tokio::test]
 async fn bad_calls_are_errors_not_panics() {
     let lock = Lock::new(["redis://127.0.0.1:1"], once()).unwrap();

@@ -11,6 +11,7 @@ use crate::common::*;
 /// Twenty callers at once. A single simultaneous round over five nodes may split the votes so
 /// that nobody wins (Redlock trades liveness for safety there); the jittered retries of
 /// `acquire` break the tie, and the losers' `Held` comes from the winner's key.
+// promise: exclusion-by-quorum
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_concurrent_try_locks_on_one_key_exactly_one_wins() {
     bounded(async {
@@ -39,6 +40,7 @@ async fn twenty_concurrent_try_locks_on_one_key_exactly_one_wins() {
     .await;
 }
 
+// promise: ownership
 #[tokio::test]
 async fn a_stale_holder_cannot_release_the_next_holders_lock() {
     bounded(async {
@@ -86,6 +88,7 @@ async fn a_stale_holder_cannot_release_the_next_holders_lock() {
 /// `Held` names the resource and tells "held, every node reachable" from "held, and some nodes
 /// unreachable": with three of five nodes frozen, two "not ours" and one timeout decide the round
 /// before the other frozen nodes answer.
+// promise: typed-errors
 #[tokio::test]
 async fn held_names_the_resource_and_counts_the_unreachable_nodes() {
     bounded(async {

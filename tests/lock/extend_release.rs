@@ -8,6 +8,7 @@ use redis::AsyncCommands;
 
 use crate::common::*;
 
+// promise: ownership
 #[tokio::test]
 async fn a_failed_extend_keeps_the_keys_that_still_hold() {
     bounded(async {
@@ -104,6 +105,7 @@ async fn a_guard_names_its_resource_and_its_debug_output_hides_the_token() {
 }
 
 /// Once the validity has run out, the guard says so: not valid, nothing remaining.
+// promise: suspend-validity
 #[tokio::test]
 async fn a_guard_is_not_valid_once_its_validity_has_run_out() {
     bounded(async {
@@ -122,6 +124,7 @@ async fn a_guard_is_not_valid_once_its_validity_has_run_out() {
 /// A release to a node whose acquire request is still in flight waits for that request, then
 /// sends the compare-and-delete, whose answer clears the node: the report says the node held
 /// our key (not "in doubt"), and nothing is left there.
+// promise: release-after-requests
 #[tokio::test]
 async fn a_release_waits_for_the_acquire_request_still_in_flight_and_then_clears_that_node() {
     bounded(async {

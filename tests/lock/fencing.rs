@@ -94,6 +94,7 @@ fn contending() -> LockOptions {
     ))
 }
 
+// promise: fences-grow
 #[tokio::test]
 async fn fences_grow_strictly_from_each_holder_to_the_next() {
     bounded(async {
@@ -108,6 +109,7 @@ async fn fences_grow_strictly_from_each_holder_to_the_next() {
 /// While the clients contend: a minority node is killed and started again (AOF: it keeps its
 /// counter), another frozen and thawed, and then every node in turn is restarted, the restart
 /// guard on. No node ever holds a counter the fences depend on alone.
+// promise: fences-grow
 #[tokio::test]
 async fn fences_grow_strictly_through_minority_faults_and_restarts() {
     bounded(async {
@@ -137,6 +139,7 @@ async fn fences_grow_strictly_through_minority_faults_and_restarts() {
 /// that won it and lost elsewhere). A holder that wins nodes 0–2 gets a fence above it; a later
 /// holder that wins only nodes 1–4, never asking node 0, must still get a larger one. Without
 /// the write-back, nodes 1–4 would count from their own low counters.
+// promise: fences-grow
 #[tokio::test]
 async fn a_later_quorum_without_the_highest_counter_still_gets_a_larger_fence() {
     bounded(async {
@@ -179,6 +182,7 @@ async fn a_later_quorum_without_the_highest_counter_still_gets_a_larger_fence() 
 /// The write-back is refused on every node (the ACL user may run `EVAL`, which acquires, but not
 /// `EVALSHA`, which the write-back uses): no fence is handed out, the error names the fence
 /// that was not confirmed, and no lock key is left behind.
+// promise: fences-grow
 #[tokio::test]
 async fn a_fence_no_quorum_confirmed_is_not_handed_out_and_the_keys_are_released() {
     bounded(async {

@@ -88,6 +88,7 @@ async fn a_kept_lock_stays_valid_for_five_ttls_and_every_node_keeps_its_key() {
 
 /// The first extension after the keys vanished on a majority proves the lock lost: the signal
 /// fires within one interval (before any extension succeeded), and the lease is invalid by then.
+// promise: keep-alive-lost-signal
 #[tokio::test]
 async fn keys_gone_on_a_majority_fire_the_lost_signal_at_the_next_extension() {
     bounded(async {
@@ -121,6 +122,7 @@ async fn keys_gone_on_a_majority_fire_the_lost_signal_at_the_next_extension() {
 
 /// A majority frozen: every extension times out, and the signal fires when the validity is
 /// about to run out, with the last error.
+// promise: keep-alive-lost-signal
 #[tokio::test]
 async fn extensions_failing_until_the_validity_runs_out_fire_the_lost_signal() {
     bounded(async {
@@ -206,6 +208,7 @@ async fn with_lock_runs_the_work_under_the_lock_and_releases() {
 
 /// Lost mid-work: the work's future is dropped at its current `.await` (it never finishes), and
 /// the error says why.
+// promise: keep-alive-lost-signal
 #[tokio::test]
 async fn with_lock_drops_the_work_when_the_lock_is_lost() {
     bounded(async {
@@ -246,6 +249,7 @@ async fn with_lock_drops_the_work_when_the_lock_is_lost() {
     .await;
 }
 
+// promise: nothing-left-behind
 #[tokio::test]
 async fn with_lock_releases_when_the_work_panics() {
     bounded(async {
@@ -267,6 +271,7 @@ async fn with_lock_releases_when_the_work_panics() {
     .await;
 }
 
+// promise: nothing-left-behind
 #[tokio::test]
 async fn with_lock_releases_when_its_future_is_dropped() {
     bounded(async {

@@ -6,6 +6,7 @@ use quorumlock::{Error, Lock, NodeError, NodeReply};
 
 use crate::common::*;
 
+// promise: decide-early
 #[tokio::test]
 async fn two_dead_nodes_of_five_still_grant_the_lock() {
     bounded(async {
@@ -62,6 +63,7 @@ async fn three_dead_nodes_of_five_fail_as_unavailable_and_leave_no_key() {
 
 /// The nodes a failed acquisition won are released: it leaves no key behind (this is the test
 /// that catches the `no-release-on-failure` defect, see docs/chaos.md).
+// promise: nothing-left-behind
 #[tokio::test]
 async fn a_failed_acquisition_leaves_no_key_on_the_nodes_it_won() {
     bounded(async {
@@ -103,6 +105,7 @@ async fn the_key_reaches_every_live_node_not_only_the_first_quorum() {
 /// The slower nodes' requests go on after the decision and their replies are read: a node
 /// that answered after the decision is known to have run our request, so a release over a new
 /// connection to it (the old one broke meanwhile) still finds it clear, not in doubt.
+// promise: release-after-requests
 #[tokio::test]
 async fn a_reply_after_the_decision_is_still_read_so_a_release_over_a_new_connection_clears_the_node()
  {
@@ -152,6 +155,7 @@ async fn a_reply_after_the_decision_is_still_read_so_a_release_over_a_new_connec
     .await;
 }
 
+// promise: decide-early, bounded-waits
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_node_is_not_waited_for_by_any_of_eight_concurrent_callers() {
     bounded(async {
@@ -250,6 +254,7 @@ async fn a_node_killed_and_restarted_empty_is_used_again_once_the_restart_guard_
     .await;
 }
 
+// promise: decide-early
 #[tokio::test]
 async fn a_paused_node_costs_its_timeout_only_when_it_is_needed() {
     bounded(async {
@@ -294,6 +299,7 @@ async fn a_paused_node_costs_its_timeout_only_when_it_is_needed() {
 /// connect timeout) is not handed to the next request, which connects anew: node 2 blackholed
 /// while a cold lock first tries, then healed; the next attempt, once the old one surely ended,
 /// gets node 2's vote. (It used to get the old attempt's failure, and the vote a round later.)
+// promise: bounded-waits
 #[tokio::test]
 async fn a_connection_attempt_that_failed_unwatched_is_not_handed_to_the_next_request() {
     bounded(async {

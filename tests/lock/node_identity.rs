@@ -17,6 +17,7 @@ fn same_server_as(reply: &NodeReply) -> Option<usize> {
     }
 }
 
+// promise: one-server-one-vote
 #[test]
 fn the_same_host_and_port_twice_is_a_configuration_error() {
     let duplicate = |urls: [&str; 3]| match Lock::new(urls, LockOptions::new()) {
@@ -93,6 +94,7 @@ fn five_urls_over_four_servers(cluster: &TestCluster) -> Vec<String> {
 /// `SameServer` naming the other, which keeps its claim for as long as that server runs. With
 /// two of the other three servers stopped only two real servers are left, and the five-node
 /// lock (quorum 3) is `Unavailable`, never granted.
+// promise: one-server-one-vote
 #[tokio::test]
 async fn one_server_under_two_names_votes_once() {
     bounded(async {
@@ -162,6 +164,7 @@ async fn one_server_under_two_names_votes_once() {
 /// The race: many locks, each making its connections afresh, acquire at once while the two
 /// names of server 0 connect at the same moment, with servers 2 and 3 down. One server never
 /// counts twice, so none of them is granted the lock.
+// promise: one-server-one-vote
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_names_connecting_at_once_never_vote_twice() {
     bounded(async {

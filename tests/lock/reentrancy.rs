@@ -38,6 +38,7 @@ fn same_moment(a: std::time::Instant, b: std::time::Instant) -> bool {
     a.max(b).duration_since(a.min(b)) < Duration::from_millis(1)
 }
 
+// promise: owner-one-hold
 #[tokio::test]
 async fn an_owner_acquires_what_it_holds_at_once_and_the_last_release_frees_it() {
     bounded(async {
@@ -100,6 +101,7 @@ async fn an_owner_acquires_what_it_holds_at_once_and_the_last_release_frees_it()
     .await;
 }
 
+// promise: owner-one-hold
 #[tokio::test]
 async fn dropped_guards_release_only_with_the_owners_last() {
     bounded(async {
@@ -124,6 +126,7 @@ async fn dropped_guards_release_only_with_the_owners_last() {
     .await;
 }
 
+// promise: owner-one-hold
 #[tokio::test]
 async fn nested_guards_share_validity_fence_and_the_lost_signal_with_a_kept_one() {
     bounded(async {

@@ -15,6 +15,7 @@ use crate::common::*;
 /// A node restarted without persistence is `Recovering` from the moment it is reached again
 /// until about `max_ttl` plus the drift after the restart (never earlier), is sent nothing
 /// meanwhile (a minority of such nodes costs nothing), and then votes again.
+// promise: restart-guard
 #[tokio::test]
 async fn a_node_restarted_without_persistence_recovers_for_the_ttl_and_drift_then_votes() {
     bounded(async {
@@ -102,6 +103,7 @@ async fn a_node_restarted_without_persistence_recovers_for_the_ttl_and_drift_the
 /// A node restarted again inside its first guard period starts its countdown over: the lock
 /// finds the second restart (a probe on the connection the restart broke) and reports the new
 /// server's countdown, never the old one's, which would end before the new server may vote.
+// promise: restart-guard
 #[tokio::test]
 async fn a_restart_inside_the_guard_period_starts_the_countdown_over() {
     bounded(async {
@@ -148,6 +150,7 @@ async fn a_restart_inside_the_guard_period_starts_the_countdown_over() {
 
 /// A node that persists every write (AOF, `appendfsync always`) kept its keys through the
 /// restart: it votes at once, and still refuses a key another client holds.
+// promise: restart-guard
 #[tokio::test]
 async fn with_aof_always_a_restarted_node_votes_at_once() {
     bounded(async {
@@ -233,6 +236,7 @@ async fn with_the_guard_off_a_restarted_node_votes_at_once_and_can_grant_twice()
 
 /// The same restarts with the guard on: the restarted nodes are a majority in recovery, so the
 /// second client gets `Unavailable`, never the lock, and nothing is sent to them.
+// promise: restart-guard
 #[tokio::test]
 async fn a_majority_in_recovery_makes_the_lock_unavailable_never_granted_twice() {
     bounded(async {

@@ -7,6 +7,7 @@ use redis::AsyncCommands;
 
 use crate::common::*;
 
+// promise: typed-errors
 #[tokio::test]
 async fn server_errors_are_typed_per_node() {
     bounded(async {
@@ -116,6 +117,7 @@ async fn scripts_flushed_from_a_node_are_reloaded_transparently() {
     .await;
 }
 
+// promise: typed-errors
 #[tokio::test]
 async fn authentication_errors_are_typed_and_credentials_work() {
     bounded(async {

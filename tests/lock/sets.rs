@@ -92,6 +92,7 @@ async fn a_set_is_taken_on_every_node_and_released_with_one_guard() {
     .await;
 }
 
+// promise: sets-all-or-nothing
 #[tokio::test]
 async fn a_set_with_one_resource_held_by_another_on_a_majority_is_held_and_leaves_nothing_of_ours()
 {
@@ -221,6 +222,7 @@ async fn a_release_of_a_set_whose_keys_partly_expired_reports_them_per_node_and_
     .await;
 }
 
+// promise: sets-all-or-nothing
 #[tokio::test]
 async fn an_extension_of_a_set_counts_only_the_nodes_that_still_hold_every_key() {
     bounded(async {
@@ -262,6 +264,7 @@ async fn an_extension_of_a_set_counts_only_the_nodes_that_still_hold_every_key()
     .await;
 }
 
+// promise: sets-all-or-nothing
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sets_named_in_any_order_and_overlapping_sets_exclude_each_other() {
     bounded(async {
@@ -292,6 +295,7 @@ async fn sets_named_in_any_order_and_overlapping_sets_exclude_each_other() {
     .await;
 }
 
+// promise: sets-all-or-nothing
 #[tokio::test]
 async fn a_set_and_a_single_lock_on_one_of_its_resources_exclude_each_other() {
     bounded(async {

@@ -70,6 +70,7 @@ async fn warm_up(lock: &Lock) {
 /// Every reply of the quorum comes at least a round trip after its request: the grant's
 /// validity, counted from the moment the round was decided, is at most the TTL less that round
 /// trip and the drift. (Computed as if the round took no time, it would be 200 ms longer.)
+// promise: conservative-validity
 #[tokio::test]
 async fn an_acquisition_grants_at_most_the_ttl_less_its_round_trip_and_the_drift() {
     bounded(async {
@@ -131,6 +132,7 @@ async fn a_first_acquisition_also_pays_for_connecting_and_identifying_the_nodes(
 /// that only shortens the validity.) The guard does not say when the extension was decided;
 /// counted from when `extend` returned, a little later, the validity can only be shorter, so the
 /// bound must hold there too.
+// promise: conservative-validity
 #[tokio::test]
 async fn an_extension_grants_at_most_its_ttl_less_its_round_trip_and_the_drift() {
     bounded(async {

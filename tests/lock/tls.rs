@@ -66,6 +66,7 @@ mod with_the_feature {
 
     /// With the cluster's CA trusted, the lock works over TLS: acquire, extend, release, and
     /// no key left.
+    // promise: tls
     #[tokio::test]
     async fn a_lock_over_tls_works_with_the_clusters_ca_trusted() {
         bounded(async {
@@ -113,6 +114,7 @@ mod with_the_feature {
     /// trusts the public webpki roots by default), so it is a client that trusts a different CA: each node fails with
     /// `NodeError::Connection("invalid peer certificate: UnknownIssuer")`, the acquisition is
     /// `Unavailable`, and no node stores a key.
+    // promise: tls
     #[tokio::test]
     async fn a_certificate_from_a_ca_the_library_does_not_trust_is_a_connection_error() {
         bounded(async {
@@ -178,6 +180,7 @@ mod with_the_feature {
 
     /// Nodes that require a client certificate grant the lock to one that presents the
     /// cluster's: acquire, extend, release, no key left.
+    // promise: tls
     #[tokio::test]
     async fn with_a_client_certificate_the_lock_works_on_nodes_that_require_one() {
         bounded(async {
@@ -197,6 +200,7 @@ mod with_the_feature {
     /// failed with a typed connection error naming the alert (`CertificateRequired`; not a
     /// timeout: the refusal is immediate), the
     /// acquisition is `Unavailable`, and no node keeps a key.
+    // promise: tls
     #[tokio::test]
     async fn without_a_client_certificate_nodes_that_require_one_refuse_with_a_typed_error() {
         bounded(async {

@@ -69,6 +69,7 @@ fn key(resource: &str) -> Vec<u8> {
     format!("quorumlock:{resource}").into_bytes()
 }
 
+// promise: waiters-woken
 #[tokio::test]
 async fn a_waiter_is_woken_by_another_clients_release() {
     bounded(async {
@@ -149,6 +150,7 @@ async fn a_waiter_of_the_same_lock_follows_the_release_on_each_connection() {
 /// keys, publishing nothing: the waiter finds the lock free at its re-check, 100 ms by default
 /// for a peer's format, long before the holder's keys would expire (60 s) or its own wait ends
 /// (5 s).
+// promise: interop-recheck
 #[tokio::test]
 async fn a_peers_release_that_publishes_nothing_is_found_by_the_recheck() {
     bounded(async {
@@ -183,6 +185,7 @@ async fn a_peers_release_that_publishes_nothing_is_found_by_the_recheck() {
     .await;
 }
 
+// promise: waiters-woken
 #[tokio::test]
 async fn a_waiter_is_woken_when_the_holders_keys_expire() {
     bounded(async {
@@ -237,6 +240,7 @@ async fn a_killed_subscription_is_made_again_and_its_waiter_still_gets_the_lock(
     .await;
 }
 
+// promise: waiters-woken
 #[tokio::test]
 async fn waiters_of_one_lock_are_served_in_arrival_order() {
     bounded(async {
@@ -283,6 +287,7 @@ async fn waiters_of_one_lock_are_served_in_arrival_order() {
     .await;
 }
 
+// promise: waiters-woken
 #[tokio::test]
 async fn a_waiter_gives_up_by_its_own_deadline_and_leaves_nothing_subscribed() {
     bounded(async {
@@ -304,6 +309,7 @@ async fn a_waiter_gives_up_by_its_own_deadline_and_leaves_nothing_subscribed() {
     .await;
 }
 
+// promise: no-panics
 #[tokio::test]
 async fn extreme_waits_and_timeouts_are_handled_not_panics() {
     bounded(async {
@@ -331,6 +337,7 @@ async fn extreme_waits_and_timeouts_are_handled_not_panics() {
 
 /// A default `acquire` of a free lock is one attempt: it subscribes to nothing, on no node.
 /// (Broken on purpose by always joining the queue first: the SUBSCRIBE count goes up.)
+// promise: free-lock-one-attempt
 #[tokio::test]
 async fn a_default_acquire_of_a_free_lock_tries_first_and_subscribes_to_nothing() {
     bounded(async {
@@ -392,6 +399,7 @@ async fn a_sets_waiter_is_woken_by_another_clients_release_of_one_of_its_resourc
 /// node and connect timeouts are longer than the waiter's whole wait: the waiter, subscribed on
 /// the four others, still gets the lock when it is released. (Broken on purpose by waiting for
 /// every node's confirmation: the waiter spends its wait on the hung node and gives up `Held`.)
+// promise: bounded-waits
 #[tokio::test]
 async fn a_hung_minority_never_holds_up_a_waiter() {
     bounded(async {

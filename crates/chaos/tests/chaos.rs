@@ -98,6 +98,7 @@ async fn assert_unsafe(scenario: Scenario) -> ScenarioReport {
 
 /// The control: every behaviour mixed in, holds ending both ways, every acknowledged write in
 /// the store, nothing found.
+// promise: exclusion-by-quorum
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn baseline_is_clean_at_the_edge() {
     let report = assert_safe(Scenario::Baseline).await;
@@ -157,6 +158,7 @@ async fn restart_without_persistence_grants_twice() {
 }
 
 /// The same faults with the restart guard on (the library's default): no violation.
+// promise: restart-guard
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_without_persistence_is_safe_with_the_restart_guard() {
     assert_safe(Scenario::RestartGuarded).await;
@@ -172,6 +174,7 @@ async fn node_clocks_drifting_within_the_allowance_are_safe() {
 /// violations, and the report says which defect ran and when the first violation was visible.
 /// Two holders on disjoint pairs of nodes need their acquisitions to race; on a loaded machine
 /// (CI's test step once) a 3 s run can pass without such a race, so up to three runs are given.
+// promise: exclusion-by-quorum
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_half_quorum_is_caught_in_the_baseline() {
     const RUNS: usize = 3;
@@ -267,6 +270,7 @@ async fn the_fencing_option_makes_the_client_stall_safe() {
 /// each lease signals the loss before its validity ends, no holder writes after the signal,
 /// mutual exclusion holds, and after each heal a later holder gets the lock (else, or if no
 /// hold was lost, the run fails its self-check).
+// promise: keep-alive-lost-signal
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kept_hold_that_loses_its_majority_is_told_before_its_validity_ends() {
     // The lease's margin is 1 % of the TTL: 10 ms here, not the default's 4 ms, which a debug
@@ -312,6 +316,7 @@ async fn a_kept_hold_that_loses_its_majority_is_told_before_its_validity_ends() 
 /// behind another holder). Whether each call returned by its deadline plus one attempt is a
 /// claim about time, for the scenario's verdict on a quiet machine (`docs/chaos.md`), not
 /// asserted here.
+// promise: waiters-woken
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_under_faults_in_turn_never_hold_at_once() {
     let report = assert_safe(Scenario::Waiters).await;
@@ -329,6 +334,7 @@ async fn waiters_under_faults_in_turn_never_hold_at_once() {
 /// Overlapping sets of resources under the seeded nemesis: no two holders of any resource at
 /// once, and the holds really were sets (two resources under one token, each overlapping
 /// another client's set).
+// promise: sets-all-or-nothing
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overlapping_sets_under_the_nemesis_never_hold_a_resource_twice() {
     let options = options().seed(NEMESIS_SEED);
@@ -412,6 +418,7 @@ const NEMESIS_SEED: u64 = 7;
 
 /// The nemesis at a fixed seed: overlapping faults on random nodes, majorities included, and no
 /// violation; the report carries the seed and the schedule it replays.
+// promise: exclusion-by-quorum
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seeded_nemesis_is_safe() {
     let options = options().seed(NEMESIS_SEED);
@@ -484,6 +491,7 @@ async fn a_clock_jump_on_a_minority_grants_twice() {
 
 /// The addresses of nodes 0–2 switched to promoted replicas that missed the latest hold: the
 /// switched-in servers sit out, and every switch was proved (its `run_id` changed).
+// promise: failover-sits-out
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_behind_a_majority_of_addresses_is_safe() {
     let report = assert_safe(Scenario::Failover).await;

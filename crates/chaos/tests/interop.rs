@@ -227,6 +227,7 @@ fn hand_offs(turns: &[Turn], to: &str) -> Vec<Duration> {
         .collect()
 }
 
+// promise: interop-exclusion, interop-recheck
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pottery_and_quorumlock_never_hold_one_resource_at_once() {
     let Some(python) = pottery_python().await else {

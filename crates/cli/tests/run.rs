@@ -179,6 +179,7 @@ fn stamps(log: &Path) -> Vec<Stamp> {
         .collect()
 }
 
+// promise: run-stops-when-lost
 #[tokio::test]
 async fn three_runs_on_one_resource_take_turns() {
     bounded(async {
@@ -236,6 +237,7 @@ fn now_micros() -> u128 {
         .as_micros()
 }
 
+// promise: run-stops-when-lost
 #[tokio::test]
 async fn a_lost_lock_stops_the_command_before_its_keys_expire() {
     bounded(async {
@@ -474,6 +476,7 @@ async fn the_command_s_status_and_environment_pass_through() {
     .await;
 }
 
+// promise: run-stops-when-lost
 #[tokio::test]
 async fn sigterm_to_run_reaches_the_command_and_the_lock_is_released_after_it() {
     bounded(async {

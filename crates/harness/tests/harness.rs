@@ -60,6 +60,7 @@ async fn nodes_are_independent_masters() {
     .await;
 }
 
+// promise: harness-faults
 #[tokio::test]
 async fn killed_node_is_reaped_and_comes_back_empty_on_the_same_port() {
     bounded(async {
@@ -107,6 +108,7 @@ async fn stop_shuts_down_and_restart_brings_the_node_back_empty() {
     .await;
 }
 
+// promise: harness-faults
 #[tokio::test]
 async fn pause_makes_commands_time_out_and_resume_completes_queued_ones() {
     bounded(async {
@@ -199,6 +201,7 @@ async fn proxy_follows_a_restarted_node() {
     .await;
 }
 
+// promise: harness-faults
 #[tokio::test]
 async fn blackhole_swallows_traffic_while_the_node_itself_answers() {
     bounded(async {
@@ -303,6 +306,7 @@ async fn a_switched_upstream_serves_new_connections_while_open_ones_keep_theirs(
     .await;
 }
 
+// promise: harness-faults
 #[tokio::test]
 async fn latency_delays_but_delivers_pipelined_and_large_replies_intact() {
     bounded(async {
@@ -451,6 +455,7 @@ async fn dropping_the_cluster_kills_every_process_and_deletes_its_directories() 
     .await;
 }
 
+// promise: harness-faults
 #[tokio::test]
 async fn a_panicking_test_leaves_no_process_behind() {
     bounded(async {
