@@ -14,6 +14,7 @@ use std::time::Duration;
 use fenced_sqlite::{Report, Store, start_cluster, two_clients};
 
 /// The whole example, bounded so that a hang fails the test instead of stalling CI.
+// promise: fenced-store
 #[tokio::test]
 async fn a_paused_holders_late_write_is_refused_and_the_later_holders_write_stands() {
     let cluster = start_cluster().await.expect("start redis-server processes");
@@ -40,6 +41,7 @@ async fn a_paused_holders_late_write_is_refused_and_the_later_holders_write_stan
 }
 
 /// The store's check alone: a higher fence writes, an equal or lower one changes nothing.
+// promise: fenced-store
 #[test]
 fn the_store_accepts_only_a_fence_above_the_rows_last() {
     let store = Store::open().unwrap();

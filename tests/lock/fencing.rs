@@ -324,6 +324,7 @@ async fn assert_no_keys_but_counters(cluster: &quorumlock_harness::TestCluster) 
 
 /// Fencing needs counters that survive a crash: nodes without AOF `always` do not vote unless
 /// allowed, and the error says why.
+// promise: fencing-durable-nodes
 #[tokio::test]
 async fn only_nodes_that_persist_every_write_vote_for_a_fence_unless_allowed() {
     bounded(async {

@@ -821,6 +821,7 @@ mod tests {
             prop_assert!(report.is_safe(), "{:#?}", report);
         }
 
+        // promise: chaos-verdicts
         #[test]
         fn one_shifted_hold_is_caught(holds in sequential_holds(), pick in any::<prop::sample::Index>(), back in 1u64..50) {
             prop_assume!(holds.len() >= 2);

@@ -98,7 +98,7 @@ async fn assert_unsafe(scenario: Scenario) -> ScenarioReport {
 
 /// The control: every behaviour mixed in, holds ending both ways, every acknowledged write in
 /// the store, nothing found.
-// promise: exclusion-by-quorum
+// promise: exclusion-by-quorum, chaos-verdicts
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn baseline_is_clean_at_the_edge() {
     let report = assert_safe(Scenario::Baseline).await;
@@ -150,6 +150,7 @@ async fn aof_restart_is_safe() {
     assert_safe(Scenario::RestartAof).await;
 }
 
+// promise: chaos-verdicts
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_without_persistence_grants_twice() {
     let report = assert_unsafe(Scenario::RestartNoPersistence).await;
@@ -174,7 +175,7 @@ async fn node_clocks_drifting_within_the_allowance_are_safe() {
 /// violations, and the report says which defect ran and when the first violation was visible.
 /// Two holders on disjoint pairs of nodes need their acquisitions to race; on a loaded machine
 /// (CI's test step once) a 3 s run can pass without such a race, so up to three runs are given.
-// promise: exclusion-by-quorum
+// promise: exclusion-by-quorum, chaos-verdicts
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_half_quorum_is_caught_in_the_baseline() {
     const RUNS: usize = 3;
@@ -196,6 +197,7 @@ async fn a_half_quorum_is_caught_in_the_baseline() {
     panic!("quorum-half not caught in {RUNS} runs of the baseline");
 }
 
+// promise: chaos-verdicts
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fast_node_clocks_grant_twice() {
     let report = assert_unsafe(Scenario::ClockFast).await;

@@ -10,6 +10,7 @@ use quorumlock_model::properties::{
 };
 use quorumlock_model::scenario::Scenario;
 
+// promise: fencing-durable-nodes
 #[test]
 fn with_nodes_that_keep_their_data_every_safety_property_holds() {
     let report = check(Scenario::PersistentNodes.config()).unwrap();
@@ -24,6 +25,7 @@ fn with_nodes_that_keep_their_data_every_safety_property_holds() {
     }
 }
 
+// promise: model-exclusion
 #[test]
 fn with_restarts_that_lose_data_the_guard_keeps_mutual_exclusion_but_not_the_fence_order() {
     let report = check(Scenario::AssumptionsHold.config()).unwrap();

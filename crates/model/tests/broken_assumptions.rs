@@ -7,6 +7,7 @@ use quorumlock_model::node::Restart;
 use quorumlock_model::properties::{FENCE_ORDER, MUTUAL_EXCLUSION, STORE_ORDER, valid_holders};
 use quorumlock_model::scenario::Scenario;
 
+// promise: model-exclusion
 #[test]
 fn without_the_restart_guard_a_node_that_lost_its_data_grants_the_lock_twice() {
     let report = check(Scenario::RestartWithoutGuard.config()).unwrap();
@@ -36,6 +37,7 @@ fn without_the_restart_guard_a_node_that_lost_its_data_grants_the_lock_twice() {
     assert!(later.fence <= earlier.fence, "{fence_trace}");
 }
 
+// promise: model-exclusion
 #[test]
 fn a_node_clock_faster_than_the_drift_allows_grants_the_lock_twice() {
     let report = check(Scenario::FastClock.config()).unwrap();
