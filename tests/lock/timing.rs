@@ -28,6 +28,10 @@ const ONE_WAY: Duration = Duration::from_millis(100);
 /// What one request and its reply take at least through the proxies.
 const ROUND_TRIP: Duration = Duration::from_millis(200);
 
+/// The keeper's largest lead: how far ahead of a trusted deadline it may mark a lease lost
+/// after its own timers fired late (`docs/chaos.md`, "The keeper's lead").
+const MAX_LEAD: Duration = Duration::from_millis(100);
+
 /// The drift the lock allows for a lease of `ttl` with the default drift factor (1 %): 1 % of
 /// the TTL plus 2 ms for Redis' millisecond expiry resolution (`src/rules/validity.rs`).
 fn drift(ttl: Duration) -> Duration {
@@ -195,10 +199,12 @@ async fn a_kept_lock_whose_extensions_fail_is_reported_lost_before_its_validity_
             "lost {:?} after the validity ended",
             lost_at - validity_ends
         );
-        // Not early either: at the trusted deadline the lease itself reports, or after it.
+        // Not early either: at the trusted deadline the lease itself reports, or ahead of it by
+        // no more than the keeper's lead (at most 100 ms, as late as its own timers fired on a
+        // loaded machine). A lease given up at its first failed extension would be ~1.4 s early.
         let trusted_until = earliest(|| kept.valid_until());
         assert!(
-            trusted_until <= lost_at,
+            trusted_until <= lost_at + MAX_LEAD,
             "lost {:?} before the trusted deadline",
             trusted_until - lost_at
         );
