@@ -23,7 +23,7 @@ use crate::owner::Owner;
 use crate::round::NodeSet;
 use crate::round::acquire::acquire;
 use crate::round::fan_out::{Round, Until, fan_out};
-use crate::round::fencing::{highest_fence, write_back_all};
+use crate::round::fencing::{highest_fence, recover_fence, write_back_all};
 use crate::round::ledger::Ledger;
 use crate::round::release::{release_all, release_in_background};
 use crate::rules::clock::Moment;
@@ -237,6 +237,7 @@ impl<'a> Acquisition<'a> {
         let command = Arc::new(AcquireCommand::new(&AcquireRequest {
             keys: &self.keys,
             fence_keys: self.fence_keys.as_ref(),
+            volatile: settings.volatile_counters(),
             token: self.token.as_str(),
             ttl_ms: whole_millis(self.ttl),
             renew_leftover,
@@ -298,7 +299,15 @@ impl<'a> Acquisition<'a> {
         }
         let (decided, outcomes, fence) = match (&self.fence_keys, fences) {
             (Some(fence_keys), Some(fences)) => {
-                let fence = highest_fence(&fences, &round.outcomes);
+                let mut cancel = cancel;
+                let fence = match highest_fence(&fences, &round.outcomes) {
+                    Some(fence) => fence,
+                    None => {
+                        let trusted = fences.iter().map(|f| f.load(Ordering::Relaxed)).max();
+                        let trusted = trusted.unwrap_or(0);
+                        recover_fence(node_set, fence_keys, trusted, cancel.as_mut()).await?
+                    }
+                };
                 let (decided, outcomes) =
                     write_back_all(node_set, &self.keys, fence_keys, &self.token, fence, cancel)
                         .await?;

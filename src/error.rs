@@ -94,6 +94,25 @@ pub enum Error {
         outcomes: Vec<NodeOutcome>,
     },
 
+    /// With fencing on volatile nodes, a node granted the lock with a counter it could not
+    /// trust (it lost its data, or part of it, in a restart: `docs/fencing.md`), and the fence
+    /// could not be recovered: fewer than a quorum of nodes held trusted counters and not every
+    /// node answered. The keys taken were released; a later attempt succeeds once a quorum of
+    /// counters is trusted again, or every node answers.
+    #[error(
+        "the fence could not be recovered: {trusted} of the {quorum} trusted counters needed, \
+         and not every node answered"
+    )]
+    FenceUnrecovered {
+        /// How many nodes' counters were trusted.
+        trusted: usize,
+        /// How many must be, unless every node answers.
+        quorum: usize,
+        /// Per node: `Ours` for a trusted counter, `NotOurs` for one not trusted, or the
+        /// failure.
+        outcomes: Vec<NodeOutcome>,
+    },
+
     /// The lock was lost while [`Lock::with_lock`](crate::Lock::with_lock) ran the caller's work:
     /// the work's future was dropped at once. The keys left were released.
     #[error("lock lost: {0}")]
@@ -125,6 +144,7 @@ impl Error {
             Error::ValidityExpired { .. } => "validity_expired",
             Error::Cancelled { .. } => "cancelled",
             Error::FenceUnconfirmed { .. } => "fence_unconfirmed",
+            Error::FenceUnrecovered { .. } => "fence_unrecovered",
             Error::Lost(_) => "lost",
             Error::ExtendFailed { .. } => "extend_failed",
         }
@@ -140,6 +160,7 @@ impl Error {
             | Error::ValidityExpired { outcomes, .. }
             | Error::Cancelled { outcomes, .. }
             | Error::FenceUnconfirmed { outcomes, .. }
+            | Error::FenceUnrecovered { outcomes, .. }
             | Error::ExtendFailed { outcomes, .. } => outcomes,
         }
     }

@@ -309,11 +309,14 @@ impl LockOptions {
     }
 
     /// With fencing on, let nodes that may lose recent writes in a crash (no AOF, or
-    /// `appendfsync` other than `always`) vote anyway (default false). **Weakens the fence**: a
-    /// node that crashes and comes back with an older counter can hand a later holder a fence no
-    /// larger than an earlier one's; the store then rejects the later holder's writes (nothing
-    /// stale is accepted, but that holder cannot write). For nodes that are never restarted
-    /// without their data, or for tests.
+    /// `appendfsync` other than `always`) vote (default false). Their counters are then trusted
+    /// only in the server run that wrote them: a node restarted since takes the key but not the
+    /// next fence, and the acquisition recovers the fence from the other nodes' counters (one
+    /// more round trip, waiting for a quorum of trusted counters or for every node), or fails
+    /// with [`Error::FenceUnrecovered`](crate::Error::FenceUnrecovered). So fences never repeat
+    /// as long as a majority of nodes never loses its data at once; the first fenced acquisition
+    /// of a resource needs every node to answer. See `docs/fencing.md`, "Volatile nodes: counter
+    /// recovery".
     pub fn fence_volatile_nodes(mut self, allow: bool) -> Self {
         self.fence_volatile_nodes = allow;
         self

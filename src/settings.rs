@@ -116,6 +116,12 @@ pub(crate) struct Fencing {
 }
 
 impl Settings {
+    /// Whether fence counters are trusted only in the server run that wrote them: fencing on
+    /// nodes that may lose recent writes (`node/counter.rs`).
+    pub(crate) fn volatile_counters(&self) -> bool {
+        self.fencing.is_some_and(|fencing| fencing.volatile_nodes)
+    }
+
     /// The lock key of `resource` (not empty): the key prefix and the name, on a lock with a
     /// cluster node the name in braces, its hash tag (`rules/slots.rs`).
     pub(crate) fn lock_key(&self, resource: &[u8]) -> Result<Arc<[u8]>, ConfigError> {

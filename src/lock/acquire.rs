@@ -54,6 +54,8 @@ impl Lock {
     /// - [`Error::Unavailable`]: too many nodes failed for a quorum;
     /// - [`Error::ValidityExpired`]: a quorum said yes, but the round trip used up the TTL;
     /// - [`Error::FenceUnconfirmed`]: with fencing, no quorum confirmed the fence;
+    /// - [`Error::FenceUnrecovered`]: with fencing on volatile nodes, a counter had to be
+    ///   recovered and too few nodes answered;
     /// - [`Error::Config`], before anything is sent: an empty resource name, a TTL Redis cannot
     ///   store or (restart guard on) above `max_ttl`, a retry policy with no attempt, a set
     ///   across cluster slots.

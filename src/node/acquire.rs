@@ -3,10 +3,11 @@
 //! the resource's counter) in the same atomic step; and how to read its reply. How a request is
 //! handed over, in order with the acquisition's other requests, is `round/acquire.rs`.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use redis::{Cmd, RedisResult, Value};
 
+use super::counter::{COUNTER_LUA, NO_RUN_ID};
 use super::set::{acquire_set_command, acquire_set_refused, read_acquire_set};
 use super::wire::sized;
 use crate::rules::resources::Keys;
@@ -23,16 +24,34 @@ return 0";
 
 /// With fencing: [`ACQUIRE_OR_RENEW`] (the renewal only when `ARGV[3]` is `1`), then, once the key
 /// is ours, `INCR` of the fence counter `KEYS[2]`, answered; nil when the key is not ours. The
-/// counter moves only together with a grant on this node, in one atomic step. A counter that is
-/// not a positive integer (someone else wrote it) is an error reply; the key it set is then
-/// released like any other of a failed acquisition.
-const ACQUIRE_FENCED: &str = r"if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+/// counter moves only together with a grant on this node, in one atomic step. On a volatile
+/// node (`ARGV[4]` = `1`) a counter this server run did not write is not trusted
+/// (`counter.rs`): the key is taken, the counter left alone, and 0 answered, so that the
+/// acquisition recovers the fence. A counter that is not a positive integer (someone else
+/// wrote it) is an error reply; the key it set is then released like any other of a failed
+/// acquisition.
+static ACQUIRE_FENCED: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        r"{COUNTER_LUA}if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 if ARGV[3] ~= '1' or redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-local fence = redis.call('INCR', KEYS[2])
+local run = fence_run(ARGV[4])
+local fence
+if run == nil then
+  fence = redis.call('INCR', KEYS[2])
+else
+  {NO_RUN_ID}  local trusted
+  fence, trusted = fence_read(KEYS[2], run)
+  if not fence then return redis.error_reply('FENCE the fence counter is not a number') end
+  if not trusted then return 0 end
+  fence = fence + 1
+  if fence >= 1 then fence_write(KEYS[2], fence, run) end
+end
 if fence < 1 then return redis.error_reply('FENCE the fence counter is not positive') end
-return fence";
+return fence"
+    )
+});
 
 /// One acquire request: what to set on the node.
 pub(crate) struct AcquireRequest<'a> {
@@ -40,6 +59,9 @@ pub(crate) struct AcquireRequest<'a> {
     pub(crate) keys: &'a Keys,
     /// The fence counters' keys (one per lock key), with fencing on.
     pub(crate) fence_keys: Option<&'a Keys>,
+    /// With fencing, whether the nodes may be volatile: counters are then trusted only in the
+    /// server run that wrote them (`counter.rs`).
+    pub(crate) volatile: bool,
     /// The acquisition's token.
     pub(crate) token: &'a str,
     /// The TTL, in milliseconds.
@@ -64,10 +86,10 @@ enum AcquireReply {
     Set,
     /// [`ACQUIRE_OR_RENEW`]: 1 or 0.
     Renew,
-    /// [`ACQUIRE_FENCED`]: the counter, or nil.
+    /// [`ACQUIRE_FENCED`]: the fence (0: ours, the counter not trusted), or nil.
     Fenced,
     /// A set's script (`set.rs`): the fence (or 1), 0 when held, -1 when held with a leftover
-    /// of ours there.
+    /// of ours there, -2 when ours with a counter not trusted.
     AllOrNone {
         /// Whether the positive answer is a fence.
         fenced: bool,
@@ -84,6 +106,7 @@ impl AcquireCommand {
         let AcquireRequest {
             keys,
             fence_keys,
+            volatile,
             token,
             ttl_ms,
             renew_leftover,
@@ -93,7 +116,14 @@ impl AcquireCommand {
             Keys::Set(keys) => {
                 let fence_keys = fence_keys.map(Keys::all);
                 return AcquireCommand {
-                    command: acquire_set_command(keys, fence_keys, token, ttl_ms, renew_leftover),
+                    command: acquire_set_command(
+                        keys,
+                        fence_keys,
+                        volatile,
+                        token,
+                        ttl_ms,
+                        renew_leftover,
+                    ),
                     slot_key: request.keys.slot_key(),
                     reply: AcquireReply::AllOrNone {
                         fenced: fence_keys.is_some(),
@@ -110,7 +140,7 @@ impl AcquireCommand {
                 );
                 command
                     .arg("EVAL")
-                    .arg(ACQUIRE_FENCED)
+                    .arg(ACQUIRE_FENCED.as_str())
                     .arg(2)
                     .arg(key)
                     .arg(fence_key)
@@ -135,7 +165,9 @@ impl AcquireCommand {
         };
         command.arg(ttl_ms);
         if let AcquireReply::Fenced = reply {
-            command.arg(if renew_leftover { "1" } else { "0" });
+            command
+                .arg(if renew_leftover { "1" } else { "0" })
+                .arg(if volatile { "1" } else { "0" });
         }
         AcquireCommand {
             command,
@@ -198,6 +230,8 @@ impl AcquireCommand {
 pub(crate) enum Taken {
     /// The key is someone else's.
     NotOurs,
-    /// The key is ours; with fencing, the counter's value after its `INCR`.
+    /// The key is ours; with fencing, the fence it took from the counter, or 0 when the counter
+    /// is not trusted (a volatile node's, not written in the server's current run) and the
+    /// fence must be recovered from the other nodes.
     Ours(Option<u64>),
 }

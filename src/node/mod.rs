@@ -12,12 +12,13 @@
 //! - `vote`: the gates: may this node vote in an acquisition now, may it be counted after one.
 //! - `redis_error`: redis-rs errors as typed [`NodeError`](crate::NodeError)s.
 //! - `wire`: building, sending and reading commands the same way for each.
-//! - `acquire`: `SET NX PX`, acquire-or-renew, and with fencing the `INCR` of the counter.
+//! - `acquire`: `SET NX PX`, acquire-or-renew, and with fencing the next fence from the counter.
 //! - `release`: compare-and-delete, and the wake-up it publishes.
 //! - `pttl`: how long a lock key has left, for a waiter's bound.
 //! - `subscription`: one connection per node that hears released keys for the lock's waiters.
 //! - `extend`: compare-and-`PEXPIRE`.
 //! - `extend_batch`: the batched keep-alive: renew ours, set absent keys where the gates allow, per key.
+//! - `counter`: the fence counter as every fenced script reads and writes it (on volatile nodes with the run that wrote it), and its read for recovery.
 //! - `write_back`: the fence's write-back (counter = max(counter, fence) while the key is ours).
 //! - `set`: a set of resources' acquire, release, extend and write-back, each one atomic script.
 //! - `delete_counter`: `DEL` of a retired resource's fence counter.
@@ -26,6 +27,7 @@ pub(crate) mod acquire;
 mod client;
 mod cluster;
 mod connection;
+pub(crate) mod counter;
 pub(crate) mod delete_counter;
 pub(crate) mod extend;
 pub(crate) mod extend_batch;

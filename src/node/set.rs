@@ -1,7 +1,7 @@
 //! The commands for a set of resources on one node, each one Lua script so that the node looks
 //! at and changes all of the set's keys in one atomic step: take every key or none, release each
 //! key still ours, extend them all only if all are still ours, and with fencing raise every
-//! counter of the set. Keys are read with `pcall`: a key of another type is someone else's,
+//! counter of the set (`counter.rs`). Keys are read with `pcall`: a key of another type is someone else's,
 //! and one such key must not stop the release of the others. How the set's keys were made is
 //! `rules/resources.rs`.
 
@@ -9,6 +9,7 @@ use std::sync::{Arc, LazyLock};
 
 use redis::{Cmd, Script, Value};
 
+use super::counter::{COUNTER_LUA, NO_RUN_ID};
 use super::vote::Counted;
 use super::wire::{one_or_zero, sized};
 use super::{Lane, Node};
@@ -17,11 +18,15 @@ use crate::outcome::NodeError;
 /// Takes every key of the set `KEYS[1..n]` for the token `ARGV[1]` for `ARGV[2]` ms, or none: if
 /// any key exists and is not ours (with `ARGV[3]` = `1`, a key already holding our token, left
 /// by an earlier attempt, is ours), nothing is set. With fencing, `ARGV[4]` = n and the
-/// counters are `KEYS[n+1..2n]`: once the keys are set, each counter is incremented and the
-/// highest value answered. A key exists when `GET` gives anything but nil (a value, or the error
-/// of a key of another type), so the script needs no command beyond the recommended ACL line. Answers that fence (or 1 without fencing) when the set is ours; 0 when
+/// counters are `KEYS[n+1..2n]`: once the keys are set, each counter takes its next value and the
+/// highest is answered; on a volatile node (`ARGV[5]` = `1`) only if every counter is trusted
+/// (`counter.rs`), else -2 and no counter moves. A key exists when `GET` gives anything but nil
+/// (a value, or the error of a key of another type), so the script needs no command beyond the
+/// recommended ACL line. Answers that fence (or 1 without fencing) when the set is ours; 0 when
 /// it is held and nothing of ours is there; -1 when it is held but a leftover of ours is.
-const ACQUIRE_SET: &str = r"local n = #KEYS - tonumber(ARGV[4])
+static ACQUIRE_SET: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        r"{COUNTER_LUA}local n = #KEYS - tonumber(ARGV[4])
 local held, leftover = false, false
 for i = 1, n do
   local value = redis.pcall('GET', KEYS[i])
@@ -32,13 +37,31 @@ end
 if held then if leftover then return -1 end return 0 end
 for i = 1, n do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) end
 if n == #KEYS then return 1 end
+local run = fence_run(ARGV[5])
 local fence = 0
-for i = n + 1, #KEYS do
-  local value = redis.call('INCR', KEYS[i])
-  if value > fence then fence = value end
+if run == nil then
+  for i = n + 1, #KEYS do
+    local value = redis.call('INCR', KEYS[i])
+    if value > fence then fence = value end
+  end
+else
+  {NO_RUN_ID}  local values, all = {{}}, true
+  for i = n + 1, #KEYS do
+    local value, trusted = fence_read(KEYS[i], run)
+    if not value then return redis.error_reply('FENCE a fence counter is not a number') end
+    values[i] = value + 1
+    if not trusted then all = false end
+  end
+  if not all then return -2 end
+  for i = n + 1, #KEYS do
+    if values[i] > fence then fence = values[i] end
+  end
+  if fence >= 1 then for i = n + 1, #KEYS do fence_write(KEYS[i], values[i], run) end end
 end
 if fence < 1 then return redis.error_reply('FENCE a fence counter is not positive') end
-return fence";
+return fence"
+    )
+});
 
 /// Deletes each key of the set that still holds the token `ARGV[1]`; with `ARGV[2]` = `1` (a
 /// held lock's release) publishes on each deleted key's channel, waking its waiters. Answers one
@@ -70,17 +93,22 @@ return found",
 });
 
 /// The fence's write-back for a set: while every key `KEYS[1..n]` holds the token `ARGV[1]`,
-/// raises each counter `KEYS[n+1..2n]` to at least the fence `ARGV[2]` and answers 1; else 0.
+/// raises each counter `KEYS[n+1..2n]` to at least the fence `ARGV[2]` (on a volatile node,
+/// `ARGV[3]` = `1`, also marks it written in this run) and answers 1; else 0.
 static WRITE_BACK_SET: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"local n = #KEYS / 2
+    Script::new(&format!(
+        r"{COUNTER_LUA}local n = #KEYS / 2
 for i = 1, n do if redis.pcall('GET', KEYS[i]) ~= ARGV[1] then return 0 end end
+local run = fence_run(ARGV[3])
+{NO_RUN_ID}local fence = tonumber(ARGV[2])
 for i = n + 1, #KEYS do
-  local counter = tonumber(redis.call('GET', KEYS[i]))
-  if not counter or counter < tonumber(ARGV[2]) then redis.call('SET', KEYS[i], ARGV[2]) end
+  local counter, trusted = fence_read(KEYS[i], run)
+  if not counter or counter < fence or not trusted then
+    fence_write(KEYS[i], math.max(counter or 0, fence), run)
+  end
 end
-return 1",
-    )
+return 1"
+    ))
 });
 
 /// The acquire command for a set, built once per attempt and shared by the nodes: the set's
@@ -88,6 +116,7 @@ return 1",
 pub(super) fn acquire_set_command(
     keys: &[Arc<[u8]>],
     fence_keys: Option<&[Arc<[u8]>]>,
+    volatile: bool,
     token: &str,
     ttl_ms: u64,
     renew_leftover: bool,
@@ -95,10 +124,10 @@ pub(super) fn acquire_set_command(
     let counters = fence_keys.unwrap_or_default();
     let mut parts: Vec<&[u8]> = vec![ACQUIRE_SET.as_bytes(), token.as_bytes()];
     parts.extend(keys.iter().chain(counters).map(|key| &key[..]));
-    let mut command = sized(parts.len().saturating_add(6), &parts);
+    let mut command = sized(parts.len().saturating_add(7), &parts);
     command
         .arg("EVAL")
-        .arg(ACQUIRE_SET)
+        .arg(ACQUIRE_SET.as_str())
         .arg(keys.len().saturating_add(counters.len()));
     for key in keys.iter().chain(counters) {
         command.arg(&key[..]);
@@ -107,16 +136,20 @@ pub(super) fn acquire_set_command(
         .arg(token)
         .arg(ttl_ms)
         .arg(if renew_leftover { "1" } else { "0" })
-        .arg(counters.len());
+        .arg(counters.len())
+        .arg(if volatile { "1" } else { "0" });
     command
 }
 
 /// What a node answered to [`acquire_set_command`]: `Some(value)` with the set ours (the fence
-/// with fencing, else 1), `None` when it is held ([`acquire_set_refused`] says whether nothing of
-/// ours is there either).
+/// with fencing, 0 when a counter is not trusted; else 1), `None` when it is held
+/// ([`acquire_set_refused`] says whether nothing of ours is there either).
 pub(super) fn read_acquire_set(reply: Value) -> redis::RedisResult<Option<u64>> {
     let value: i64 = redis::from_redis_value(reply)?;
-    Ok(u64::try_from(value).ok().filter(|&value| value > 0))
+    Ok(match value {
+        -2 => Some(0),
+        value => u64::try_from(value).ok().filter(|&value| value > 0),
+    })
 }
 
 /// Whether a reply to [`acquire_set_command`] says the set was held and nothing of ours is there.
@@ -196,6 +229,7 @@ pub(crate) async fn write_back_set(
     fence_keys: &[Arc<[u8]>],
     token: &str,
     fence: u64,
+    volatile: bool,
 ) -> Result<bool, NodeError> {
     let found = node
         .run_counted(
@@ -210,6 +244,7 @@ pub(crate) async fn write_back_set(
                 invocation
                     .arg(token)
                     .arg(fence)
+                    .arg(if volatile { "1" } else { "0" })
                     .invoke_async::<i64>(&mut connection)
                     .await
             },

@@ -272,7 +272,10 @@ mod tests {
             .unwrap();
         assert!(up >= Duration::from_secs(2), "{up:?}");
         let node = crate::node::test_node(0, &servers.urls()[0], &settings);
-        assert_eq!(write_back(&node, b"k", b"f", "t", 1).await, Ok(false));
+        assert_eq!(
+            write_back(&node, b"k", b"f", "t", 1, false).await,
+            Ok(false)
+        );
         let proxy = servers.proxy(0).unwrap();
         proxy.switch_upstream(SocketAddr::from((
             Ipv4Addr::LOCALHOST,
@@ -282,7 +285,7 @@ mod tests {
 
         let mut refused = None;
         for _ in 0..2 {
-            match write_back(&node, b"k", b"f", "t", 1).await {
+            match write_back(&node, b"k", b"f", "t", 1, false).await {
                 Err(error @ NodeError::Replaced { .. }) => {
                     refused = Some(error);
                     break;

@@ -99,6 +99,7 @@ pub(super) mod tests {
         let request = AcquireRequest {
             keys: &keys,
             fence_keys: None,
+            volatile: false,
             token,
             ttl_ms,
             renew_leftover,

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::fan_out::{Until, fan_out};
 use super::node_set::NodeSet;
 use crate::error::{ConfigError, Error};
+use crate::node::counter::{Reading, read_counters};
 use crate::node::delete_counter::delete_counter;
 use crate::node::set::write_back_set;
 use crate::node::write_back::write_back;
@@ -39,6 +40,7 @@ pub(crate) async fn write_back_all<C>(
 where
     C: Future<Output = ()> + ?Sized,
 {
+    let volatile = node_set.settings.volatile_counters();
     let round = fan_out(
         &node_set.nodes,
         node_set.settings.quorum,
@@ -50,8 +52,10 @@ where
             async move {
                 let (keys, fence_keys, token) = (keys.all(), fence_keys.all(), token.as_str());
                 NodeReply::from_flag(match (keys, fence_keys) {
-                    ([key], [fence_key]) => write_back(&node, key, fence_key, token, fence).await,
-                    _ => write_back_set(&node, keys, fence_keys, token, fence).await,
+                    ([key], [fence_key]) => {
+                        write_back(&node, key, fence_key, token, fence, volatile).await
+                    }
+                    _ => write_back_set(&node, keys, fence_keys, token, fence, volatile).await,
                 })
             }
         },
@@ -75,15 +79,85 @@ where
 }
 
 /// The fence of a won round: the highest counter among the nodes that granted it (each of them
-/// incremented its counter in the same step as its grant).
-pub(crate) fn highest_fence(fences: &[AtomicU64], outcomes: &[NodeOutcome]) -> u64 {
-    outcomes
+/// took its next value in the same step as its grant); `None` when a node granted it with a
+/// counter it could not trust (a volatile node's, `node/counter.rs`, which answers 0): the fence
+/// must then be recovered ([`recover_fence`]).
+pub(crate) fn highest_fence(fences: &[AtomicU64], outcomes: &[NodeOutcome]) -> Option<u64> {
+    let mut highest = 0;
+    for outcome in outcomes
         .iter()
         .filter(|outcome| outcome.reply == NodeReply::Ours)
-        .filter_map(|outcome| fences.get(outcome.node))
-        .map(|fence| fence.load(Ordering::Relaxed))
+    {
+        let fence = fences.get(outcome.node)?.load(Ordering::Relaxed);
+        if fence == 0 {
+            return None;
+        }
+        highest = highest.max(fence);
+    }
+    Some(highest)
+}
+
+/// Recovers the fence of a won round in which a node's counter was not trusted: reads the
+/// counters on every node and, once a quorum of them are trusted or every node has answered,
+/// answers one more than the highest value read (and at least `highest_trusted`, the highest
+/// fence a trusted winner took). Every earlier fence was written back to a quorum, which meets
+/// every quorum of trusted counters in a node that still holds it, or else every node (the
+/// argument in `docs/fencing.md`). Fails with [`Error::FenceUnrecovered`] when neither is
+/// reached (or [`Error::Cancelled`]).
+pub(crate) async fn recover_fence<C>(
+    node_set: &NodeSet,
+    fence_keys: &Keys,
+    highest_trusted: u64,
+    cancel: Pin<&mut C>,
+) -> Result<u64, Error>
+where
+    C: Future<Output = ()> + ?Sized,
+{
+    let fence_keys = fence_keys.all();
+    let readings = futures::future::join_all(
+        node_set
+            .nodes
+            .iter()
+            .map(|node| async move { (node, read_counters(node, fence_keys).await) }),
+    );
+    let readings = tokio::select! {
+        readings = readings => readings,
+        () = cancel => return Err(Error::Cancelled { outcomes: Vec::new() }),
+    };
+    let trusted = readings
+        .iter()
+        .filter(|(_, reading)| reading.as_ref().is_ok_and(|reading| reading.trusted))
+        .count();
+    let answered = readings
+        .iter()
+        .filter(|(_, reading)| reading.is_ok())
+        .count();
+    let highest = readings
+        .iter()
+        .filter_map(|(_, reading)| reading.as_ref().ok())
+        .map(|reading| reading.highest)
         .max()
-        .unwrap_or(0)
+        .unwrap_or(0);
+    let quorum = node_set.settings.quorum;
+    if trusted < quorum && answered < node_set.nodes.len() {
+        return Err(Error::FenceUnrecovered {
+            trusted,
+            quorum,
+            outcomes: readings
+                .into_iter()
+                .map(|(node, reading)| NodeOutcome {
+                    node: node.index(),
+                    addr: Arc::clone(node.addr()),
+                    reply: match reading {
+                        Ok(Reading { trusted: true, .. }) => NodeReply::Ours,
+                        Ok(_) => NodeReply::NotOurs,
+                        Err(error) => NodeReply::Failed(error),
+                    },
+                })
+                .collect(),
+        });
+    }
+    Ok(highest.saturating_add(1).max(highest_trusted))
 }
 
 /// `DEL` of the fence counter of `resource` on every node at once; see
@@ -151,6 +225,7 @@ mod tests {
             AcquireCommand::new(&AcquireRequest {
                 keys: &lock_key,
                 fence_keys: Some(&fence_key),
+                volatile: false,
                 token,
                 ttl_ms: 60_000,
                 renew_leftover,
@@ -166,14 +241,20 @@ mod tests {
         let taken = acquire(&node, &request("a", true), &ledger, attempt).await;
         assert_eq!(taken, Ok(Taken::Ours(Some(2))), "our own leftover, renewed");
 
-        assert_eq!(write_back(&node, b"lock", b"fence", "a", 7).await, Ok(true));
+        assert_eq!(
+            write_back(&node, b"lock", b"fence", "a", 7, false).await,
+            Ok(true)
+        );
         let counter: u64 = direct.get("fence").await.unwrap();
         assert_eq!(counter, 7);
-        assert_eq!(write_back(&node, b"lock", b"fence", "a", 3).await, Ok(true));
+        assert_eq!(
+            write_back(&node, b"lock", b"fence", "a", 3, false).await,
+            Ok(true)
+        );
         let counter: u64 = direct.get("fence").await.unwrap();
         assert_eq!(counter, 7, "never lowered");
         assert_eq!(
-            write_back(&node, b"lock", b"fence", "b", 9).await,
+            write_back(&node, b"lock", b"fence", "b", 9, false).await,
             Ok(false)
         );
         let counter: u64 = direct.get("fence").await.unwrap();

@@ -169,6 +169,15 @@ pub async fn assert_no_keys(cluster: &TestCluster, nodes: std::ops::Range<usize>
     }
 }
 
+/// Fails if a node holds a lock key; fence counters may stay (they never expire).
+pub async fn assert_no_lock_keys(cluster: &TestCluster) {
+    for node in 0..cluster.len() {
+        let mut connection = cluster.connection(node).await.unwrap();
+        let keys: Vec<String> = connection.keys("quorumlock:*").await.unwrap();
+        assert!(keys.is_empty(), "node {node} kept {keys:?}");
+    }
+}
+
 /// The nodes that said they hold the key. After an early decision these are certain; nodes
 /// that had not answered may or may not have the key.
 pub fn holders(outcomes: &[NodeOutcome]) -> Vec<usize> {

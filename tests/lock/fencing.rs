@@ -10,7 +10,9 @@ use std::time::Duration;
 use quorumlock::{ConfigError, Error, Lock, LockOptions, NodeError, NodeReply, RetryPolicy};
 use redis::AsyncCommands;
 
-use crate::common::{assert_no_keys, bounded, cluster, holders, once, stored, volatile_cluster};
+use crate::common::{
+    assert_no_keys, assert_no_lock_keys, bounded, cluster, holders, once, stored, volatile_cluster,
+};
 
 /// The counter's key for `resource` under the default prefix.
 fn counter_key(resource: &str) -> String {
@@ -307,19 +309,10 @@ async fn the_documented_acl_user_with_the_fencing_rules_takes_fences() {
                 );
             }
             lock.settle().await;
-            assert_no_keys_but_counters(&cluster).await;
+            assert_no_lock_keys(&cluster).await;
         }
     })
     .await;
-}
-
-/// Fails unless the only keys left are fence counters.
-async fn assert_no_keys_but_counters(cluster: &quorumlock_harness::TestCluster) {
-    for node in 0..cluster.len() {
-        let mut connection = cluster.connection(node).await.unwrap();
-        let keys: Vec<String> = connection.keys("quorumlock:*").await.unwrap();
-        assert!(keys.is_empty(), "node {node} kept {keys:?}");
-    }
 }
 
 /// Fencing needs counters that survive a crash: nodes without AOF `always` do not vote unless

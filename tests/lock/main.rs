@@ -17,6 +17,7 @@ mod defects;
 mod exclusion;
 mod extend_release;
 mod failover;
+mod fence_recovery;
 mod fencing;
 mod keep_alive;
 mod node_faults;

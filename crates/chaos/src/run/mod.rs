@@ -212,8 +212,8 @@ async fn run_on(
             Some(why) => {
                 lock_options = lock_options.fence_volatile_nodes(true);
                 notes.push(format!(
-                    "fencing on, with fence_volatile_nodes ({why}): a node that lost its fence \
-                     counter in a restart could make the store reject a later holder"
+                    "fencing on, with fence_volatile_nodes ({why}): a node's counter is \
+                     trusted only in the server run that wrote it, and recovered after a restart"
                 ));
             }
             None => notes.push("fencing on; every node persists every write".to_owned()),
