@@ -111,6 +111,15 @@ mod round;
 mod rules;
 mod settings;
 
+/// The pure rules the model check (`crates/model`) runs instead of restating them, so that a
+/// change to a rule changes what is checked. Hidden, and no stable API: for that crate only.
+#[cfg(feature = "model")]
+#[doc(hidden)]
+pub mod model_rules {
+    pub use crate::rules::quorum::{Tally, Verdict, Vote, majority};
+    pub use crate::rules::validity::validity;
+}
+
 pub use error::{ConfigError, Error, Lost};
 pub use guard::{Guard, ReleaseReport};
 pub use keep_alive::{KeepAlive, KeptGuard};

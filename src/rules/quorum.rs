@@ -6,7 +6,7 @@
 //! few nodes are left to reach the quorum the operation is lost without waiting for them.
 
 /// The default quorum for `nodes` nodes: a strict majority.
-pub(crate) fn majority(nodes: usize) -> usize {
+pub fn majority(nodes: usize) -> usize {
     nodes / 2 + 1
 }
 
@@ -19,7 +19,7 @@ pub(crate) fn half(nodes: usize) -> usize {
 
 /// One node's contribution to a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Vote {
+pub enum Vote {
     /// The node did what we asked (holds the key for us).
     Ours,
     /// The node answered, but the key belongs to someone else (or is gone).
@@ -30,7 +30,7 @@ pub(crate) enum Vote {
 
 /// Where a tally stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub enum Verdict {
     /// Not decided: the nodes still out could tip it either way.
     Pending,
     /// At least a quorum of nodes said yes.
@@ -44,7 +44,7 @@ pub(crate) enum Verdict {
 
 /// Counts votes for one operation over `nodes` nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Tally {
+pub struct Tally {
     nodes: usize,
     quorum: usize,
     ours: usize,
@@ -56,7 +56,7 @@ pub(crate) struct Tally {
 
 impl Tally {
     /// A tally with no votes yet. `quorum` is assumed validated (`majority(nodes) ..= nodes`).
-    pub(crate) fn new(nodes: usize, quorum: usize) -> Self {
+    pub fn new(nodes: usize, quorum: usize) -> Self {
         Tally {
             nodes,
             quorum,
@@ -69,7 +69,7 @@ impl Tally {
 
     /// Adds one node's vote and returns the verdict after it. Votes beyond `nodes` are ignored:
     /// every node votes at most once.
-    pub(crate) fn record(&mut self, vote: Vote) -> Verdict {
+    pub fn record(&mut self, vote: Vote) -> Verdict {
         if self.votes() < self.nodes {
             match vote {
                 Vote::Ours => self.ours += 1,
@@ -85,12 +85,12 @@ impl Tally {
     }
 
     /// The number of nodes that have voted.
-    pub(crate) fn votes(&self) -> usize {
+    pub fn votes(&self) -> usize {
         self.ours + self.not_ours + self.failed
     }
 
     /// The verdict for the votes so far.
-    pub(crate) fn verdict(&self) -> Verdict {
+    pub fn verdict(&self) -> Verdict {
         if let Some(decided) = self.decided {
             return decided;
         }

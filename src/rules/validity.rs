@@ -33,7 +33,7 @@ pub(crate) fn drift(ttl: Duration, drift_factor: f64) -> Duration {
 }
 
 /// What is left of a `ttl` lease after `elapsed` and `drift`; `None` when nothing is left.
-pub(crate) fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Duration> {
+pub fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Duration> {
     ttl.checked_sub(elapsed)?
         .checked_sub(drift)
         .filter(|left| !left.is_zero())

@@ -1,6 +1,10 @@
 //! One client of the lock: where it stands in an acquisition, and the two decisions it makes on
 //! the way (the quorum tally and the validity left at the grant).
 
+use std::time::Duration;
+
+use quorumlock::model_rules::{self, Verdict, Vote};
+
 use crate::ids::{ClientId, Fence, NodeSet, Tick, Token};
 
 /// A client's progress through acquisitions.
@@ -91,21 +95,32 @@ pub enum Tally {
     Open,
 }
 
-/// The tally of `yes` votes with `unanswered` nodes still to reply, for `quorum`.
-pub fn tally(yes: usize, unanswered: usize, quorum: usize) -> Tally {
-    if yes >= quorum {
-        Tally::Won
-    } else if yes.saturating_add(unanswered) < quorum {
-        Tally::Lost
-    } else {
-        Tally::Open
+/// The tally of `yes` votes with `unanswered` of `nodes` still to reply, for `quorum`: the
+/// library's own tally (`src/rules/quorum.rs`), the other nodes counted as "not ours".
+pub fn tally(nodes: usize, yes: usize, unanswered: usize, quorum: usize) -> Tally {
+    let mut library = model_rules::Tally::new(nodes, quorum);
+    let no = nodes.saturating_sub(yes).saturating_sub(unanswered);
+    let votes = std::iter::repeat_n(Vote::Ours, yes).chain(std::iter::repeat_n(Vote::NotOurs, no));
+    for vote in votes {
+        library.record(vote);
+    }
+    match library.verdict() {
+        Verdict::Won => Tally::Won,
+        Verdict::Pending => Tally::Open,
+        Verdict::Held | Verdict::Unavailable => Tally::Lost,
     }
 }
 
-/// When a lock acquired from `t0` stops being valid: `t0 + ttl - drift` (the library's
-/// `validity = ttl - elapsed - drift`, counted from the start of the acquisition).
+/// When a lock acquired from `t0` stops being valid: `t0` plus what the library's
+/// `validity(ttl, elapsed, drift)` (`src/rules/validity.rs`) leaves at `t0`, a tick being a
+/// second; `t0` itself when nothing is left.
 pub fn valid_until(t0: Tick, ttl: Tick, drift: Tick) -> Tick {
-    t0.saturating_add(ttl).saturating_sub(drift)
+    let seconds = |ticks: Tick| Duration::from_secs(u64::from(ticks));
+    let left = model_rules::validity(seconds(ttl), Duration::ZERO, seconds(drift));
+    let left = left.map_or(0, |left| {
+        Tick::try_from(left.as_secs()).unwrap_or(Tick::MAX)
+    });
+    t0.saturating_add(left)
 }
 
 #[cfg(test)]
@@ -114,10 +129,10 @@ mod tests {
 
     #[test]
     fn the_tally_decides_as_soon_as_it_can() {
-        assert_eq!(tally(2, 1, 2), Tally::Won);
-        assert_eq!(tally(1, 1, 2), Tally::Open);
-        assert_eq!(tally(1, 0, 2), Tally::Lost);
-        assert_eq!(tally(0, 1, 2), Tally::Lost);
+        assert_eq!(tally(3, 2, 1, 2), Tally::Won);
+        assert_eq!(tally(3, 1, 1, 2), Tally::Open);
+        assert_eq!(tally(3, 1, 0, 2), Tally::Lost);
+        assert_eq!(tally(3, 0, 1, 2), Tally::Lost);
     }
 
     #[test]

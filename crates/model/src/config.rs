@@ -68,9 +68,9 @@ impl Config {
         }
     }
 
-    /// The majority: `nodes / 2 + 1`.
+    /// The majority, as the library computes it (`src/rules/quorum.rs`).
     pub fn quorum(&self) -> usize {
-        self.nodes / 2 + 1
+        quorumlock::model_rules::majority(self.nodes)
     }
 
     /// How long after it is set `node`'s clock expires a key (at least one tick).

@@ -183,7 +183,12 @@ impl FencingModel {
         }
         let answered = answered.with(node_id);
         let unanswered = self.config().nodes.saturating_sub(answered.len());
-        client.phase = match tally(ours.len(), unanswered, self.config().quorum()) {
+        client.phase = match tally(
+            self.config().nodes,
+            ours.len(),
+            unanswered,
+            self.config().quorum(),
+        ) {
             Tally::Open => Phase::Acquiring {
                 t0,
                 answered,
@@ -251,7 +256,12 @@ impl FencingModel {
         }
         let answered = answered.with(node_id);
         let unanswered = ours.len().saturating_sub(answered.len());
-        client.phase = match tally(confirmed.len(), unanswered, self.config().quorum()) {
+        client.phase = match tally(
+            self.config().nodes,
+            confirmed.len(),
+            unanswered,
+            self.config().quorum(),
+        ) {
             Tally::Open => Phase::WritingBack {
                 t0,
                 fence,
