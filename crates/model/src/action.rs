@@ -18,7 +18,7 @@ pub enum Action {
         /// What it keeps.
         restart: Restart,
     },
-    /// Counter recovery (only with [`Config::counter_recovery`](crate::config::Config::counter_recovery), not in the library): a node that
+    /// Counter recovery (only with [`Config::counter_recovery`](crate::config::Config::counter_recovery), in the library within the acquisition instead, `docs/fencing.md`): a node that
     /// lost its data takes the largest counter of the other nodes.
     RecoverCounter {
         /// Which node.

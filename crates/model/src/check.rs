@@ -22,6 +22,19 @@ pub struct PropertyOutcome {
     pub discovery: Option<Trace>,
 }
 
+/// How a report prints one property: its kind (`always` or `sometimes`, padded to one width)
+/// and the verdict, from whether it is a safety property and whether a path was found.
+pub fn outcome_words(safety: bool, found: bool) -> (&'static str, &'static str) {
+    let kind = if safety { "always   " } else { "sometimes" };
+    let verdict = match (safety, found) {
+        (true, false) => "holds",
+        (true, true) => "VIOLATED",
+        (false, true) => "reached",
+        (false, false) => "not reached",
+    };
+    (kind, verdict)
+}
+
 impl PropertyOutcome {
     /// Whether the outcome is what a correct protocol gives: a safety property with no
     /// counterexample, or an example that was found.

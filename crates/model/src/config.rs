@@ -39,9 +39,10 @@ pub struct Config {
     /// Whether a client may give up on an acquisition or write-back at any point (a timeout)
     /// instead of waiting for every reply.
     pub give_up: bool,
-    /// Not in the library, a candidate remedy for the counter a restart without data loses: such
-    /// a node does not vote until its counter has been raised to the largest counter of all the
-    /// other nodes (one environment step, [`Action::RecoverCounter`](crate::action::Action::RecoverCounter)).
+    /// Recovery of the counter a restart without data loses: such a node does not vote until its
+    /// counter has been raised to the largest counter of all the other nodes (one environment
+    /// step, [`Action::RecoverCounter`](crate::action::Action::RecoverCounter)). The library does
+    /// it in the client, within the acquisition (`fence_volatile_nodes`, docs/fencing.md).
     pub counter_recovery: bool,
 }
 

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Which properties already have a discovery in the current run.
+/// Which properties already have a discovery in the current run (up to eight per model).
 ///
 /// stateright 0.31's breadth-first checker does not stop checking a property once it has a
 /// discovery: every later state that violates (or shows) it replaces the path it keeps, so it
@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// path kept is a shortest one. Exploration is unchanged: a quiet condition still lets the
 /// checker expand every state. One model value serves one checker run.
 #[derive(Debug, Default)]
-pub struct FirstDiscoveries([AtomicBool; 7]);
+pub struct FirstDiscoveries([AtomicBool; 8]);
 
 impl FirstDiscoveries {
-    /// Whether to report a discovery for property `index` (in [`all`]'s order) at a state where
+    /// Whether to report a discovery for property `index` (in its model's order) at a state where
     /// `found` says whether it is one: only the first time.
     pub(crate) fn report(&self, index: usize, found: bool) -> bool {
         found

@@ -86,6 +86,7 @@ pub mod ids;
 pub mod model;
 pub mod node;
 pub mod properties;
+pub mod protocols;
 mod rules;
 pub mod scenario;
 pub mod state;

@@ -25,7 +25,7 @@ pub struct Node {
     /// Set by a restart without data while the restart guard is on: before this tick the node
     /// does not vote (clients do not count it in acquisitions or write-backs).
     pub recovering_until: Option<Tick>,
-    /// Set by a restart without data when counter recovery is on (not in the library, see
+    /// Set by a restart without data when counter recovery is on (the library's recovers within the acquisition, see
     /// [`Config::counter_recovery`](crate::config::Config::counter_recovery)): the node does not
     /// vote until its counter has been raised to the other nodes' largest.
     pub counter_stale: bool,
@@ -141,7 +141,7 @@ impl Node {
         }
     }
 
-    /// Counter recovery (not in the library): raises the counter to `others_max`, the largest
+    /// Counter recovery (the library's runs within the acquisition instead): raises the counter to `others_max`, the largest
     /// counter of the other nodes, after which the node may vote again (once the restart guard
     /// also allows). The counter before and after.
     pub fn recover_counter(&mut self, others_max: Fence) -> (Fence, Fence) {

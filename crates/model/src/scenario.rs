@@ -1,5 +1,5 @@
 //! The named configurations the tests and the binary run: the protocol under its assumptions,
-//! with and without nodes that lose their data, a candidate remedy, and each assumption broken.
+//! with and without nodes that lose their data, with counter recovery, and each assumption broken.
 
 use crate::check::CheckReport;
 use crate::config::Config;
@@ -17,7 +17,8 @@ pub enum Scenario {
     /// The stated assumptions: restart guard on, restarts with or without data, clocks within
     /// the drift.
     AssumptionsHold,
-    /// As [`Scenario::AssumptionsHold`], plus counter recovery (not in the library).
+    /// As [`Scenario::AssumptionsHold`], plus counter recovery (in the library for volatile nodes,
+    /// `fence_volatile_nodes`, where it runs within the acquisition).
     CounterRecovery,
     /// Restarts without data and the restart guard off.
     RestartWithoutGuard,
@@ -66,7 +67,7 @@ impl Scenario {
             }
             Scenario::CounterRecovery => {
                 "as assumptions-hold, and a node that lost its data takes the other nodes' \
-                 largest counter before it votes again (a candidate remedy, not in the library)"
+                 largest counter before it votes again (the library's remedy for volatile nodes)"
             }
             Scenario::RestartWithoutGuard => {
                 "a restart without data, restart guard off, exact clocks"

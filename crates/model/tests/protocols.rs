@@ -1,0 +1,76 @@
+//! The lock's other protocols (`quorumlock_model::protocols`): for each, a scenario where its
+//! assumption holds, in which every safety property holds and every example is reached, and one
+//! where the assumption is dropped, in which the checker finds the counterexample named here. A
+//! change to the checker's answer fails the scenario's test.
+
+use quorumlock_model::protocols::lease::{MUTUAL_EXCLUSION, QUORUM_BACKED};
+use quorumlock_model::protocols::sets::EXCLUSION;
+use quorumlock_model::protocols::{Protocol, ProtocolReport};
+
+/// Checks `protocol` and fails unless it violates exactly `violations` and reaches every example.
+fn expect(protocol: Protocol, violations: &[&str]) -> ProtocolReport {
+    let report = protocol.check();
+    let mut violated = report.violated();
+    violated.sort_unstable();
+    let mut expected = violations.to_vec();
+    expected.sort_unstable();
+    assert_eq!(violated, expected, "{report}");
+    assert_eq!(report.unreached(), Vec::<&str>::new(), "{report}");
+    assert!(protocol.as_expected(&report));
+    report
+}
+
+// promise: model-protocols
+#[test]
+fn a_keep_alive_that_writes_keys_back_only_where_the_node_may_vote_keeps_exclusion() {
+    let report = expect(Protocol::KeepAlive, &[]);
+    assert!(report.exhaustive);
+}
+
+// promise: model-protocols
+#[test]
+fn a_keep_alive_that_writes_a_key_back_on_a_node_sitting_out_makes_two_holders() {
+    expect(Protocol::KeepAliveFillUnguarded, &[MUTUAL_EXCLUSION]);
+}
+
+// promise: model-protocols
+#[test]
+fn a_woken_waiter_that_asks_the_quorum_never_holds_without_it() {
+    let report = expect(Protocol::Waiting, &[]);
+    assert!(report.exhaustive);
+}
+
+// promise: model-protocols
+#[test]
+fn a_waiter_that_takes_the_wake_up_for_the_lock_holds_without_a_quorum() {
+    expect(
+        Protocol::WaitingWakeIsGrant,
+        &[MUTUAL_EXCLUSION, QUORUM_BACKED],
+    );
+}
+
+// promise: model-protocols
+#[test]
+fn a_replaced_server_that_sits_out_keeps_exclusion() {
+    let report = expect(Protocol::Failover, &[]);
+    assert!(report.exhaustive);
+}
+
+// promise: model-protocols
+#[test]
+fn a_replaced_server_that_votes_at_once_makes_two_holders() {
+    expect(Protocol::FailoverUndetected, &[MUTUAL_EXCLUSION]);
+}
+
+// promise: model-protocols
+#[test]
+fn sets_taken_all_or_nothing_per_node_never_overlap() {
+    let report = expect(Protocol::Sets, &[]);
+    assert!(report.exhaustive);
+}
+
+// promise: model-protocols
+#[test]
+fn sets_checked_and_written_in_two_steps_overlap() {
+    expect(Protocol::SetsSplitStep, &[EXCLUSION]);
+}
