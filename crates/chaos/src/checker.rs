@@ -34,7 +34,8 @@
 //! The store audit (`checker/audit.rs`) checks the protected store's final state: no write
 //! lost ([`LostWrite`]), no two holders' writes interleaved ([`Interleaving`]), and, with
 //! fencing, the accepted writes' fences never going down in the order the store applied them
-//! ([`FenceRegression`]).
+//! ([`FenceRegression`]); and no fence handed to two holds of one resource
+//! (`checker/fence_repeats.rs`, [`FenceRepeat`]).
 //!
 //! A write the fenced store rejected ([`Write::rejected`]) changed nothing: it is counted
 //! ([`CheckReport::rejected_writes`]) and is neither stale, nor lost, nor part of an
@@ -48,6 +49,7 @@
 //! returned by it plus the one attempt it may finish ([`LateWaiter`]).
 
 mod audit;
+mod fence_repeats;
 mod keep_alive;
 mod waits;
 
@@ -58,6 +60,7 @@ use serde::Serialize;
 use super::history::{History, Hold, Outcome, Write};
 
 pub use audit::{FenceRegression, Interleaving, LostReason, LostWrite, WriteSpan};
+pub use fence_repeats::FenceRepeat;
 pub use keep_alive::{KeepAliveSummary, LateLoss, WriteAfterLoss};
 pub use waits::{LateWaiter, WaitSummary};
 
@@ -231,6 +234,8 @@ pub struct CheckReport {
     /// Every place where the fenced store accepted a write with a lower fence than the one
     /// before it: a later holder's write, then an earlier holder's.
     pub fence_regressions: Vec<FenceRegression>,
+    /// Every fence carried by two holds of one resource: a fence handed out twice.
+    pub fence_repeats: Vec<FenceRepeat>,
     /// The holds kept alive: how many were extended, and lost (by reason).
     pub keep_alive: KeepAliveSummary,
     /// Every hold kept alive whose lost signal came after its validity ended, or never came
@@ -251,8 +256,8 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
-    /// No violation, no stale write, no lost write, no interleaving, no fence regression, no
-    /// late lost signal, no write after one and no late waiter: mutual exclusion held
+    /// No violation, no stale write, no lost write, no interleaving, no fence regression or
+    /// repeat, no late lost signal, no write after one and no late waiter: mutual exclusion held
     /// throughout, every lease kept its promises, and every waiter its deadline.
     pub fn is_safe(&self) -> bool {
         self.violations.is_empty()
@@ -260,6 +265,7 @@ impl CheckReport {
             && self.lost_writes.is_empty()
             && self.interleaved.is_empty()
             && self.fence_regressions.is_empty()
+            && self.fence_repeats.is_empty()
             && self.late_losses.is_empty()
             && self.writes_after_loss.is_empty()
             && self.late_waiters.is_empty()
@@ -295,6 +301,7 @@ pub fn check(history: &History) -> CheckReport {
         lost_writes: audit::lost_writes(history),
         interleaved: audit::interleavings(&history.writes),
         fence_regressions: audit::fence_regressions(history),
+        fence_repeats: fence_repeats::fence_repeats(&history.writes),
         keep_alive: keep_alive::summary(&history.holds),
         late_losses: keep_alive::late_losses(&history.holds),
         writes_after_loss: keep_alive::writes_after_loss(history),

@@ -361,14 +361,16 @@ fn summarize(
             ExpectedVsObserved::UnexpectedViolation => {
                 println!(
                     "FAIL {}: expected safe, but {} violation(s), {} stale write(s), {} lost \
-                     write(s), {} interleaving(s), {} fence regression(s), {} late lost \
-                     signal(s), {} write(s) after a lost signal and {} late waiter(s){}",
+                     write(s), {} interleaving(s), {} fence regression(s), {} fence \
+                     repeat(s), {} late lost signal(s), {} write(s) after a lost signal and {} \
+                     late waiter(s){}",
                     report.scenario,
                     report.check.violations.len(),
                     report.check.stale_writes.len(),
                     report.check.lost_writes.len(),
                     report.check.interleaved.len(),
                     report.check.fence_regressions.len(),
+                    report.check.fence_repeats.len(),
                     report.check.late_losses.len(),
                     report.check.writes_after_loss.len(),
                     report.check.late_waiters.len(),

@@ -126,9 +126,10 @@ pub(super) fn plot(report: &ScenarioReport, path: &Path) -> Result<(), String> {
     root.fill(&WHITE).map_err(&err)?;
     let fenced = if report.fencing {
         format!(
-            ", {} rejected, {} fence regression(s)",
+            ", {} rejected, {} fence regression(s), {} repeat(s)",
             report.check.rejected_writes,
-            report.check.fence_regressions.len()
+            report.check.fence_regressions.len(),
+            report.check.fence_repeats.len()
         )
     } else {
         String::new()

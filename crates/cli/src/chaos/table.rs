@@ -136,7 +136,7 @@ pub(super) fn table(reports: &[ScenarioReport]) -> String {
         }
         if fencing {
             let drops = if report.fencing {
-                check.fence_regressions.len().to_string()
+                (check.fence_regressions.len() + check.fence_repeats.len()).to_string()
             } else {
                 "-".to_owned()
             };
