@@ -167,6 +167,33 @@ async fn restart_without_persistence_is_safe_with_the_restart_guard() {
     assert_safe(Scenario::RestartGuarded).await;
 }
 
+/// Fenced on nodes restarted without their data (so with `fence_volatile_nodes`): no fence goes
+/// to two holds and none goes down. A guard against regressions only: this nemesis did not
+/// repeat a fence even with every counter trusted (the acquisitions of the guard period refresh
+/// the counters); `tests/lock/fence_recovery.rs` makes the hazard on purpose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fences_never_repeat_across_restarts_without_data() {
+    let options = options().duration(Duration::from_secs(6)).fencing(true);
+    let report = assert_safe_with(Scenario::RestartGuarded, &options).await;
+    assert!(report.fencing);
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|note| note.contains("fence_volatile_nodes")),
+        "{:?}",
+        report.notes
+    );
+    assert!(!report.history.faults.is_empty(), "no restart injected");
+    let fenced = report
+        .history
+        .writes
+        .iter()
+        .filter(|w| w.fence.is_some())
+        .count();
+    assert!(fenced > 0, "no fenced write: nothing was checked");
+}
+
 /// Node clocks 0.9 % fast are inside the drift allowance; the note says what rate was measured.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_clocks_drifting_within_the_allowance_are_safe() {
