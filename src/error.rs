@@ -287,6 +287,22 @@ pub enum ConfigError {
         /// The most one set may hold.
         max: usize,
     },
+    /// A semaphore of zero permits ([`Request::permits`](crate::Request::permits)): nobody could
+    /// ever hold it.
+    #[error("a semaphore needs at least 1 permit")]
+    ZeroPermits,
+    /// More permits than [`MAX_PERMITS`](crate::MAX_PERMITS): an acquisition of a full
+    /// semaphore tries every slot, one quorum round each.
+    #[error("{permits} permits; at most {max} fit")]
+    TooManyPermits {
+        /// How many were asked for.
+        permits: u32,
+        /// The most a semaphore may have.
+        max: u32,
+    },
+    /// Permits of a set of resources: a semaphore is named by one resource.
+    #[error("permits are of one resource, not of a set")]
+    PermitsOfSet,
     /// Two node URLs point at the same server: the same host (ASCII case ignored) and port, or
     /// the same Unix socket, whatever the database number, credentials or scheme. One server
     /// must never count as two votes.

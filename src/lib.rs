@@ -6,8 +6,9 @@
 //! future is dropped. The same [`Lock`] and [`Guard`] work over a single Redis server (a
 //! [`Lock::new`] of one node), so code switches between the two by configuration.
 //!
-//! Every acquisition is one [`Request`] (a resource or a set of [`Resources`], and where they
-//! differ from the lock's options its TTL, [`Patience`] and [`Owner`]) given to one of three
+//! Every acquisition is one [`Request`] (a resource, a set of [`Resources`], or one of k
+//! [`permits`](Request::permits) of a semaphore, and where they differ from the lock's options
+//! its TTL, [`Patience`] and [`Owner`]) given to one of three
 //! verbs: [`Lock::acquire`], [`Lock::try_acquire`] and [`Lock::acquire_until`] (and
 //! [`Lock::with_lock`] runs work under a kept lock).
 //!
@@ -74,7 +75,7 @@
 //!   release after our requests, the release round, fencing's write-back, background work.
 //! - The API at the top: [`Lock`] (`lock/`: construction, the verbs, waiting for a held lock,
 //!   `with_lock`), a [`Request`] (`request`) and its [`Patience`] (`rules/patience`), one acquisition's flow in
-//!   `acquisition`, sets of [`Resources`] in `resources`,
+//!   `acquisition`, sets of [`Resources`] in `resources`, a semaphore's slots in `semaphore/`,
 //!   [`Guard`], [`KeptGuard`] and [`Lease`] (`keep_alive`, `lease`), [`LockOptions`]
 //!   (`options`, validated into `settings`), [`NodeConfig`] (`node_config`: a node
 //!   from a URL, the application's own `redis::Client`, or a Redis Cluster's seeds), [`Error`] (`error`) and what each
@@ -109,6 +110,7 @@ mod request;
 mod resources;
 mod round;
 mod rules;
+mod semaphore;
 mod settings;
 
 /// The pure rules the model check (`crates/model`) runs instead of restating them, so that a
@@ -136,6 +138,7 @@ pub use resources::Resources;
 #[doc(hidden)]
 pub use rules::defect::{Defect, UnknownDefect};
 pub use rules::patience::Patience;
+pub use rules::permits::MAX_PERMITS;
 pub use rules::replacement::Replacement;
 pub use rules::resources::MAX_RESOURCES;
 pub use rules::retry::RetryPolicy;

@@ -1,8 +1,9 @@
-//! What one acquisition asks for: [`Request`] (one resource or a set, and where they differ from
-//! the lock's options its TTL, its [`Patience`] and its owner), and the one place that checks a
+//! What one acquisition asks for: [`Request`] (one resource, a set, or a permit of a semaphore,
+//! and where they differ from the lock's options its TTL, its [`Patience`] and its owner), and the one place that checks a
 //! request against the lock's settings before anything is sent (`Prepared`).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{ConfigError, Error};
@@ -12,6 +13,7 @@ use crate::rules::patience::Patience;
 use crate::rules::resources::Keys;
 #[cfg(test)]
 use crate::rules::retry::RetryPolicy;
+use crate::semaphore::Slot;
 use crate::settings::{Settings, check_retry, validate_ttl};
 
 /// One acquisition: what to lock and, where they differ from the lock's options, for how long,
@@ -45,6 +47,7 @@ pub struct Request<'a> {
     ttl: Option<Duration>,
     patience: Option<Patience>,
     owner: Option<Owner>,
+    permits: Option<u32>,
 }
 
 /// What a request locks.
@@ -61,6 +64,7 @@ impl<'a> Request<'a> {
             ttl: None,
             patience: None,
             owner: None,
+            permits: None,
         }
     }
 
@@ -94,6 +98,33 @@ impl<'a> Request<'a> {
         self
     }
 
+    /// One of `permits` permits of the semaphore this request names: up to `permits` holders at
+    /// once, each holding a slot (`name:0` … `name:{permits-1}`, each a lock of its own won by
+    /// the quorum rule). The guard is a slot's, with everything a guard has: its
+    /// [`resource`](crate::Guard::resource) is the slot, it can be extended and kept alive, with
+    /// fencing it carries the slot's fence. Waiting is woken by the release or expiry of any
+    /// slot. Every client of one semaphore must give the same `permits`: slots are not counted,
+    /// so clients that say 2 and 4 let 4 hold at once.
+    ///
+    /// ```no_run
+    /// # async fn run(lock: quorumlock::Lock) -> Result<(), quorumlock::Error> {
+    /// use quorumlock::Request;
+    ///
+    /// // At most 4 workers call the partner's API at once.
+    /// let permit = lock.acquire(Request::from("partner-api").permits(4)).await?;
+    /// println!("calling as {}", String::from_utf8_lossy(permit.resource()));
+    /// permit.release().await;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Checked when the request is made into keys: 0, more than
+    /// [`MAX_PERMITS`](crate::MAX_PERMITS), or a set of resources is a
+    /// [`ConfigError`](crate::ConfigError).
+    pub fn permits(mut self, permits: u32) -> Self {
+        self.permits = Some(permits);
+        self
+    }
+
     /// Checks the request against `settings` and makes its keys, before anything is sent.
     /// `patience` overrides the request's and the lock's.
     pub(crate) fn prepare(
@@ -101,14 +132,18 @@ impl<'a> Request<'a> {
         settings: &Settings,
         patience: Option<Patience>,
     ) -> Result<Prepared<'_>, Error> {
-        let (name, keys) = match &self.target {
-            Target::One(name) => {
-                if name.is_empty() {
-                    return Err(ConfigError::EmptyResource.into());
-                }
-                (&**name, Keys::One(settings.lock_key(name)?))
+        let (name, keys, slots) = match (&self.target, self.permits) {
+            (Target::One(name), _) if name.is_empty() => {
+                return Err(ConfigError::EmptyResource.into());
             }
-            Target::Set(set) => (set.first(), set.keys(settings)?),
+            (Target::One(name), None) => (&**name, Keys::One(settings.lock_key(name)?), None),
+            (Target::One(name), Some(permits)) => {
+                let slots = Slot::all(settings, name, permits)?;
+                let keys = Keys::Set(slots.iter().map(|slot| Arc::clone(&slot.key)).collect());
+                (&**name, keys, Some(slots))
+            }
+            (Target::Set(set), None) => (set.first(), set.keys(settings)?, None),
+            (Target::Set(_), Some(_)) => return Err(ConfigError::PermitsOfSet.into()),
         };
         let ttl = self.ttl.unwrap_or(settings.ttl);
         validate_ttl(ttl)?;
@@ -122,6 +157,7 @@ impl<'a> Request<'a> {
         Ok(Prepared {
             name,
             keys,
+            slots,
             ttl,
             patience,
             owner: self.owner,
@@ -133,7 +169,10 @@ impl<'a> Request<'a> {
 pub(crate) struct Prepared<'r> {
     /// The resource, or a set's first resource, which stands for it where one name is wanted.
     pub(crate) name: &'r [u8],
+    /// The key, or a set's keys, or a semaphore's slots' keys (which its waiters wait on).
     pub(crate) keys: Keys,
+    /// A semaphore's slots, in slot order; `None` for a lock.
+    pub(crate) slots: Option<Vec<Slot>>,
     pub(crate) ttl: Duration,
     pub(crate) patience: Patience,
     pub(crate) owner: Option<Owner>,

@@ -5,7 +5,7 @@
 //! asks for.
 
 use std::future::{Future, pending};
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -20,6 +20,7 @@ use crate::request::{Prepared, Request};
 use crate::rules::patience::Patience;
 use crate::rules::resources::Keys;
 use crate::rules::retry::RetryPolicy;
+use crate::semaphore::Take;
 
 impl Lock {
     /// Acquires what `request` names, one resource or a [`Resources`](crate::Resources) set
@@ -120,17 +121,16 @@ impl Lock {
         cancel: impl Future<Output = ()>,
     ) -> Result<Guard, Error> {
         let prepared = request.prepare(&self.node_set().settings, patience)?;
-        if let Some(guard) = self.reenter(prepared.owner, &prepared.keys) {
+        if let Some(guard) = self.reenter_prepared(&prepared) {
             return Ok(guard);
         }
         let mut cancel = pin!(cancel);
         match &prepared.patience {
-            Patience::Once => {
-                self.acquisition(&prepared)
-                    .run(&RetryPolicy::once(), cancel)
-                    .await
-            }
-            Patience::Retry(policy) => self.acquisition(&prepared).run(policy, cancel).await,
+            Patience::Once => self.attempt(&prepared, cancel).await,
+            Patience::Retry(policy) => match self.take(&prepared) {
+                Some(take) => take.retry(policy, cancel).await,
+                None => self.acquisition(&prepared).run(policy, cancel).await,
+            },
             Patience::Wait(wait) => {
                 let called = Instant::now();
                 // Try first, unless a caller of this lock already queues for these resources
@@ -138,8 +138,7 @@ impl Lock {
                 // does: the wait below, and its allocation, only after a refusal.
                 let mut refused = None;
                 if !self.node_set().wait_list.queued(&prepared.keys) {
-                    let attempt = self.acquisition(&prepared);
-                    match attempt.run(&RetryPolicy::once(), cancel.as_mut()).await {
+                    match self.attempt(&prepared, cancel.as_mut()).await {
                         Ok(guard) => return Ok(guard),
                         Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => {
                             return Err(error);
@@ -150,6 +149,38 @@ impl Lock {
                 Box::pin(self.wait_for(&prepared, called, *wait, refused, cancel)).await
             }
         }
+    }
+
+    /// One attempt at what `prepared` asks for: one acquisition of a lock, or one pass over a
+    /// semaphore's slots.
+    pub(super) async fn attempt<C>(
+        &self,
+        prepared: &Prepared<'_>,
+        cancel: Pin<&mut C>,
+    ) -> Result<Guard, Error>
+    where
+        C: Future<Output = ()> + ?Sized,
+    {
+        match self.take(prepared) {
+            Some(take) => take.once(cancel).await,
+            None => {
+                self.acquisition(prepared)
+                    .run(&RetryPolicy::once(), cancel)
+                    .await
+            }
+        }
+    }
+
+    /// The permit `prepared` asks for, if it names a semaphore's slots.
+    pub(super) fn take<'s>(&'s self, prepared: &'s Prepared<'_>) -> Option<Take<'s>> {
+        let slots = prepared.slots.as_deref()?;
+        Some(Take {
+            node_set: self.node_set(),
+            name: prepared.name,
+            slots,
+            ttl: prepared.ttl,
+            owner: self.owned_by(prepared.owner),
+        })
     }
 
     /// The acquisition `prepared` asks for, with a fresh token, nothing sent yet.
@@ -167,6 +198,17 @@ impl Lock {
     pub(crate) fn reenter(&self, owner: Option<Owner>, keys: &Keys) -> Option<Guard> {
         let hold = self.owners().join(owner?, keys.clone())?;
         Some(Guard::joined(hold))
+    }
+
+    /// Another guard of the hold of what `prepared` asks for, if its owner has one still
+    /// valid: of the resources, or of any of a semaphore's slots.
+    pub(super) fn reenter_prepared(&self, prepared: &Prepared<'_>) -> Option<Guard> {
+        match &prepared.slots {
+            None => self.reenter(prepared.owner, &prepared.keys),
+            Some(slots) => slots
+                .iter()
+                .find_map(|slot| self.reenter(prepared.owner, &Keys::One(Arc::clone(&slot.key)))),
+        }
     }
 
     /// An acquisition's owner with this lock's registry of owned holds.

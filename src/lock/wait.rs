@@ -61,7 +61,6 @@ impl Lock {
         let node_set = self.node_set();
         let settings = &node_set.settings;
         let keys = &prepared.keys;
-        let once = RetryPolicy::once();
         // After an attempt that failed for want of nodes (not held), the pause before the next.
         let retry_pause = || RetryPolicy::default().pause(rand::random());
         let refused = match refused {
@@ -100,14 +99,14 @@ impl Lock {
                 Box::pin(std::future::pending())
             } else if place.is_head() {
                 // The task ahead may have been this owner's, and now holds the lock.
-                if let Some(guard) = self.reenter(prepared.owner, keys) {
+                if let Some(guard) = self.reenter_prepared(prepared) {
                     return Ok(guard);
                 }
                 // Not cut short by the deadline: an attempt is bounded by the node timeouts, and
                 // one cut short would only have to be released again.
                 // Boxed: a waiter's future then carries one acquisition's state (the caller's
                 // first attempt's), not two, for an allocation per attempt after a refusal.
-                let attempt = Box::pin(self.acquisition(prepared).run(&once, cancel.as_mut()));
+                let attempt = Box::pin(self.attempt(prepared, cancel.as_mut()));
                 match attempt.await {
                     Ok(guard) => return Ok(guard),
                     Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => return Err(error),
@@ -117,9 +116,15 @@ impl Lock {
                         // at the re-check bound (a release that publishes nothing). Read while
                         // the wake-up is listened for, so a slow or hung node's PTTL never holds
                         // up a hand-off.
+                        let take = self.take(prepared);
                         Box::pin(async move {
-                            let expiry =
-                                free_by_expiry_after(&node_set.nodes, settings.quorum, keys).await;
+                            let expiry = match take {
+                                Some(take) => take.free_after().await,
+                                None => {
+                                    free_by_expiry_after(&node_set.nodes, settings.quorum, keys)
+                                        .await
+                                }
+                            };
                             let sleep = expiry.unwrap_or(prepared.ttl);
                             tokio::time::sleep(
                                 settings.recheck.map_or(sleep, |bound| bound.min(sleep)),

@@ -5,6 +5,7 @@
 //! - `quorum`: the vote tally; when a round is won, lost to other owners, or lost to failures.
 //! - `validity`: lease arithmetic: drift = ttl × factor + 2 ms, validity = ttl − elapsed − drift.
 //! - `patience`: [`Patience`](crate::Patience): once, wait woken, or poll on a retry policy.
+//! - `permits`: a semaphore's slots: their names, and the order an acquisition tries them in.
 //! - `retry`: [`RetryPolicy`](crate::RetryPolicy): attempts, delay + jitter, overall deadline.
 //! - `batch`: the batched keep-alive: keys per command, per-key answers and votes, missing nodes.
 //! - `renewal`: the keep-alive's schedule: next extension, retry pause, `max_hold`, trusted deadline.
@@ -28,6 +29,7 @@ pub(crate) mod defect;
 pub(crate) mod identity;
 pub(crate) mod ordering;
 pub(crate) mod patience;
+pub(crate) mod permits;
 pub(crate) mod quorum;
 pub(crate) mod recovery;
 pub(crate) mod renewal;

@@ -1,0 +1,243 @@
+//! Semaphores (`Request::permits`): k permits are k slots, each a lock won by the quorum rule, so
+//! at most k hold at once; a permit is a full guard (fence, keep-alive, release); waiting is
+//! woken by any slot. Beside them, the construction the field ships and this one replaces: a
+//! counter of holders per node, won on a majority, which lets three clients hold two permits.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use quorumlock::{
+    ConfigError, Error, KeepAlive, Lock, LockOptions, MAX_PERMITS, Patience, Request, Resources,
+};
+
+use crate::common::*;
+
+fn permit(name: &str, permits: u32) -> Request<'_> {
+    Request::from(name).permits(permits)
+}
+
+#[tokio::test]
+async fn permits_are_checked_before_anything_is_sent() {
+    // Nothing listens on port 1: a request sent there would fail as unavailable, not config.
+    let lock = Lock::new(["redis://127.0.0.1:1"], once()).unwrap();
+    let refused = async |request: Request<'_>| match lock.try_acquire(request).await {
+        Err(Error::Config(error)) => error,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(refused(permit("w", 0)).await, ConfigError::ZeroPermits);
+    assert_eq!(
+        refused(permit("w", MAX_PERMITS + 1)).await,
+        ConfigError::TooManyPermits {
+            permits: MAX_PERMITS + 1,
+            max: MAX_PERMITS
+        }
+    );
+    let set = Resources::new(["a", "b"]).unwrap();
+    assert_eq!(
+        refused(Request::from(&set).permits(2)).await,
+        ConfigError::PermitsOfSet
+    );
+    assert_eq!(refused(permit("", 2)).await, ConfigError::EmptyResource);
+}
+
+// promise: semaphore-permits
+#[tokio::test]
+async fn k_permits_hold_k_at_once_and_a_release_frees_one() {
+    bounded(async {
+        let (_cluster, lock) = quorum_lock(3, once()).await;
+        let first = lock.acquire(permit("workers", 2)).await.unwrap();
+        let second = lock.acquire(permit("workers", 2)).await.unwrap();
+        let mut slots = [first.resource().to_vec(), second.resource().to_vec()];
+        slots.sort();
+        assert_eq!(slots, [b"workers:0".to_vec(), b"workers:1".to_vec()]);
+        match lock.acquire(permit("workers", 2)).await {
+            Err(Error::Held { resource, .. }) => assert_eq!(resource, b"workers"),
+            other => panic!("a third permit of two: {other:?}"),
+        }
+        let freed = second.resource().to_vec();
+        second.release().await;
+        let third = lock.acquire(permit("workers", 2)).await.unwrap();
+        assert_eq!(third.resource(), freed);
+        first.release().await;
+        third.release().await;
+    })
+    .await;
+}
+
+/// The counterexample of a counter voted on by a majority, run against real servers: with 2
+/// permits on 3 nodes, A and B count on node 0, B and C on node 1, A and C on node 2, and each
+/// of the three wins a majority. The same three clients on slots: two hold, the third is refused.
+// promise: semaphore-permits
+#[tokio::test]
+async fn a_counter_won_on_a_majority_lets_three_hold_two_permits_and_slots_do_not() {
+    bounded(async {
+        let (cluster, lock) = quorum_lock(3, once()).await;
+        // The field's construction: per node, a set of holders, joined while it has room.
+        const JOIN: &str = "if redis.call('SCARD', KEYS[1]) < tonumber(ARGV[2]) then \
+                            redis.call('SADD', KEYS[1], ARGV[1]) return 1 end return 0";
+        let mut won = [0usize; 3];
+        for (node, clients) in [(0, [0, 1]), (1, [1, 2]), (2, [0, 2])] {
+            let mut direct = cluster.connection(node).await.unwrap();
+            for client in clients {
+                let joined: i64 = redis::Script::new(JOIN)
+                    .key("counted:workers")
+                    .arg(client)
+                    .arg(2)
+                    .invoke_async(&mut direct)
+                    .await
+                    .unwrap();
+                won[client] += usize::try_from(joined).unwrap();
+            }
+        }
+        let holders = won.iter().filter(|&&votes| votes >= lock.quorum_size());
+        assert_eq!(
+            holders.count(),
+            3,
+            "the counter lets all three hold two permits"
+        );
+
+        let clients: Vec<Lock> = (0..3)
+            .map(|_| Lock::new(cluster.urls(), once()).unwrap())
+            .collect();
+        let mut guards = Vec::new();
+        let mut refused = 0;
+        for client in &clients {
+            match client.acquire(permit("workers", 2)).await {
+                Ok(guard) => guards.push(guard),
+                Err(Error::Held { .. }) => refused += 1,
+                Err(other) => panic!("{other}"),
+            }
+        }
+        assert_eq!((guards.len(), refused), (2, 1));
+        for guard in guards {
+            guard.release().await;
+        }
+    })
+    .await;
+}
+
+/// Clients contending for 2 permits, each holding for a moment, many times: never more than 2
+/// valid guards at once, and every acquisition served.
+// promise: semaphore-permits
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contending_clients_never_hold_more_than_the_permits() {
+    bounded(async {
+        let (cluster, _lock) = quorum_lock(3, once()).await;
+        let options = LockOptions::new()
+            .ttl(Duration::from_secs(10))
+            .node_timeout(Duration::from_secs(5))
+            .connect_timeout(Duration::from_secs(5))
+            .patience(Patience::Wait(Duration::from_secs(60)));
+        let in_hold = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..6)
+            .map(|_| {
+                let lock = Lock::new(cluster.urls(), options.clone()).unwrap();
+                let (in_hold, most) = (Arc::clone(&in_hold), Arc::clone(&most));
+                tokio::spawn(async move {
+                    for _ in 0..5 {
+                        let guard = lock.acquire(permit("pool", 2)).await.unwrap();
+                        let now = in_hold.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        // A hold of some length, so that holds overlap when they can.
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        assert!(guard.is_valid());
+                        in_hold.fetch_sub(1, Ordering::SeqCst);
+                        guard.release().await;
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let most = most.load(Ordering::SeqCst);
+        assert!((1..=2).contains(&most), "{most} held 2 permits at once");
+    })
+    .await;
+}
+
+/// A waiter in another client, both permits held for a minute: the release of one wakes it,
+/// and it takes that slot well before any key could have expired.
+// promise: semaphore-permits
+#[tokio::test]
+async fn a_waiter_takes_the_slot_another_client_releases() {
+    bounded(async {
+        let (cluster, lock) = quorum_lock(3, once().ttl(Duration::from_secs(60))).await;
+        let holders = [
+            lock.acquire(permit("jobs", 2)).await.unwrap(),
+            lock.acquire(permit("jobs", 2)).await.unwrap(),
+        ];
+        let waiter = Lock::new(cluster.urls(), once()).unwrap();
+        let waiting_call = {
+            let waiter = waiter.clone();
+            tokio::spawn(async move {
+                let request = permit("jobs", 2).patience(Patience::Wait(Duration::from_secs(30)));
+                waiter.acquire(request).await
+            })
+        };
+        waiting(&waiter, "jobs:0", 1).await;
+        let [kept, released] = holders;
+        let freed = released.resource().to_vec();
+        released.release().await;
+        let guard = waiting_call.await.unwrap().unwrap();
+        assert_eq!(guard.resource(), freed);
+        assert!(kept.is_valid());
+        guard.release().await;
+        kept.release().await;
+    })
+    .await;
+}
+
+/// A permit is a whole guard: with fencing, its slot's fence, which grows from one holder of
+/// the slot to the next; kept alive, it keeps its slot.
+// promise: semaphore-permits
+#[tokio::test]
+async fn a_permit_carries_its_slots_fence_and_can_be_kept_alive() {
+    bounded(async {
+        let (_cluster, lock) = quorum_lock(3, once().fencing(true)).await;
+        let first = lock.acquire(permit("fenced", 2)).await.unwrap();
+        let other = lock.acquire(permit("fenced", 2)).await.unwrap();
+        let (slot, fence) = (first.resource().to_vec(), first.fence().unwrap());
+        first.release().await;
+        let next = lock.acquire(permit("fenced", 2)).await.unwrap();
+        assert_eq!(next.resource(), slot, "the only free slot");
+        assert!(next.fence().unwrap() > fence, "the slot's fence grows");
+        let kept = next
+            .keep_alive(KeepAlive::new().every(Duration::from_millis(100)))
+            .unwrap();
+        assert!(kept.lease().is_valid());
+        assert!(matches!(
+            lock.acquire(permit("fenced", 2)).await,
+            Err(Error::Held { .. })
+        ));
+        kept.release().await;
+        other.release().await;
+    })
+    .await;
+}
+
+/// A holder that crashed (its guard forgotten, never released) frees only its own permit, when
+/// its key expires; the other holder keeps its own.
+// promise: semaphore-permits
+#[tokio::test]
+async fn a_crashed_holders_permit_frees_by_its_own_ttl() {
+    bounded(async {
+        let (_cluster, lock) = quorum_lock(3, once().ttl(Duration::from_secs(60))).await;
+        let crashed = lock
+            .acquire(permit("crash", 2).ttl(Duration::from_millis(300)))
+            .await
+            .unwrap();
+        let freed = crashed.resource().to_vec();
+        std::mem::forget(crashed);
+        let kept = lock.acquire(permit("crash", 2)).await.unwrap();
+        let request = permit("crash", 2).patience(Patience::Wait(Duration::from_secs(30)));
+        let guard = lock.acquire(request).await.unwrap();
+        assert_eq!(guard.resource(), freed);
+        assert!(kept.is_valid());
+        guard.release().await;
+        kept.release().await;
+    })
+    .await;
+}
