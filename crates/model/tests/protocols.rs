@@ -4,6 +4,7 @@
 //! change to the checker's answer fails the scenario's test.
 
 use quorumlock_model::protocols::lease::{MUTUAL_EXCLUSION, QUORUM_BACKED};
+use quorumlock_model::protocols::semaphore::PERMITS_BOUND;
 use quorumlock_model::protocols::sets::EXCLUSION;
 use quorumlock_model::protocols::{Protocol, ProtocolReport};
 
@@ -73,4 +74,17 @@ fn sets_taken_all_or_nothing_per_node_never_overlap() {
 #[test]
 fn sets_checked_and_written_in_two_steps_overlap() {
     expect(Protocol::SetsSplitStep, &[EXCLUSION]);
+}
+
+// promise: model-protocols
+#[test]
+fn permits_as_slots_never_have_more_holders_than_permits() {
+    let report = expect(Protocol::Semaphore, &[]);
+    assert!(report.exhaustive);
+}
+
+// promise: model-protocols
+#[test]
+fn permits_as_a_counter_won_on_a_majority_let_three_hold_two() {
+    expect(Protocol::SemaphoreCounter, &[PERMITS_BOUND]);
 }

@@ -1,7 +1,7 @@
 //! The lock's other protocols, each a small model of its own beside the fencing model: the
 //! batched keep-alive that writes a missing key back, waiting woken on release, failover
-//! detection (`lease.rs`, one model with each protocol's assumption as a parameter), and sets of
-//! resources (`sets.rs`). Each scenario names what it assumes; for every protocol one scenario
+//! detection (`lease.rs`, one model with each protocol's assumption as a parameter), sets of
+//! resources (`sets.rs`), and semaphores (`semaphore.rs`). Each scenario names what it assumes; for every protocol one scenario
 //! keeps its assumptions and holds, and one drops an assumption and finds a counterexample.
 //!
 //! These models are smaller than the fencing model: no symmetry reduction, and a counterexample
@@ -9,6 +9,7 @@
 //! (`quorumlock::model_rules`).
 
 pub mod lease;
+pub mod semaphore;
 pub mod sets;
 
 use std::fmt::{self, Debug, Display};
@@ -40,11 +41,15 @@ pub enum Protocol {
     Sets,
     /// As [`Protocol::Sets`], each node's step split into a check and a write.
     SetsSplitStep,
+    /// A semaphore's permits as slots, each won by the quorum rule.
+    Semaphore,
+    /// A semaphore as a counter of holders per node, won on a majority.
+    SemaphoreCounter,
 }
 
 impl Protocol {
     /// Every protocol scenario, in the order the docs present them.
-    pub const ALL: [Protocol; 8] = [
+    pub const ALL: [Protocol; 10] = [
         Protocol::KeepAlive,
         Protocol::KeepAliveFillUnguarded,
         Protocol::Waiting,
@@ -53,6 +58,8 @@ impl Protocol {
         Protocol::FailoverUndetected,
         Protocol::Sets,
         Protocol::SetsSplitStep,
+        Protocol::Semaphore,
+        Protocol::SemaphoreCounter,
     ];
 
     /// The name on the command line.
@@ -66,6 +73,8 @@ impl Protocol {
             Protocol::FailoverUndetected => "failover-undetected",
             Protocol::Sets => "sets",
             Protocol::SetsSplitStep => "sets-split-step",
+            Protocol::Semaphore => "semaphore",
+            Protocol::SemaphoreCounter => "semaphore-counter",
         }
     }
 
@@ -107,18 +116,31 @@ impl Protocol {
                 "as sets, but each node first checks the keys free and writes them in a later \
                  step"
             }
+            Protocol::Semaphore => {
+                "three clients, two permits as two slots, each a lock won by the quorum rule; a \
+                 client tries the slots from any one onwards, releasing a lost one behind it"
+            }
+            Protocol::SemaphoreCounter => {
+                "three clients, two permits as a counter of holders on each node, counted while \
+                 below two; a client holds once a majority counted it"
+            }
         }
     }
 
     /// The safety properties this scenario is expected to violate.
     pub fn expected_violations(self) -> &'static [&'static str] {
         match self {
-            Protocol::KeepAlive | Protocol::Waiting | Protocol::Failover | Protocol::Sets => &[],
+            Protocol::KeepAlive
+            | Protocol::Waiting
+            | Protocol::Failover
+            | Protocol::Sets
+            | Protocol::Semaphore => &[],
             Protocol::KeepAliveFillUnguarded | Protocol::FailoverUndetected => {
                 &[lease::MUTUAL_EXCLUSION]
             }
             Protocol::WaitingWakeIsGrant => &[lease::MUTUAL_EXCLUSION, lease::QUORUM_BACKED],
             Protocol::SetsSplitStep => &[sets::EXCLUSION],
+            Protocol::SemaphoreCounter => &[semaphore::PERMITS_BOUND],
         }
     }
 
@@ -127,6 +149,8 @@ impl Protocol {
         match self {
             Protocol::Sets => explore(self, sets::SetsModel::new(false)),
             Protocol::SetsSplitStep => explore(self, sets::SetsModel::new(true)),
+            Protocol::Semaphore => explore(self, semaphore::SemaphoreModel::new(false)),
+            Protocol::SemaphoreCounter => explore(self, semaphore::SemaphoreModel::new(true)),
             lease => explore(self, lease::LeaseModel::new(lease::LeaseConfig::of(lease))),
         }
     }
