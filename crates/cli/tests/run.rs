@@ -382,6 +382,53 @@ async fn wait_0_on_a_held_lock_exits_75_without_running_the_command() {
     .await;
 }
 
+/// `--permits 2`: two runs hold at once, each told its slot; a third with `--wait 0` is refused
+/// without running its command.
+// promise: semaphore-permits
+#[tokio::test]
+async fn permits_let_that_many_runs_hold_at_once_each_in_its_slot() {
+    bounded(async {
+        let cluster = cluster_on(Backend::Process).await.unwrap();
+        let scratch = Scratch::new();
+        let release = scratch.path("release");
+        // Each holder writes its slot, then runs until the test says so (30 s at most).
+        let hold = r#"printf %s "$QUORUMLOCK_SLOT" > "$1"; i=0; while [ ! -e "$2" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"#;
+        let flags = ["--resource", "pool", "--permits", "2"];
+        let mut holders = Vec::new();
+        let mut slots = Vec::new();
+        for name in ["first", "second"] {
+            let slot = scratch.path(name);
+            let args = ["sh", "-c", hold, "sh", slot.to_str().unwrap(), release.to_str().unwrap()];
+            holders.push(start_run(&cluster, &flags, &args));
+            // Written by printf in one go; an empty read is a file caught half made.
+            let written = quorumlock_harness::eventually(Duration::from_secs(20), async || {
+                std::fs::read_to_string(&slot).is_ok_and(|text| !text.is_empty())
+            })
+            .await;
+            assert!(written, "{name}: no slot written");
+            slots.push(std::fs::read_to_string(&slot).unwrap());
+        }
+        slots.sort();
+        assert_eq!(slots, ["pool:0", "pool:1"]);
+
+        let ran = scratch.path("ran");
+        let touch = ["sh", "-c", r#"touch "$1""#, "sh", ran.to_str().unwrap()];
+        let third = [&flags[..], &["--wait", "0"]].concat();
+        let (code, stderr) = finish(start_run(&cluster, &third, &touch)).await;
+        assert_eq!(code, Some(NOT_ACQUIRED), "{stderr}");
+        assert!(!ran.exists(), "a third command ran with two permits held");
+
+        std::fs::write(&release, "").unwrap();
+        for holder in holders {
+            let (code, stderr) = finish(holder).await;
+            assert_eq!(code, Some(0), "{stderr}");
+        }
+        assert_no_key(&cluster, "pool:0").await;
+        assert_no_key(&cluster, "pool:1").await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn too_few_nodes_exit_75_and_no_nodes_or_bad_flags_exit_64() {
     bounded(async {

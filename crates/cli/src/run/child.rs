@@ -14,6 +14,19 @@ use tokio::signal::unix::{SignalKind, signal};
 
 /// The environment variable that names the locked resource to the command.
 pub(crate) const RESOURCE_ENV: &str = "QUORUMLOCK_RESOURCE";
+
+/// The environment variable that names the permit's slot to the command (`--permits`).
+pub(crate) const SLOT_ENV: &str = "QUORUMLOCK_SLOT";
+
+/// What the command is told of the lock it runs under.
+pub(crate) struct Held<'a> {
+    /// The resource given to `run`.
+    pub(crate) resource: &'a str,
+    /// With `--permits`, the slot held.
+    pub(crate) slot: Option<&'a str>,
+    /// With `--fencing`, the fence.
+    pub(crate) fence: Option<u64>,
+}
 /// The environment variable that carries the fence to the command, with `--fencing`.
 pub(crate) const FENCE_ENV: &str = "QUORUMLOCK_FENCE";
 
@@ -63,22 +76,25 @@ pub(crate) struct Ended {
 
 impl RunningCommand {
     /// Starts `program` with `args` in a process group of its own, with stdin, stdout and
-    /// stderr inherited, and the resource (and the fence, if any) in its environment.
+    /// stderr inherited, and what it holds (resource, slot, fence) in its environment.
     pub(crate) fn spawn(
         program: &OsString,
         args: &[OsString],
-        resource: &str,
-        fence: Option<u64>,
+        held: &Held<'_>,
     ) -> io::Result<RunningCommand> {
         let mut command = Command::new(program);
         command
             .args(args)
             .process_group(0)
-            .env(RESOURCE_ENV, resource);
-        match fence {
+            .env(RESOURCE_ENV, held.resource);
+        // Not one inherited from an outer `run`: it would be another lock's.
+        match held.fence {
             Some(fence) => command.env(FENCE_ENV, fence.to_string()),
-            // Not one inherited from an outer `run`: it would be another lock's fence.
             None => command.env_remove(FENCE_ENV),
+        };
+        match held.slot {
+            Some(slot) => command.env(SLOT_ENV, slot),
+            None => command.env_remove(SLOT_ENV),
         };
         let child = command.spawn()?;
         // The group's id is the leader's pid. Never 0 or 1: kill(-1) would reach every process.

@@ -15,7 +15,7 @@ use std::time::Duration;
 use quorumlock::{KeepAlive, Lock, LockOptions};
 
 use crate::flags::{self, NODES_ENV};
-use child::{RunningCommand, Signals};
+use child::{Held, RunningCommand, Signals};
 
 /// Arguments of `quorumlock run`.
 #[derive(clap::Args, Debug)]
@@ -42,6 +42,11 @@ pub struct RunArgs {
     /// to the next (the nodes must run AOF with appendfsync always).
     #[arg(long)]
     fencing: bool,
+    /// Run while holding one of N permits of the resource (a semaphore: up to N runs at once,
+    /// each in a slot RESOURCE:0 … RESOURCE:N-1, named to the command in QUORUMLOCK_SLOT).
+    /// Every run of the resource must give the same N.
+    #[arg(long, value_name = "N")]
+    permits: Option<u32>,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<OsString>,
@@ -52,7 +57,8 @@ fn after_help() -> String {
     format!(
         "\
 The command runs in its own process group with stdin, stdout and stderr inherited, and
-QUORUMLOCK_RESOURCE (and QUORUMLOCK_FENCE with --fencing) in its environment. SIGINT, SIGTERM
+QUORUMLOCK_RESOURCE (QUORUMLOCK_FENCE with --fencing, QUORUMLOCK_SLOT with --permits) in its
+environment. SIGINT, SIGTERM
 and SIGHUP sent to run are forwarded to that group; run waits for the command to exit, then
 releases the lock. If the lock is lost, the group gets SIGTERM, then SIGKILL after --kill-after.
 The group is not the terminal's foreground group: give an interactive command its stdin from
@@ -64,7 +70,8 @@ Examples:
   quorumlock run --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379 \\
       --resource nightly-report -- ./nightly-report.sh
   QUORUMLOCK_NODES=redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379 \\
-      quorumlock run --resource nightly-report --wait 0 --ttl 1m -- make report",
+      quorumlock run --resource nightly-report --wait 0 --ttl 1m -- make report
+  quorumlock run --resource partner-api --permits 4 -- ./call-partner.sh",
         exit::HELP
     )
 }
@@ -82,6 +89,7 @@ async fn run_locked(args: RunArgs) -> u8 {
         wait,
         kill_after,
         fencing,
+        permits,
         command,
     } = args;
     let fail = |code: u8, message: &str| {
@@ -124,7 +132,7 @@ async fn run_locked(args: RunArgs) -> u8 {
     let acquired = tokio::select! {
         biased;
         signal = signals.next() => Err(signal),
-        result = lock.acquire(Request::from(&resource).patience(Patience::Wait(wait))) => Ok(result),
+        result = lock.acquire(request(&resource, wait, permits)) => Ok(result),
     };
     let guard = match acquired {
         Ok(Ok(guard)) => guard,
@@ -150,7 +158,13 @@ async fn run_locked(args: RunArgs) -> u8 {
         }
     };
 
-    let code = match RunningCommand::spawn(program, program_args, &resource, kept.fence()) {
+    let slot = permits.map(|_| String::from_utf8_lossy(kept.lease().resource()).into_owned());
+    let held = Held {
+        resource: &resource,
+        slot: slot.as_deref(),
+        fence: kept.fence(),
+    };
+    let code = match RunningCommand::spawn(program, program_args, &held) {
         Err(error) => {
             let code = if error.kind() == std::io::ErrorKind::NotFound {
                 exit::NOT_FOUND
@@ -168,4 +182,13 @@ async fn run_locked(args: RunArgs) -> u8 {
     kept.release().await;
     lock.settle().await;
     code
+}
+
+/// The acquisition `run` makes: the resource, or one of its `permits`, waited for up to `wait`.
+fn request(resource: &str, wait: Duration, permits: Option<u32>) -> Request<'_> {
+    let request = Request::from(resource).patience(Patience::Wait(wait));
+    match permits {
+        Some(permits) => request.permits(permits),
+        None => request,
+    }
 }
