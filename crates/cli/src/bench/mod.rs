@@ -106,7 +106,8 @@ pub struct BenchArgs {
 /// A section `--only` runs alone.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum Section {
-    /// Waiters wanting one key over five local nodes (waiting, polling, rslock).
+    /// Waiters wanting one key over five local nodes (waiting, polling, rslock), and 16
+    /// waiters wanting one of 4 permits of a semaphore.
     Contended,
     /// Sets of 1, 4 and 16 resources beside as many single locks in sequence.
     Sets,

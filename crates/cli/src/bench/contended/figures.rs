@@ -1,6 +1,7 @@
 //! From the waiters' records to the figures of one row: all holds of a step put on one time
-//! line (they share one clock), the hand-off from each release to the next acquire, who got the
-//! lock after whom, and each waiter's waits.
+//! line (they share one clock), the hand-off from each release to the next acquire of the same
+//! key (for a semaphore, of the same slot), who got it after whom, how many held at once, and
+//! each waiter's waits.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,9 +22,15 @@ pub(super) struct RowTally {
     holds: u64,
     /// Hand-offs to the waiter that had just released.
     to_self: u64,
-    /// Next holder's acquire returned before the previous holder's release started: two
-    /// holders at once, which must never be seen.
+    /// Next holder's acquire returned before the previous holder's release started (of the
+    /// same key or slot): two holders at once, which must never be seen.
     overlaps: u64,
+    /// The sum of every hold's length (acquire returned → release started), in ns.
+    held_ns: u128,
+    /// The wall time of every step, in ns, for the mean of holders at once.
+    wall_ns: u128,
+    /// The most holds that were under way at one moment.
+    most_at_once: u64,
     refused: u64,
     errors: u64,
     cut: u64,
@@ -61,6 +68,11 @@ pub(super) struct ContendedRow {
     pub(super) self_share: f64,
     pub(super) acquisitions: u64,
     pub(super) acquisitions_per_s: f64,
+    /// Holders at once on average over the steps' wall time: for a semaphore, the permits in
+    /// use (a permit counts from its acquire's return to its release's start).
+    pub(super) in_use_mean: f64,
+    /// The most holders seen at one moment (1 for a key, at most the permits for a semaphore).
+    pub(super) most_at_once: u64,
     /// The p50 of how long a holder really held the key (a 1 ms sleep on Tokio's timer takes
     /// longer).
     pub(super) held_p50_us: f64,
@@ -91,6 +103,9 @@ impl RowTally {
             holds: 0,
             to_self: 0,
             overlaps: 0,
+            held_ns: 0,
+            wall_ns: 0,
+            most_at_once: 0,
             refused: 0,
             errors: 0,
             cut: 0,
@@ -98,31 +113,36 @@ impl RowTally {
         }
     }
 
-    /// Adds one step: every waiter's record (of one key), the step's wall time, and how many
-    /// waiters did not report.
+    /// Adds one step: every waiter's record (of one key, or of one semaphore's slots), the
+    /// step's wall time, and how many waiters did not report.
     pub(super) fn add_step(&mut self, records: &[WaiterRecord], wall: Duration, lost: u64) {
-        let mut holds: Vec<(u64, u64, u32)> = Vec::new();
+        // (slot, acquired, released, waiter): a key's holds are all of slot 0.
+        let mut holds: Vec<(u32, u64, u64, u32)> = Vec::new();
         for r in records {
             let waits = self.by_waiter.entry(r.id).or_insert_with(new_histogram);
-            for &[asked, acquired, released] in &r.holds {
+            for (i, &[asked, acquired, released]) in r.holds.iter().enumerate() {
                 let wait = Duration::from_nanos(acquired.saturating_sub(asked));
                 record(waits, wait);
                 record(&mut self.waits.hist, wait);
-                record(
-                    &mut self.held,
-                    Duration::from_nanos(released.saturating_sub(acquired)),
-                );
-                holds.push((acquired, released, r.id));
+                let held = released.saturating_sub(acquired);
+                record(&mut self.held, Duration::from_nanos(held));
+                self.held_ns += u128::from(held);
+                let slot = r.slots.get(i).copied().unwrap_or(0);
+                holds.push((slot, acquired, released, r.id));
             }
             self.refused += r.refused;
             self.errors += r.errors;
             self.cut += u64::from(r.cut.is_some());
         }
+        self.most_at_once = self.most_at_once.max(most_at_once(&holds));
         holds.sort_unstable();
         for pair in holds.windows(2) {
-            let [(_, released, before), (acquired, _, after)] = pair else {
+            let [(slot, _, released, before), (next_slot, acquired, _, after)] = pair else {
                 continue;
             };
+            if slot != next_slot {
+                continue;
+            }
             if acquired < released {
                 self.overlaps += 1;
                 continue;
@@ -136,6 +156,7 @@ impl RowTally {
         self.holds += holds.len() as u64;
         self.handoff.wall += wall;
         self.waits.wall += wall;
+        self.wall_ns += wall.as_nanos();
         self.lost += lost;
     }
 
@@ -190,6 +211,8 @@ impl RowTally {
                 self.held.value_at_quantile(0.5) as f64 / 1_000.0
             },
             acquisitions_per_s: ratio(self.holds as f64, wall),
+            in_use_mean: ratio(self.held_ns as f64, self.wall_ns as f64),
+            most_at_once: self.most_at_once,
             worst_wait_p99_us: worst(|w| w.p99_us),
             worst_wait_max_us: worst(|w| w.max_us),
             worst_max_over_mean: worst(|w| w.max_over_mean),
@@ -204,6 +227,26 @@ impl RowTally {
             lost: self.lost,
         }
     }
+}
+
+/// The most of `holds` (slot, acquired, released, waiter) under way at one moment: a sweep
+/// over their starts and ends, an end before a start at the same instant.
+fn most_at_once(holds: &[(u32, u64, u64, u32)]) -> u64 {
+    let mut events: Vec<(u64, bool)> = holds
+        .iter()
+        .flat_map(|&(_, acquired, released, _)| [(acquired, true), (released, false)])
+        .collect();
+    events.sort_unstable();
+    let (mut now, mut most) = (0u64, 0u64);
+    for (_, starts) in events {
+        if starts {
+            now += 1;
+            most = most.max(now);
+        } else {
+            now = now.saturating_sub(1);
+        }
+    }
+    most
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
@@ -264,6 +307,26 @@ mod tests {
         assert_eq!(row.acquisitions, 4);
         assert_eq!(row.waiters.len(), 2);
         assert_eq!(row.waiters[0].acquisitions, 2);
+    }
+
+    #[test]
+    fn a_semaphores_hand_offs_and_overlaps_are_counted_per_slot() {
+        let mut tally = RowTally::new();
+        // Slots 0 and 1 held at once by waiters 0 and 1 (no overlap); on slot 0, 150–250 by
+        // waiter 2 starts before waiter 0's release at 200 (an overlap); slot 1 goes 300 → 350.
+        let mut a = waiter(0, &[[0, 100, 200]]);
+        a.slots = vec![0];
+        let mut b = waiter(1, &[[0, 110, 300], [300, 350, 400]]);
+        b.slots = vec![1, 1];
+        let mut c = waiter(2, &[[0, 150, 250]]);
+        c.slots = vec![0];
+        tally.add_step(&[a, b, c], Duration::from_nanos(1_000), 0);
+        let row = tally.row("s/x", "s", 0, "semaphore", 1.0);
+        assert_eq!(row.overlaps, 1);
+        assert_eq!(row.handoff.samples, 1);
+        assert_eq!(row.most_at_once, 3);
+        // Held 100 + 190 + 50 + 100 = 440 ns of 1,000.
+        assert!((row.in_use_mean - 0.44).abs() < 1e-9);
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! in one process (tasks on one `Lock`) and 4 processes × 2 waiters (the `quorumlock` binary
 //! itself, `bench-waiters`); holding 0 and 1 ms. Beside them, the quorum's round trip measured
 //! in the same run (a `PING` to each node at once, timed to the quorum-th reply), and many
-//! waiters on one lock: memory per waiter and connections per node.
+//! waiters on one lock: memory per waiter and connections per node, and a semaphore of 4
+//! permits wanted by 16 waiters (`semaphore.rs`).
 //!
 //! Contenders alternate in rounds, each round on a fresh key, so that a drift in the machine's
 //! speed hits them alike. Every loop is bounded in count and time.
@@ -13,6 +14,7 @@
 pub(crate) mod child;
 mod figures;
 mod many;
+mod semaphore;
 mod waiter;
 
 use quorumlock::Patience;
@@ -67,12 +69,51 @@ pub(super) struct Contended {
     /// The quorum's round trip: a `PING` to each of the five nodes at once, to the third reply.
     rtt: Row,
     rows: Vec<ContendedRow>,
+    /// 16 waiters wanting one of 4 permits.
+    semaphore: Vec<ContendedRow>,
     many: Option<ManyWaiters>,
+}
+
+/// The quorum's round trip, sampled between the rounds of every row: a `PING` to each node
+/// at once, timed to the quorum-th reply.
+pub(super) struct Rtt {
+    pings: Vec<MultiplexedConnection>,
+    quorum: usize,
+    tally: Tally,
+}
+
+impl Rtt {
+    /// Connects to every node of `urls` and warms the connections up (untimed).
+    async fn connect(urls: &[String], plan: &Plan) -> Result<Rtt, String> {
+        let mut pings = Vec::new();
+        for url in urls {
+            let connection = raw_connection(url, Some(true), PING_TIMEOUT)
+                .await
+                .map_err(|e| format!("PING connection to {url}: {e}"))?;
+            pings.push(connection);
+        }
+        let rtt = Rtt {
+            pings,
+            quorum: urls.len() / 2 + 1,
+            tally: Tally::new(),
+        };
+        for _ in 0..plan.contended_rtt_samples {
+            sample_rtt(&rtt.pings, rtt.quorum, &mut Tally::new()).await;
+        }
+        Ok(rtt)
+    }
+
+    /// The samples taken before each contender's round.
+    async fn sample_between_rounds(&mut self, plan: &Plan) {
+        for _ in 0..plan.contended_rtt_samples / plan.contended_rounds.max(1) {
+            sample_rtt(&self.pings, self.quorum, &mut self.tally).await;
+        }
+    }
 }
 
 /// Progress steps the section reports.
 pub(super) fn steps() -> u64 {
-    (SHAPES.len() * HOLDS_MS.len()) as u64 + 1
+    (SHAPES.len() * HOLDS_MS.len()) as u64 + semaphore::steps() + 1
 }
 
 /// Runs the section over `urls` (the five local nodes).
@@ -83,18 +124,7 @@ pub(super) async fn contended(
     plan: &Plan,
     progress: &Progress,
 ) -> Result<Contended, String> {
-    let mut pings = Vec::new();
-    for url in urls {
-        let connection = raw_connection(url, Some(true), PING_TIMEOUT)
-            .await
-            .map_err(|e| format!("PING connection to {url}: {e}"))?;
-        pings.push(connection);
-    }
-    let quorum = urls.len() / 2 + 1;
-    let mut rtt = Tally::new();
-    for _ in 0..plan.contended_rtt_samples {
-        sample_rtt(&pings, quorum, &mut Tally::new()).await;
-    }
+    let mut rtt = Rtt::connect(urls, plan).await?;
     // One acquirer per contender for the one-process shape, warmed up once.
     let mut acquirers = Vec::new();
     for kind in Kind::ALL {
@@ -118,9 +148,7 @@ pub(super) async fn contended(
             for round in 0..plan.contended_rounds {
                 for (i, acquirer) in acquirers.iter().enumerate() {
                     let kind = acquirer.kind();
-                    for _ in 0..plan.contended_rtt_samples / plan.contended_rounds.max(1) {
-                        sample_rtt(&pings, quorum, &mut rtt).await;
-                    }
+                    rtt.sample_between_rounds(plan).await;
                     let key = format!(
                         "contended:{processes}x{per_process}:{hold_ms}:{}:{round}",
                         kind.name()
@@ -153,13 +181,22 @@ pub(super) async fn contended(
             progress.done(1);
         }
     }
+    let semaphore = semaphore::tallies(urls, ttl, prefix, plan, &mut rtt, progress).await?;
     let rtt = Row::new(
         "contended/rtt",
         "contended",
-        &format!("quorum round trip (PING ×{}, reply {quorum})", urls.len()),
+        &format!(
+            "quorum round trip (PING ×{}, reply {})",
+            urls.len(),
+            rtt.quorum
+        ),
         "round trip",
-        rtt,
+        rtt.tally,
     );
+    let semaphore = semaphore
+        .into_iter()
+        .map(|pending| pending.row(rtt.p50_us))
+        .collect();
     let rows = tallies
         .into_iter()
         .map(|(shape, processes, hold_ms, kind, tally)| {
@@ -193,6 +230,7 @@ pub(super) async fn contended(
         poll_jitter_us: u64::try_from(POLL_JITTER.as_micros()).unwrap_or(u64::MAX),
         rtt,
         rows,
+        semaphore,
         many: Some(many),
     })
 }
@@ -342,6 +380,7 @@ pub(super) fn targets(c: &Contended) -> Vec<Target> {
             "10",
         ));
     }
+    targets.extend(semaphore::targets(&c.semaphore));
     if let Some(m) = &c.many {
         targets.push(at_most(
             format!("{} waiters: connections added per node", m.waiters),
@@ -484,6 +523,7 @@ pub(super) fn render(c: &Contended) -> String {
             let _ = writeln!(out, "  (--quick: the waiters were dropped, not served)");
         }
     }
+    out.push_str(&semaphore::render(&c.semaphore));
     out
 }
 

@@ -48,6 +48,10 @@ pub(crate) enum Kind {
     /// rslock's `lock` with its own retry loop as it comes (3 tries, 0–200 ms apart), called
     /// again while it gives up.
     Rslock,
+    /// `Lock::acquire` of one of [`PERMITS`] permits (`Request::permits`) with
+    /// `Patience::Wait`: woken by the release or expiry of any slot. The semaphore section's
+    /// contender, not the one-key table's.
+    Semaphore,
 }
 
 impl Kind {
@@ -66,6 +70,7 @@ impl Kind {
             Kind::Polling1ms => "polling-1ms",
             Kind::PollingDefault => "polling-default",
             Kind::Rslock => "rslock",
+            Kind::Semaphore => "semaphore",
         }
     }
 }
@@ -74,6 +79,9 @@ impl Kind {
 fn set3(key: &str) -> Result<Resources, quorumlock::ConfigError> {
     Resources::new([key.to_owned(), format!("{key}:b"), format!("{key}:c")])
 }
+
+/// The permits of the semaphore contender.
+pub(crate) const PERMITS: u32 = 4;
 
 /// The polling contender's jitter on top of its 1 ms delay.
 pub(crate) const POLL_JITTER: Duration = Duration::from_micros(250);
@@ -94,6 +102,22 @@ pub(crate) enum Acquirer {
 enum Held {
     Guard(Guard),
     Rslock(::rslock::Lock),
+}
+
+impl Held {
+    /// The semaphore slot held: the number after the resource's last `:` (`name:3`). Asked
+    /// of a semaphore's guards only: a plain key's name may end in a number too.
+    fn slot(&self) -> Option<u32> {
+        let Held::Guard(guard) = self else {
+            return None;
+        };
+        let resource = guard.resource();
+        let at = resource.iter().rposition(|&b| b == b':')?;
+        std::str::from_utf8(resource.get(at + 1..)?)
+            .ok()?
+            .parse()
+            .ok()
+    }
 }
 
 /// How one call ended.
@@ -127,6 +151,10 @@ impl Acquirer {
             Acquirer::Lock(lock, Kind::Waiting) => {
                 lock.acquire(Request::from(key).patience(Patience::Wait(left)))
                     .await
+            }
+            Acquirer::Lock(lock, Kind::Semaphore) => {
+                let request = Request::from(key).permits(PERMITS);
+                lock.acquire(request.patience(Patience::Wait(left))).await
             }
             Acquirer::Lock(lock, Kind::WaitingSet3) => match set3(key) {
                 Ok(set) => {
@@ -190,6 +218,15 @@ impl Acquirer {
                         guard.release().await;
                     }
                 }
+                Acquirer::Lock(lock, Kind::Semaphore) => {
+                    let request = Request::from(key).permits(PERMITS);
+                    if let Ok(guard) = lock
+                        .acquire(request.patience(Patience::Wait(Duration::ZERO)))
+                        .await
+                    {
+                        guard.release().await;
+                    }
+                }
                 Acquirer::Lock(lock, Kind::WaitingSet3) => {
                     let Ok(set) = set3(key) else { return };
                     let request = Request::from(&set).patience(Patience::Wait(Duration::ZERO));
@@ -220,6 +257,9 @@ pub(crate) struct WaiterRecord {
     /// Each hold: `[asked, acquired, released]` in ns on CLOCK_MONOTONIC: when the waiter began
     /// to want the key, when its acquire returned, when its release started.
     pub(crate) holds: Vec<[u64; 3]>,
+    /// For a semaphore, the slot of each hold (in the order of `holds`); empty for one key.
+    #[serde(default)]
+    pub(crate) slots: Vec<u32>,
     /// Calls that gave up while the lock was held (and were made again).
     pub(crate) refused: u64,
     /// Calls that failed otherwise.
@@ -271,6 +311,9 @@ pub(crate) async fn waiter(
         match acquirer.call(key, end).await {
             Call::Got(held) => {
                 let acquired = now_ns();
+                if acquirer.kind() == Kind::Semaphore {
+                    record.slots.push(held.slot().unwrap_or(u32::MAX));
+                }
                 if !hold.is_zero() {
                     tokio::time::sleep(hold).await;
                 }

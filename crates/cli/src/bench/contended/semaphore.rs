@@ -1,0 +1,190 @@
+//! The contended section's semaphore rows (issue 33): 16 waiters wanting one of 4 permits
+//! (`Request::permits(4)`, `Patience::Wait`), in one process and across 4 processes × 4,
+//! holding 1 ms and 10 ms. What a semaphore must show: the permits stay in use while waiters
+//! wait (a freed slot goes to a waiter within about a round trip), and never more than 4 hold.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use super::child::{Step, acquirer, across_processes};
+use super::figures::{ContendedRow, RowTally};
+use super::waiter::{Kind, PERMITS};
+use super::{Rtt, at_most, in_process, ratio};
+use crate::bench::plan::Plan;
+use crate::bench::progress::Progress;
+use crate::bench::targets::Target;
+use crate::text_table::aligned;
+use crate::units::fmt_us;
+
+/// The shapes: label, processes, waiters per process (16 waiters in all).
+const SHAPES: [(&str, u32, u32); 2] = [("1 process × 16", 1, 16), ("4 processes × 4", 4, 4)];
+/// How long a holder keeps its permit: a short call, and one long against the hand-off.
+const HOLDS_MS: [u64; 2] = [1, 10];
+
+/// Progress steps of the semaphore rows.
+pub(super) fn steps() -> u64 {
+    (SHAPES.len() * HOLDS_MS.len()) as u64
+}
+
+fn slug(processes: u32) -> &'static str {
+    if processes == 1 { "1x16" } else { "4x4" }
+}
+
+/// One row's tally, made a row once the round trip is known.
+pub(super) struct Pending {
+    id: String,
+    shape: &'static str,
+    hold_ms: u64,
+    tally: RowTally,
+}
+
+impl Pending {
+    /// The row, its hand-off compared with the quorum round trip's p50.
+    pub(super) fn row(self, rtt_p50_us: f64) -> ContendedRow {
+        let (id, shape) = (self.id, self.shape);
+        self.tally
+            .row(&id, shape, self.hold_ms, "semaphore", rtt_p50_us)
+    }
+}
+
+/// The rows' tallies, their rounds alternating with samples of the quorum's round trip into
+/// `rtt`.
+pub(super) async fn tallies(
+    urls: &[String],
+    ttl: Duration,
+    prefix: &str,
+    plan: &Plan,
+    rtt: &mut Rtt,
+    progress: &Progress,
+) -> Result<Vec<Pending>, String> {
+    let semaphore = acquirer(Kind::Semaphore, urls, ttl, prefix)?;
+    semaphore.warm_up("semaphore-warm").await;
+    let slice = Duration::from_millis(plan.contended_slice_ms);
+    let mut rows = Vec::new();
+    for &(shape, processes, per_process) in &SHAPES {
+        for hold_ms in HOLDS_MS {
+            progress.step(format!(
+                "semaphore of {PERMITS}: {shape}, hold {hold_ms} ms"
+            ));
+            let hold = Duration::from_millis(hold_ms);
+            let mut tally = RowTally::new();
+            for round in 0..plan.contended_rounds {
+                rtt.sample_between_rounds(plan).await;
+                let key = format!("semaphore:{processes}x{per_process}:{hold_ms}:{round}");
+                let (records, wall, lost) = if processes == 1 {
+                    let max_holds = plan.contended_max_holds;
+                    in_process(&semaphore, &key, per_process, hold, slice, max_holds).await
+                } else {
+                    let step = Step {
+                        urls,
+                        kind: Kind::Semaphore,
+                        key: &key,
+                        prefix,
+                        ttl,
+                        processes,
+                        per_process,
+                        hold,
+                        slice,
+                        max_holds: plan.contended_max_holds,
+                    };
+                    across_processes(&step).await?
+                };
+                tally.add_step(&records, wall, lost);
+            }
+            let id = format!("semaphore/{}/{hold_ms}ms", slug(processes));
+            rows.push(Pending {
+                id,
+                shape,
+                hold_ms,
+                tally,
+            });
+            progress.done(1);
+        }
+    }
+    Ok(rows)
+}
+
+/// Issue 33's targets: with the long hold (the hand-off small beside it), the permits in use
+/// on average; at both holds, the hand-off of a freed slot against the quorum round trip.
+pub(super) fn targets(rows: &[ContendedRow]) -> Vec<Target> {
+    let mut targets = Vec::new();
+    for r in rows {
+        let label = format!("semaphore of {PERMITS}, {}, hold {} ms", r.shape, r.hold_ms);
+        if r.hold_ms == 10 {
+            let measured = Some(r.in_use_mean).filter(|v| v.is_finite());
+            targets.push(Target {
+                name: format!("{label}: permits in use, mean"),
+                limit: ">= 3.8".to_owned(),
+                measured,
+                met: measured.map(|v| v >= 3.8),
+            });
+        }
+        targets.push(at_most(
+            format!("{label}: hand-off p50 / quorum RTT p50"),
+            Some(r.handoff_p50_per_rtt),
+            2.5,
+            "2.5",
+        ));
+        targets.push(at_most(
+            format!("{label}: holders at once"),
+            Some(r.most_at_once as f64),
+            f64::from(PERMITS),
+            &PERMITS.to_string(),
+        ));
+    }
+    targets
+}
+
+/// The rows' table and what its columns mean.
+pub(super) fn render(rows: &[ContendedRow]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nsemaphore: {PERMITS} permits (Request::permits({PERMITS}), Patience::Wait), 16 waiters, \
+         5 local nodes\n"
+    );
+    let header = [
+        "shape",
+        "hold",
+        "held",
+        "acq",
+        "acq/s",
+        "in use",
+        "most",
+        "hand-off p50",
+        "p99",
+        "p50÷rtt",
+        "wait p50",
+        "p99 (worst)",
+        "max (worst)",
+        "err",
+    ];
+    let mut table: Vec<Vec<String>> = vec![header.iter().map(|s| (*s).to_owned()).collect()];
+    for r in rows {
+        table.push(vec![
+            r.shape.clone(),
+            format!("{} ms", r.hold_ms),
+            fmt_us(r.held_p50_us),
+            r.acquisitions.to_string(),
+            format!("{:.0}", r.acquisitions_per_s),
+            ratio(r.in_use_mean),
+            r.most_at_once.to_string(),
+            fmt_us(r.handoff.p50_us),
+            fmt_us(r.handoff.p99_us),
+            ratio(r.handoff_p50_per_rtt),
+            fmt_us(r.wait.p50_us),
+            fmt_us(r.worst_wait_p99_us),
+            fmt_us(r.worst_wait_max_us),
+            (r.errors + r.overlaps + r.lost).to_string(),
+        ]);
+    }
+    out.push_str(&aligned(&table, 2));
+    let _ = writeln!(
+        out,
+        "\nin use = permits held on average over the rows' time (a permit counts from its \
+         acquire's return to its\nrelease's start); most = the most holders at one moment; \
+         hand-off = a slot's release starts → that\nslot's next acquire returns; err = failed \
+         calls, two holders of one slot at once, waiters that did\nnot report."
+    );
+    out
+}
