@@ -106,7 +106,9 @@ impl Lock {
                 // one cut short would only have to be released again.
                 // Boxed: a waiter's future then carries one acquisition's state (the caller's
                 // first attempt's), not two, for an allocation per attempt after a refusal.
-                let attempt = Box::pin(self.attempt(prepared, cancel.as_mut()));
+                // A semaphore's waiter tries the slot whose release woke it first.
+                let freed = place.freed();
+                let attempt = Box::pin(self.attempt(prepared, freed.as_deref(), cancel.as_mut()));
                 match attempt.await {
                     Ok(guard) => return Ok(guard),
                     Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => return Err(error),

@@ -45,7 +45,15 @@ struct Queues {
 
 /// The callers waiting for one key, in arrival order, each with the signal that wakes it.
 struct Queue {
-    waiters: VecDeque<(u64, Arc<Notify>)>,
+    waiters: VecDeque<(u64, Arc<Wake>)>,
+}
+
+/// What wakes a waiter, and the key whose release woke it last: a semaphore's waiter tries
+/// that slot first instead of searching the slots from a random one.
+#[derive(Default)]
+struct Wake {
+    notify: Notify,
+    freed: Mutex<Option<Vec<u8>>>,
 }
 
 /// A caller's place in its keys' queues; leaving them (dropping it) lets the next ones be head.
@@ -53,7 +61,7 @@ pub(crate) struct Place {
     list: Arc<WaitList>,
     keys: Keys,
     ticket: u64,
-    wake: Arc<Notify>,
+    wake: Arc<Wake>,
 }
 
 impl WaitList {
@@ -83,7 +91,7 @@ impl WaitList {
         connect_timeout: Duration,
         keys: &Keys,
     ) -> (Place, Vec<oneshot::Receiver<()>>) {
-        let wake = Arc::new(Notify::new());
+        let wake = Arc::new(Wake::default());
         let (ticket, new_keys) = {
             let mut queues = self.queues();
             let ticket = queues.next_ticket;
@@ -128,7 +136,8 @@ impl WaitList {
             .get(key)
             .and_then(|queue| queue.waiters.front())
         {
-            head.notify_one();
+            *head.freed.lock().unwrap_or_else(PoisonError::into_inner) = Some(key.to_vec());
+            head.notify.notify_one();
         }
     }
 
@@ -177,7 +186,16 @@ impl Place {
     /// The signal that wakes this caller: a release of a key it heads, or the head of one of
     /// its queues leaving.
     pub(crate) fn wake(&self) -> &Notify {
-        &self.wake
+        &self.wake.notify
+    }
+
+    /// The key whose release woke this caller last, if one did since the last time asked.
+    pub(crate) fn freed(&self) -> Option<Vec<u8>> {
+        self.wake
+            .freed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 }
 
@@ -198,7 +216,7 @@ impl Drop for Place {
                 queue.waiters.retain(|(ticket, _)| *ticket != self.ticket);
                 if was_head && let Some((_, next)) = queue.waiters.front() {
                     // The next in line heads this queue now (and may head all of its own).
-                    next.notify_one();
+                    next.notify.notify_one();
                 }
                 if queue.waiters.is_empty() {
                     queues.by_key.remove(&**key);
@@ -276,6 +294,23 @@ mod tests {
             list.queues().by_key.is_empty(),
             "an empty queue is forgotten"
         );
+    }
+
+    #[tokio::test]
+    async fn the_head_learns_which_key_a_release_freed_once() {
+        let list = Arc::new(WaitList::default());
+        let slots = set(&[b"s:0", b"s:1"]);
+        let (head, _) = list.join(&[], Duration::from_secs(1), &slots);
+        let (next, _) = list.join(&[], Duration::from_secs(1), &slots);
+        assert_eq!(head.freed(), None);
+        list.wake(b"s:1");
+        assert_eq!(head.freed().as_deref(), Some(&b"s:1"[..]));
+        assert_eq!(head.freed(), None, "taken by asking");
+        assert_eq!(next.freed(), None, "only the head is told");
+        // The head leaving wakes the next without a freed key: it searches from a random slot.
+        drop(head);
+        assert!(woken(&next));
+        assert_eq!(next.freed(), None);
     }
 
     fn set(keys: &[&[u8]]) -> Keys {

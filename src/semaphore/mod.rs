@@ -7,7 +7,8 @@
 //!
 //! An acquisition tries the slots from a random one onwards, each as one attempt of the lock;
 //! the first it wins is its guard, and a slot held by someone else sends it to the next. Waiting
-//! stands in the queue of every slot, so a release or expiry of any slot wakes it.
+//! stands in the queue of every slot, so a release or expiry of any slot wakes it, and a
+//! waiter woken by a release tries the slot it freed first.
 
 mod take;
 

@@ -32,19 +32,28 @@ pub(crate) struct Take<'a> {
 }
 
 impl Take<'_> {
-    /// One attempt at a permit: the slots from a random one onwards, each one attempt of the
-    /// lock, until one is won. A slot held by someone else sends it to the next; any other
+    /// One attempt at a permit: the slots from the one whose key is `freed` (a waiter's hint:
+    /// its release woke it) or else from a random one onwards, each one attempt of the lock,
+    /// until one is won. A slot held by someone else sends it to the next; any other
     /// failure (too few nodes, the validity used up, cancelled) ends the pass, since it is the
     /// nodes' and the next slot would meet it too. All held: [`Error::Held`] naming the
     /// semaphore, with the last slot's outcomes.
-    pub(crate) async fn once<C>(&self, mut cancel: Pin<&mut C>) -> Result<Guard, Error>
+    pub(crate) async fn once<C>(
+        &self,
+        freed: Option<&[u8]>,
+        mut cancel: Pin<&mut C>,
+    ) -> Result<Guard, Error>
     where
         C: Future<Output = ()> + ?Sized,
     {
         let once = RetryPolicy::once();
         let permits = u32::try_from(self.slots.len()).unwrap_or(u32::MAX);
         let mut held = None;
-        for index in slot_order(permits, rand::random()) {
+        let start = freed
+            .and_then(|key| self.slots.iter().position(|slot| &*slot.key == key))
+            .and_then(|index| u32::try_from(index).ok())
+            .unwrap_or_else(rand::random);
+        for index in slot_order(permits, start) {
             let Some(slot) = usize::try_from(index).ok().and_then(|i| self.slots.get(i)) else {
                 continue;
             };
@@ -85,7 +94,7 @@ impl Take<'_> {
         let started = Instant::now();
         let mut passes = 0u32;
         loop {
-            let error = match self.once(cancel.as_mut()).await {
+            let error = match self.once(None, cancel.as_mut()).await {
                 Ok(guard) => return Ok(guard),
                 Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => return Err(error),
                 Err(error) => error,
