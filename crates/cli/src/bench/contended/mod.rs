@@ -156,26 +156,20 @@ pub(super) async fn contended(
                     let Some((_, _, _, _, tally)) = tallies.get_mut(first + i) else {
                         continue;
                     };
-                    if processes == 1 {
-                        let (records, wall, lost) =
-                            in_process(acquirer, &key, per_process, hold, slice, max_holds).await;
-                        tally.add_step(&records, wall, lost);
-                    } else {
-                        let step = Step {
-                            urls,
-                            kind,
-                            key: &key,
-                            prefix,
-                            ttl,
-                            processes,
-                            per_process,
-                            hold,
-                            slice,
-                            max_holds,
-                        };
-                        let (records, wall, lost) = across_processes(&step).await?;
-                        tally.add_step(&records, wall, lost);
-                    }
+                    let step = Step {
+                        urls,
+                        kind,
+                        key: &key,
+                        prefix,
+                        ttl,
+                        processes,
+                        per_process,
+                        hold,
+                        slice,
+                        max_holds,
+                    };
+                    let (records, wall, lost) = run_step(&step, acquirer).await?;
+                    tally.add_step(&records, wall, lost);
                 }
             }
             progress.done(1);
@@ -237,6 +231,20 @@ pub(super) async fn contended(
 
 fn slug(processes: u32) -> &'static str {
     if processes == 1 { "1x8" } else { "4x2" }
+}
+
+/// Runs one step: its waiters as tasks on `acquirer` when the step has one process, else in
+/// processes of their own. Every waiter's record, the wall time, and how many did not report.
+async fn run_step(
+    step: &Step<'_>,
+    acquirer: &Acquirer,
+) -> Result<(Vec<waiter::WaiterRecord>, Duration, u64), String> {
+    if step.processes == 1 {
+        let (waiters, hold, slice) = (step.per_process, step.hold, step.slice);
+        Ok(in_process(acquirer, step.key, waiters, hold, slice, step.max_holds).await)
+    } else {
+        across_processes(step).await
+    }
 }
 
 /// `waiters` tasks of this process wanting `key` for `slice`: their records, the wall time and

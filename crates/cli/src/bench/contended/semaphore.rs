@@ -6,10 +6,10 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::child::{Step, acquirer, across_processes};
+use super::child::{Step, acquirer};
 use super::figures::{ContendedRow, RowTally};
 use super::waiter::{Kind, PERMITS};
-use super::{Rtt, at_most, in_process, ratio};
+use super::{Rtt, at_most, ratio, run_step};
 use crate::bench::plan::Plan;
 use crate::bench::progress::Progress;
 use crate::bench::targets::Target;
@@ -71,24 +71,19 @@ pub(super) async fn tallies(
             for round in 0..plan.contended_rounds {
                 rtt.sample_between_rounds(plan).await;
                 let key = format!("semaphore:{processes}x{per_process}:{hold_ms}:{round}");
-                let (records, wall, lost) = if processes == 1 {
-                    let max_holds = plan.contended_max_holds;
-                    in_process(&semaphore, &key, per_process, hold, slice, max_holds).await
-                } else {
-                    let step = Step {
-                        urls,
-                        kind: Kind::Semaphore,
-                        key: &key,
-                        prefix,
-                        ttl,
-                        processes,
-                        per_process,
-                        hold,
-                        slice,
-                        max_holds: plan.contended_max_holds,
-                    };
-                    across_processes(&step).await?
+                let step = Step {
+                    urls,
+                    kind: Kind::Semaphore,
+                    key: &key,
+                    prefix,
+                    ttl,
+                    processes,
+                    per_process,
+                    hold,
+                    slice,
+                    max_holds: plan.contended_max_holds,
                 };
+                let (records, wall, lost) = run_step(&step, &semaphore).await?;
                 tally.add_step(&records, wall, lost);
             }
             let id = format!("semaphore/{}/{hold_ms}ms", slug(processes));
