@@ -296,6 +296,7 @@ mod tests {
         );
     }
 
+    // promise: semaphore-permits
     #[tokio::test]
     async fn the_head_learns_which_key_a_release_freed_once() {
         let list = Arc::new(WaitList::default());
