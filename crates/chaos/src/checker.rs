@@ -57,7 +57,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use super::history::{History, Hold, Outcome, Write};
+use super::history::{History, Hold, Outcome, Stall, Write};
 
 pub use audit::{FenceRegression, Interleaving, LostReason, LostWrite, WriteSpan};
 pub use fence_repeats::FenceRepeat;
@@ -156,6 +156,29 @@ impl Failures {
     }
 }
 
+/// The runtime's stalls, counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct StallSummary {
+    /// How many.
+    pub count: usize,
+    /// The longest (µs; 0 with none).
+    pub longest_us: u64,
+}
+
+impl StallSummary {
+    fn of(stalls: &[Stall]) -> StallSummary {
+        StallSummary {
+            count: stalls.len(),
+            longest_us: stalls
+                .iter()
+                .map(|stall| stall.to_us.saturating_sub(stall.from_us))
+                .max()
+                .unwrap_or(0),
+        }
+    }
+}
+
 /// How often clients got the lock.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 #[non_exhaustive]
@@ -239,8 +262,16 @@ pub struct CheckReport {
     /// The holds kept alive: how many were extended, and lost (by reason).
     pub keep_alive: KeepAliveSummary,
     /// Every hold kept alive whose lost signal came after its validity ended, or never came
-    /// while its holder held on past it: the keep-alive broke its promise.
+    /// while its holder held on past it, with no stall of the runtime to explain it: the
+    /// keep-alive broke its promise.
     pub late_losses: Vec<LateLoss>,
+    /// The holds whose lost signal came late while the runtime stalled over the end of their
+    /// validity (seen within the lease's margin after it ran again): the documented caveat,
+    /// not a broken promise, but no protection either; a holder that wrote in that stretch is
+    /// still caught by the window and store checks.
+    pub stalled_losses: Vec<LateLoss>,
+    /// The runtime's stalls during the run ([`History::stalls`]).
+    pub stalls: StallSummary,
     /// Every write invoked after its hold's lost signal.
     pub writes_after_loss: Vec<WriteAfterLoss>,
     /// The calls that waited for the lock: how many got it, gave up in time, or were late.
@@ -280,6 +311,7 @@ impl CheckReport {
 pub fn check(history: &History) -> CheckReport {
     let by_resource = holds_by_resource(&history.holds);
     let late_waiters = waits::late_waiters(history);
+    let (late_losses, stalled_losses) = keep_alive::late_losses(&history.holds, &history.stalls);
     let ended_by_release = history
         .holds
         .iter()
@@ -303,7 +335,9 @@ pub fn check(history: &History) -> CheckReport {
         fence_regressions: audit::fence_regressions(history),
         fence_repeats: fence_repeats::fence_repeats(&history.writes),
         keep_alive: keep_alive::summary(&history.holds),
-        late_losses: keep_alive::late_losses(&history.holds),
+        late_losses,
+        stalled_losses,
+        stalls: StallSummary::of(&history.stalls),
         writes_after_loss: keep_alive::writes_after_loss(history),
         waits: waits::summary(history, late_waiters.len()),
         late_waiters,

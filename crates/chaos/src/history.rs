@@ -498,6 +498,26 @@ impl Attempt {
     }
 }
 
+/// A stretch in which the run's runtime fired no timer: the stall probe asked to be woken at
+/// `from_us` and was woken at `to_us`. A lease's lost signal is a timer on the same runtime, so
+/// it cannot come before such a stretch ends (the caveat of `docs/ARCHITECTURE.md`: a runtime
+/// starved for longer than the margin fires it late).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Stall {
+    /// When the probe was due (µs).
+    pub from_us: u64,
+    /// When it was woken (µs).
+    pub to_us: u64,
+}
+
+impl Stall {
+    /// A stall from `from_us` to `to_us`.
+    pub fn new(from_us: u64, to_us: u64) -> Stall {
+        Stall { from_us, to_us }
+    }
+}
+
 /// An injected fault, from when it was applied until it was lifted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -546,6 +566,9 @@ pub struct History {
     pub attempts: Vec<Attempt>,
     /// Every injected fault.
     pub faults: Vec<FaultWindow>,
+    /// Every stretch in which the runtime fired no timer for longer than the stall probe
+    /// allows, in time order.
+    pub stalls: Vec<Stall>,
     /// How long clients ran, in microseconds (the denominator of rates).
     pub duration_us: u64,
     /// The protected store's final state, one register per resource, read back after the run
@@ -562,6 +585,21 @@ impl History {
     /// An empty history.
     pub fn new() -> History {
         History::default()
+    }
+
+    /// The time from `from_us` to `to_us` in which the runtime ran: less the parts of its
+    /// [`stalls`](History::stalls) within it.
+    pub fn running_us(&self, from_us: u64, to_us: u64) -> u64 {
+        let stalled: u64 = self
+            .stalls
+            .iter()
+            .map(|stall| {
+                to_us
+                    .min(stall.to_us)
+                    .saturating_sub(from_us.max(stall.from_us))
+            })
+            .sum();
+        to_us.saturating_sub(from_us).saturating_sub(stalled)
     }
 }
 
@@ -801,6 +839,12 @@ impl Recorder {
         if let Some(window) = self.lock().faults.get_mut(fault.0) {
             window.end_us = Some(now);
         }
+    }
+
+    /// Records that the stall probe, due at `due`, was woken only at `woke`.
+    pub fn stall(&self, due: Instant, woke: Instant) {
+        let stall = Stall::new(self.clock.us(due), self.clock.us(woke));
+        self.lock().stalls.push(stall);
     }
 
     /// Sets how long the clients ran.

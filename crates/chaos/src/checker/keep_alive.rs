@@ -22,7 +22,7 @@
 use serde::Serialize;
 
 use super::HoldRef;
-use crate::history::{History, Hold, LossReason, Write};
+use crate::history::{History, Hold, LossReason, Stall, Write};
 
 /// A hold kept alive whose lost signal did not come by the end of its validity.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -95,26 +95,69 @@ pub(super) fn summary(holds: &[Hold]) -> KeepAliveSummary {
 }
 
 /// Every hold kept alive whose lost signal came after its validity ended, or never came while
-/// the holder held the lock past it.
-pub(super) fn late_losses(holds: &[Hold]) -> Vec<LateLoss> {
-    holds
-        .iter()
-        .filter_map(|hold| {
-            let lease = hold.keep_alive.as_ref()?;
-            let validity_end_us = hold.validity_end_us()?;
-            let late = match lease.lost {
-                Some(lost) => lost.at_us > validity_end_us,
-                None => hold
-                    .released_us
-                    .is_none_or(|released| released > validity_end_us),
-            };
-            late.then(|| LateLoss {
+/// the holder held the lock past it: first those no stall of the runtime explains, then those
+/// one does ([`stalled`]).
+pub(super) fn late_losses(holds: &[Hold], stalls: &[Stall]) -> (Vec<LateLoss>, Vec<LateLoss>) {
+    let mut late = Vec::new();
+    let mut excused = Vec::new();
+    for hold in holds {
+        let (Some(lease), Some(validity_end_us)) = (&hold.keep_alive, hold.validity_end_us())
+        else {
+            continue;
+        };
+        let lost_us = lease.lost.map(|lost| lost.at_us);
+        // When the holder stopped relying on the lock: it saw the signal, or it released.
+        let Some(seen_us) = lost_us.or(hold.released_us) else {
+            late.push(LateLoss {
                 hold: HoldRef::of(hold),
                 validity_end_us,
-                lost_us: lease.lost.map(|lost| lost.at_us),
-            })
-        })
-        .collect()
+                lost_us,
+            });
+            continue;
+        };
+        if seen_us <= validity_end_us {
+            continue;
+        }
+        let loss = LateLoss {
+            hold: HoldRef::of(hold),
+            validity_end_us,
+            lost_us,
+        };
+        if stalled(validity_end_us, seen_us, lease.margin_us, stalls) {
+            excused.push(loss);
+        } else {
+            late.push(loss);
+        }
+    }
+    (late, excused)
+}
+
+/// Whether the runtime's stalls explain a signal seen at `seen_us` for a validity ending at
+/// `validity_end_us`: a stall spanned the end of the validity, and the holder saw the signal
+/// within the lease's margin after the runtime ran again. Stalls less than a margin apart count
+/// as one: in between, the keeper may have fired and its holders not yet been polled.
+///
+/// The margin is what the keeper keeps for firing late when the runtime runs; a keeper that
+/// fires late for a reason of its own is caught outside stalls, and inside one if it is later
+/// than that.
+fn stalled(validity_end_us: u64, seen_us: u64, margin_us: u64, stalls: &[Stall]) -> bool {
+    let mut spanning = stalls
+        .iter()
+        .skip_while(|stall| stall.to_us < validity_end_us);
+    let Some(first) = spanning
+        .next()
+        .filter(|stall| stall.from_us < validity_end_us)
+    else {
+        return false;
+    };
+    let mut ran_again_us = first.to_us;
+    for stall in spanning {
+        if stall.from_us > ran_again_us.saturating_add(margin_us) {
+            break;
+        }
+        ran_again_us = ran_again_us.max(stall.to_us);
+    }
+    seen_us <= ran_again_us.saturating_add(margin_us)
 }
 
 /// Every write invoked after the lost signal of its hold (the hold of its resource and token)
@@ -171,7 +214,9 @@ mod tests {
             // Not kept alive: none of this applies.
             Hold::new("r", 1, "guard", 0, 100),
         ];
-        let late: Vec<_> = late_losses(&holds)
+        let (late, stalled) = late_losses(&holds, &[]);
+        assert!(stalled.is_empty(), "no stall, nothing explained by one");
+        let late: Vec<_> = late
             .into_iter()
             .map(|late| (late.hold.token, late.validity_end_us, late.lost_us))
             .collect();
@@ -195,6 +240,63 @@ mod tests {
         );
         assert_eq!(summary.min_slack_us, Some(0));
         assert_eq!(check(&history(holds, vec![])).late_losses.len(), 3);
+    }
+
+    /// A signal late while the runtime stalled over the end of the validity is the runtime's
+    /// doing (a timer cannot fire while no timer fires): it is set apart, when seen within the
+    /// margin after the runtime ran again (a chain of stalls less than a margin apart counts as
+    /// one). A stall that ended before the validity did, or one after which the signal took
+    /// longer than the margin, explains nothing.
+    #[test]
+    fn a_signal_late_over_a_stall_of_the_runtime_is_set_apart() {
+        // Deadline 100, margin 4: every validity ends at 104.
+        let lost_at = |token: &str, at: u64| {
+            Hold::new("r", 1, token, 0, 100)
+                .kept(4)
+                .lost(at, LossReason::Expired)
+        };
+        let holds = vec![
+            lost_at("within-the-margin", 124),
+            lost_at("after-the-chain", 131),
+            lost_at("past-the-margin", 136),
+            Hold::new("r", 1, "released-late", 0, 100)
+                .kept(4)
+                .released(122),
+        ];
+        // The runtime ran at 99, stalled over 104 until 120, ran, stalled 123 to 127.
+        let stalls = [
+            Stall::new(90, 99),
+            Stall::new(101, 120),
+            Stall::new(123, 127),
+        ];
+        let (late, stalled) = late_losses(&holds, &stalls);
+        let tokens = |losses: Vec<LateLoss>| -> Vec<String> {
+            losses.into_iter().map(|loss| loss.hold.token).collect()
+        };
+        assert_eq!(tokens(late), vec!["past-the-margin"]);
+        assert_eq!(
+            tokens(stalled),
+            vec!["within-the-margin", "after-the-chain", "released-late"]
+        );
+        // A stall that ended before the validity did explains nothing.
+        let (late, stalled) = late_losses(&holds, &[Stall::new(50, 103)]);
+        assert_eq!((late.len(), stalled.len()), (4, 0));
+        // Nor does one that began after it ended.
+        let (late, stalled) = late_losses(&holds, &[Stall::new(105, 130)]);
+        assert_eq!((late.len(), stalled.len()), (4, 0));
+        let mut history = history(holds, vec![]);
+        history.stalls = stalls.to_vec();
+        let report = check(&history);
+        assert_eq!(
+            (report.late_losses.len(), report.stalled_losses.len()),
+            (1, 3)
+        );
+        assert_eq!(
+            (report.stalls.count, report.stalls.longest_us),
+            (3, 19),
+            "{:#?}",
+            report.stalls
+        );
     }
 
     /// Extended holds are counted; the slack is the least time a signal left before the end.

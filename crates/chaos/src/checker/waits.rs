@@ -47,9 +47,9 @@ pub struct WaitSummary {
     /// Of those that got it, the ones whose wait saw another holder release the resource, with
     /// no node fault in effect when they got it: a wake-up should have brought them.
     pub acquired_after_release: usize,
-    /// For those, the median time from the last such release to the call's return (µs): a
-    /// round trip or two when the release woke the waiter, most of a TTL when only the keys'
-    /// expiry did.
+    /// For those, the median time from the last such release to the call's return (µs), less
+    /// the runtime's stalls in between ([`History::running_us`]): a round trip or two when the
+    /// release woke the waiter, most of a TTL when only the keys' expiry did.
     pub after_release_p50_us: Option<u64>,
     /// Calls that gave up (any error) by their deadline plus the slack.
     pub gave_up_in_time: usize,
@@ -125,7 +125,7 @@ pub(super) fn summary(history: &History, late: usize) -> WaitSummary {
         {
             summary.acquired_during_fault += 1;
         } else if let Some(released) = last_release_during(history, attempt) {
-            after_release.push(attempt.finished_us.saturating_sub(released));
+            after_release.push(history.running_us(released, attempt.finished_us));
         }
     }
     after_release.sort_unstable();
@@ -165,6 +165,7 @@ mod tests {
     use super::*;
     use crate::checker::check;
     use crate::checker::tests::history;
+    use crate::history::Stall;
 
     fn waited(holder: usize, started: u64, finished: u64, wait: u64, outcome: Outcome) -> Attempt {
         Attempt::new("r", holder, started, finished, outcome).waited(wait)
@@ -234,6 +235,14 @@ mod tests {
         let summary = check(&history).waits;
         assert_eq!(summary.acquired_after_release, 1);
         assert_eq!(summary.after_release_p50_us, Some(50));
+        // A stall of the runtime from 690 to 720 does not count against the wake-up; one
+        // before the release or after the grant changes nothing.
+        history.stalls = vec![
+            Stall::new(600, 690),
+            Stall::new(690, 720),
+            Stall::new(760, 790),
+        ];
+        assert_eq!(check(&history).waits.after_release_p50_us, Some(30));
     }
 
     #[test]

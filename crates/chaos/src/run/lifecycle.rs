@@ -107,5 +107,15 @@ pub(super) async fn checked(
         history.attempts.len(),
         checking.elapsed().as_secs_f64() * 1e3
     ));
+    if check.stalls.count > 0 {
+        notes.push(format!(
+            "the clients' runtime stalled {} time(s) (no timer fired for over 4 ms), the longest \
+             {:.1} ms; {} lost signal(s) came late within one, set apart (a starved runtime \
+             fires the keep-alive's timer late: docs/ARCHITECTURE.md, Invariants)",
+            check.stalls.count,
+            check.stalls.longest_us as f64 / 1e3,
+            check.stalled_losses.len()
+        ));
+    }
     Ok((history, check))
 }

@@ -23,6 +23,7 @@ mod lifecycle;
 mod nemesis;
 mod options;
 mod report;
+mod stalls;
 mod store;
 mod workload;
 
@@ -251,6 +252,11 @@ async fn run_on(
         (stall, keep_alive),
         recorder.clone(),
     ));
+    // Beside the clients on their runtime until they are wound down (a JoinSet: dropped on an
+    // early return, it aborts the probe).
+    let mut probe = JoinSet::new();
+    let wound_down = deadline + options.ttl * 2 + lifecycle::WIND_DOWN_GRACE;
+    probe.spawn(stalls::watch(recorder.clone(), wound_down));
     let mut clients = JoinSet::new();
     for (id, (lock, store)) in locks.into_iter().zip(store_clients).enumerate() {
         if many {
@@ -308,6 +314,7 @@ async fn run_on(
     faults.sleep_until(deadline).await;
 
     lifecycle::wind_down(&mut clients, options, &mut notes).await;
+    probe.shutdown().await;
     if let Some(lock) = counters_to_delete {
         delete_fence_counters(&lock, &resources, options.clients, &mut notes).await;
     }

@@ -99,7 +99,8 @@ impl Client {
 /// The self-check of [`Scenario::Waiters`]: some waiter got the lock after waiting behind
 /// another holder (else nobody was woken, and the run proved nothing about wake-ups), waiters
 /// that saw a release got the lock promptly after it (the median within a sixteenth of the TTL,
-/// [`PROMPT_SHARE`], when there are [`MIN_TIMED_GRANTS`] of them), and some fault was injected
+/// [`PROMPT_SHARE`], when there are [`MIN_TIMED_GRANTS`] of them; the runtime's stalls in
+/// between do not count, as a waiter cannot be woken while nothing runs), and some fault was injected
 /// (else nothing was in the waiters' way). A run that is otherwise clean but shows any gap
 /// fails ([`ChaosError::EffectNotShown`]); one with findings is reported as it is. The notes
 /// count the calls by outcome, the slack and the latest return past a deadline.
@@ -116,7 +117,7 @@ pub(in crate::run) fn waited_in_turn(
          node fault was in effect), {} gave up by their deadline + slack, {} late; slack {} ms \
          (one attempt: 2 × (connect_timeout + node_timeout)), latest return {:.1} ms past a deadline; \
          {} got it after a release during their wait, with no fault, the median {} ms after it \
-         (ttl {} ms); {} node fault(s) injected",
+         (less the runtime's stalls; ttl {} ms); {} node fault(s) injected",
         waits.calls,
         waits.acquired,
         waits.acquired_after_waiting,
