@@ -4,6 +4,7 @@
 //! change to the checker's answer fails the scenario's test.
 
 use quorumlock_model::protocols::lease::{MUTUAL_EXCLUSION, QUORUM_BACKED};
+use quorumlock_model::protocols::rwlock::EXCLUSIVE_WRITER;
 use quorumlock_model::protocols::semaphore::PERMITS_BOUND;
 use quorumlock_model::protocols::sets::EXCLUSION;
 use quorumlock_model::protocols::{Protocol, ProtocolReport};
@@ -87,4 +88,17 @@ fn permits_as_slots_never_have_more_holders_than_permits() {
 #[test]
 fn permits_as_a_counter_won_on_a_majority_let_three_hold_two() {
     expect(Protocol::SemaphoreCounter, &[PERMITS_BOUND]);
+}
+
+// promise: model-protocols
+#[test]
+fn a_read_write_lock_never_lets_a_writer_hold_beside_anyone() {
+    let report = expect(Protocol::RwLock, &[]);
+    assert!(report.exhaustive);
+}
+
+// promise: model-protocols
+#[test]
+fn a_downgrade_that_stays_exclusive_until_a_majority_converted_lets_a_reader_in() {
+    expect(Protocol::RwLockLateDowngrade, &[EXCLUSIVE_WRITER]);
 }

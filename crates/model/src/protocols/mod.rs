@@ -1,7 +1,8 @@
 //! The lock's other protocols, each a small model of its own beside the fencing model: the
 //! batched keep-alive that writes a missing key back, waiting woken on release, failover
 //! detection (`lease.rs`, one model with each protocol's assumption as a parameter), sets of
-//! resources (`sets.rs`), and semaphores (`semaphore.rs`). Each scenario names what it assumes; for every protocol one scenario
+//! resources (`sets.rs`), semaphores (`semaphore.rs`), and the read-write lock's design
+//! (`rwlock.rs`). Each scenario names what it assumes; for every protocol one scenario
 //! keeps its assumptions and holds, and one drops an assumption and finds a counterexample.
 //!
 //! These models are smaller than the fencing model: no symmetry reduction, and a counterexample
@@ -9,6 +10,7 @@
 //! (`quorumlock::model_rules`).
 
 pub mod lease;
+pub mod rwlock;
 pub mod semaphore;
 pub mod sets;
 
@@ -45,11 +47,16 @@ pub enum Protocol {
     Semaphore,
     /// A semaphore as a counter of holders per node, won on a majority.
     SemaphoreCounter,
+    /// A read-write lock: writer, readers and a writer-waiting marker per node, each side won by
+    /// the quorum rule; a downgrading writer is a reader from the moment it downgrades.
+    RwLock,
+    /// As [`Protocol::RwLock`], a downgrading writer exclusive until a majority converted.
+    RwLockLateDowngrade,
 }
 
 impl Protocol {
     /// Every protocol scenario, in the order the docs present them.
-    pub const ALL: [Protocol; 10] = [
+    pub const ALL: [Protocol; 12] = [
         Protocol::KeepAlive,
         Protocol::KeepAliveFillUnguarded,
         Protocol::Waiting,
@@ -60,6 +67,8 @@ impl Protocol {
         Protocol::SetsSplitStep,
         Protocol::Semaphore,
         Protocol::SemaphoreCounter,
+        Protocol::RwLock,
+        Protocol::RwLockLateDowngrade,
     ];
 
     /// The name on the command line.
@@ -75,6 +84,8 @@ impl Protocol {
             Protocol::SetsSplitStep => "sets-split-step",
             Protocol::Semaphore => "semaphore",
             Protocol::SemaphoreCounter => "semaphore-counter",
+            Protocol::RwLock => "rwlock",
+            Protocol::RwLockLateDowngrade => "rwlock-late-downgrade",
         }
     }
 
@@ -124,6 +135,14 @@ impl Protocol {
                 "three clients, two permits as a counter of holders on each node, counted while \
                  below two; a client holds once a majority counted it"
             }
+            Protocol::RwLock => {
+                "two writers (one may downgrade) and a reader; each node keeps a writer, readers \
+                 and a writer waiting, and answers in one step; each side won by the quorum rule"
+            }
+            Protocol::RwLockLateDowngrade => {
+                "as rwlock, but a downgrading writer takes itself for the writer until its \
+                 downgrade has landed on a majority"
+            }
         }
     }
 
@@ -134,13 +153,15 @@ impl Protocol {
             | Protocol::Waiting
             | Protocol::Failover
             | Protocol::Sets
-            | Protocol::Semaphore => &[],
+            | Protocol::Semaphore
+            | Protocol::RwLock => &[],
             Protocol::KeepAliveFillUnguarded | Protocol::FailoverUndetected => {
                 &[lease::MUTUAL_EXCLUSION]
             }
             Protocol::WaitingWakeIsGrant => &[lease::MUTUAL_EXCLUSION, lease::QUORUM_BACKED],
             Protocol::SetsSplitStep => &[sets::EXCLUSION],
             Protocol::SemaphoreCounter => &[semaphore::PERMITS_BOUND],
+            Protocol::RwLockLateDowngrade => &[rwlock::EXCLUSIVE_WRITER],
         }
     }
 
@@ -151,6 +172,8 @@ impl Protocol {
             Protocol::SetsSplitStep => explore(self, sets::SetsModel::new(true)),
             Protocol::Semaphore => explore(self, semaphore::SemaphoreModel::new(false)),
             Protocol::SemaphoreCounter => explore(self, semaphore::SemaphoreModel::new(true)),
+            Protocol::RwLock => explore(self, rwlock::RwLockModel::new(false)),
+            Protocol::RwLockLateDowngrade => explore(self, rwlock::RwLockModel::new(true)),
             lease => explore(self, lease::LeaseModel::new(lease::LeaseConfig::of(lease))),
         }
     }
