@@ -6,8 +6,8 @@
 //! without it nothing of this exists. Each defect lives next to the rule it breaks: the validity
 //! (`validity.rs`, through `Settings::validity`), the quorum (`quorum.rs`, used when the options
 //! are validated), the release after a failed attempt (`lock.rs`), the extension's quorum
-//! (`guard.rs`), and a node's gates in front of a vote (`node/vote.rs`: the restart guard's
-//! decision and a replacement's sit-out).
+//! (`guard.rs`), a node's gates in front of a vote (`node/vote.rs`: the restart guard's
+//! decision and a replacement's sit-out), and a semaphore's slots (`semaphore/mod.rs`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -33,11 +33,13 @@ pub enum Defect {
     /// `replacement-ignored`: a server that replaced the known one at a node's address votes at
     /// once instead of sitting out.
     ReplacementIgnored,
+    /// `slot-past-permits`: a semaphore of k permits has k + 1 slots, so k + 1 can hold at once.
+    SlotPastPermits,
 }
 
 impl Defect {
     /// Every defect, in the order a mutation score runs them.
-    pub const ALL: [Defect; 7] = [
+    pub const ALL: [Defect; 8] = [
         Defect::ValidityPlus5Pct,
         Defect::DriftIgnored,
         Defect::QuorumHalf,
@@ -45,6 +47,7 @@ impl Defect {
         Defect::ExtendMinority,
         Defect::RestartGuardIgnored,
         Defect::ReplacementIgnored,
+        Defect::SlotPastPermits,
     ];
 
     /// The defect's name on the command line, e.g. `quorum-half`.
@@ -57,6 +60,7 @@ impl Defect {
             Defect::ExtendMinority => "extend-minority",
             Defect::RestartGuardIgnored => "restart-guard-ignored",
             Defect::ReplacementIgnored => "replacement-ignored",
+            Defect::SlotPastPermits => "slot-past-permits",
         }
     }
 

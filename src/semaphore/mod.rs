@@ -43,6 +43,12 @@ impl Slot {
                 max: MAX_PERMITS,
             });
         }
+        #[cfg(feature = "chaos-defects")]
+        let permits = if settings.defect == Some(crate::rules::defect::Defect::SlotPastPermits) {
+            permits.saturating_add(1)
+        } else {
+            permits
+        };
         (0..permits)
             .map(|slot| {
                 let name = slot_name(name, slot);

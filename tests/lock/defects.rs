@@ -213,3 +213,27 @@ async fn replacement_ignored_lets_a_server_switched_in_behind_the_address_grant_
     })
     .await;
 }
+
+#[tokio::test]
+async fn slot_past_permits_lets_two_hold_one_permit() {
+    bounded(async {
+        let request = || quorumlock::Request::from("one").permits(1);
+        let (_cluster, lock) = quorum_lock(3, once()).await;
+        let first = lock.try_acquire(request()).await.unwrap();
+        assert!(matches!(
+            lock.try_acquire(request()).await,
+            Err(Error::Held { .. })
+        ));
+        first.release().await;
+
+        let (_cluster, lock) = quorum_lock(3, once().defect(Defect::SlotPastPermits)).await;
+        let first = lock.try_acquire(request()).await.unwrap();
+        let second = lock.try_acquire(request()).await.unwrap();
+        let mut slots = [first.resource().to_vec(), second.resource().to_vec()];
+        slots.sort();
+        assert_eq!(slots, [b"one:0".to_vec(), b"one:1".to_vec()]);
+        first.release().await;
+        second.release().await;
+    })
+    .await;
+}

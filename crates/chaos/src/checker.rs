@@ -41,6 +41,9 @@
 //! ([`CheckReport::rejected_writes`]) and is neither stale, nor lost, nor part of an
 //! interleaving. A stale write the fenced store accepted is still a stale write.
 //!
+//! The holds of a semaphore's slots ([`History::semaphores`]) are checked against its permits
+//! (`checker/permits.rs`): never more holders at one instant than permits ([`OverPermits`]).
+//!
 //! Holds kept alive ([`Hold::keep_alive`]) are also checked against the keep-alive's promises
 //! (`checker/keep_alive.rs`): their lost signal came by the end of their validity
 //! ([`LateLoss`]), and no write of theirs was invoked after it ([`WriteAfterLoss`]).
@@ -51,6 +54,7 @@
 mod audit;
 mod fence_repeats;
 mod keep_alive;
+mod permits;
 mod waits;
 
 use std::collections::{BTreeMap, HashMap};
@@ -62,6 +66,7 @@ use super::history::{History, Hold, Outcome, Stall, Write};
 pub use audit::{FenceRegression, Interleaving, LostReason, LostWrite, WriteSpan};
 pub use fence_repeats::FenceRepeat;
 pub use keep_alive::{KeepAliveSummary, LateLoss, WriteAfterLoss};
+pub use permits::{OverPermits, PermitUse};
 pub use waits::{LateWaiter, WaitSummary};
 
 /// One side of a [`Violation`].
@@ -259,6 +264,10 @@ pub struct CheckReport {
     pub fence_regressions: Vec<FenceRegression>,
     /// Every fence carried by two holds of one resource: a fence handed out twice.
     pub fence_repeats: Vec<FenceRepeat>,
+    /// Every time a semaphore had more holders than permits ([`History::semaphores`]).
+    pub over_permits: Vec<OverPermits>,
+    /// Each semaphore's holds and the most held at once.
+    pub permits: Vec<PermitUse>,
     /// The holds kept alive: how many were extended, and lost (by reason).
     pub keep_alive: KeepAliveSummary,
     /// Every hold kept alive whose lost signal came after its validity ended, or never came
@@ -288,10 +297,12 @@ pub struct CheckReport {
 
 impl CheckReport {
     /// No violation, no stale write, no lost write, no interleaving, no fence regression or
-    /// repeat, no late lost signal, no write after one and no late waiter: mutual exclusion held
-    /// throughout, every lease kept its promises, and every waiter its deadline.
+    /// repeat, no semaphore over its permits, no late lost signal, no write after one and no
+    /// late waiter: mutual exclusion (and every permit bound) held throughout, every lease kept
+    /// its promises, and every waiter its deadline.
     pub fn is_safe(&self) -> bool {
         self.violations.is_empty()
+            && self.over_permits.is_empty()
             && self.stale_writes.is_empty()
             && self.lost_writes.is_empty()
             && self.interleaved.is_empty()
@@ -304,7 +315,7 @@ impl CheckReport {
 }
 
 /// Checks a history for mutual-exclusion violations, stale writes, lost writes, interleaved
-/// writes, fence regressions, late lost signals and writes after them, late waiters, counts
+/// writes, fence regressions, semaphores over their permits, late lost signals and writes after them, late waiters, counts
 /// rejected writes, the holds kept alive and the waiting calls, and measures availability and
 /// latency. Pure: the same history
 /// always gives the same report.
@@ -312,6 +323,7 @@ pub fn check(history: &History) -> CheckReport {
     let by_resource = holds_by_resource(&history.holds);
     let late_waiters = waits::late_waiters(history);
     let (late_losses, stalled_losses) = keep_alive::late_losses(&history.holds, &history.stalls);
+    let (permits, over_permits) = permits::permits(history);
     let ended_by_release = history
         .holds
         .iter()
@@ -335,6 +347,8 @@ pub fn check(history: &History) -> CheckReport {
         fence_regressions: audit::fence_regressions(history),
         fence_repeats: fence_repeats::fence_repeats(&history.writes),
         keep_alive: keep_alive::summary(&history.holds),
+        over_permits,
+        permits,
         late_losses,
         stalled_losses,
         stalls: StallSummary::of(&history.stalls),

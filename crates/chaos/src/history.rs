@@ -518,6 +518,34 @@ impl Stall {
     }
 }
 
+/// A semaphore of the run: its name and how many may hold it at once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Semaphore {
+    /// The name its slots are named after (`name:0` …).
+    pub name: String,
+    /// Its permits.
+    pub permits: u32,
+}
+
+impl Semaphore {
+    /// The semaphore `name` of `permits` permits.
+    pub fn new(name: impl Into<String>, permits: u32) -> Semaphore {
+        Semaphore {
+            name: name.into(),
+            permits,
+        }
+    }
+
+    /// Whether `resource` is one of its slots: its name, a colon and a number.
+    pub fn has_slot(&self, resource: &str) -> bool {
+        resource
+            .strip_prefix(self.name.as_str())
+            .and_then(|rest| rest.strip_prefix(':'))
+            .is_some_and(|slot| !slot.is_empty() && slot.bytes().all(|b| b.is_ascii_digit()))
+    }
+}
+
 /// An injected fault, from when it was applied until it was lifted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -569,6 +597,9 @@ pub struct History {
     /// Every stretch in which the runtime fired no timer for longer than the stall probe
     /// allows, in time order.
     pub stalls: Vec<Stall>,
+    /// The semaphores the clients took permits of: each one's holds are those of its slots,
+    /// `name:0` … (a hold of any `name:i` counts, a slot past the permits included).
+    pub semaphores: Vec<Semaphore>,
     /// How long clients ran, in microseconds (the denominator of rates).
     pub duration_us: u64,
     /// The protected store's final state, one register per resource, read back after the run
@@ -845,6 +876,24 @@ impl Recorder {
     pub fn stall(&self, due: Instant, woke: Instant) {
         let stall = Stall::new(self.clock.us(due), self.clock.us(woke));
         self.lock().stalls.push(stall);
+    }
+
+    /// Records that the clients take permits of `semaphore`.
+    pub fn semaphore(&self, semaphore: Semaphore) {
+        self.lock().semaphores.push(semaphore);
+    }
+
+    /// Every resource a write was recorded for, in order: the registers the store audit needs
+    /// (a holder may write to one the run did not plan, as a semaphore's slot past its
+    /// permits).
+    pub fn written_resources(&self) -> Vec<String> {
+        let resources: std::collections::BTreeSet<String> = self
+            .lock()
+            .writes
+            .iter()
+            .map(|write| write.resource.clone())
+            .collect();
+        resources.into_iter().collect()
     }
 
     /// Sets how long the clients ran.

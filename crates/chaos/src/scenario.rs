@@ -101,6 +101,12 @@ pub enum Scenario {
     /// under the seeded nemesis of [`Random`](Scenario::Random). Safe: no two holders of any
     /// resource at once, whether they hold it in a set or alone.
     Sets,
+    /// One semaphore ([`Request::permits`](quorumlock::Request::permits)) of as many permits
+    /// as the run has resources, its slots `sem:0` … being the resources, taken by every client
+    /// under the seeded nemesis of [`Random`](Scenario::Random): each holder writes to its
+    /// slot's register, then releases or lets the keys expire. Safe: never more holders than
+    /// permits at one instant, never two holders of one slot.
+    Semaphore,
     /// Many leases kept alive at once under the seeded nemesis of [`Random`](Scenario::Random):
     /// each client's holds of its contended resource are kept alive (as in
     /// [`KeepAliveLoss`](Scenario::KeepAliveLoss)), and its lock also keeps a lease on every
@@ -131,7 +137,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 26] = [
+    pub const ALL: [Scenario; 27] = [
         Scenario::Baseline,
         Scenario::MinorityCrash,
         Scenario::MinorityFreeze,
@@ -155,6 +161,7 @@ impl Scenario {
         Scenario::KeepAliveLoss,
         Scenario::Waiters,
         Scenario::Sets,
+        Scenario::Semaphore,
         Scenario::ManyLeases,
         Scenario::NoLock,
         Scenario::Random,
@@ -191,6 +198,7 @@ impl Scenario {
             Scenario::KeepAliveLoss => "keep-alive-loss",
             Scenario::Waiters => "waiters",
             Scenario::Sets => "sets",
+            Scenario::Semaphore => "semaphore",
             Scenario::ManyLeases => "many-leases",
             Scenario::NoLock => "no-lock",
             Scenario::Random => "random",
@@ -255,6 +263,9 @@ impl Scenario {
             }
             Scenario::Sets => {
                 "each client takes 2 neighbouring resources as one set; seeded nemesis as random"
+            }
+            Scenario::Semaphore => {
+                "each client takes one of the permits of one semaphore (as many as resources); seeded nemesis as random"
             }
             Scenario::ManyLeases => {
                 "kept holds, and a lease kept on every bulk resource a client wins (2 contenders each, 1,200 in all by default), TTL at least 1 s; seeded nemesis as random"

@@ -392,6 +392,56 @@ async fn overlapping_sets_under_the_nemesis_never_hold_a_resource_twice() {
     );
 }
 
+/// One semaphore of 3 permits taken by every client under the seeded nemesis: never more
+/// holders than permits, never two of one slot, and the bound was put to the test (all three
+/// held at once, on different slots; the run's self-check fails otherwise).
+// promise: semaphore-permits
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_under_the_nemesis_never_has_more_holders_than_permits() {
+    let options = options().seed(NEMESIS_SEED).resources(3);
+    let report = assert_safe_with(Scenario::Semaphore, &options).await;
+    let used = report.check.permits.first().expect("the semaphore's use");
+    assert_eq!((used.semaphore.as_str(), used.permits), ("sem", 3));
+    assert_eq!(used.most_at_once, 3, "{used:#?}");
+    let slots: std::collections::BTreeSet<&str> = report
+        .history
+        .holds
+        .iter()
+        .map(|hold| hold.resource.as_str())
+        .collect();
+    assert_eq!(
+        slots.into_iter().collect::<Vec<_>>(),
+        ["sem:0", "sem:1", "sem:2"]
+    );
+}
+
+/// A semaphore with one slot past its permits lets one holder too many in, and the checker
+/// says so: the check of the bound can fail where every other check passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_past_the_permits_is_caught() {
+    let options = options()
+        .seed(NEMESIS_SEED)
+        .resources(3)
+        .defect(Defect::SlotPastPermits);
+    let report = run_scenario(Scenario::Semaphore, &options).await;
+    let over = report
+        .check
+        .over_permits
+        .first()
+        .expect("one holder too many");
+    assert_eq!(over.permits, 3);
+    assert_eq!(over.holds.len(), 4, "{over:#?}");
+    assert!(!report.check.is_safe());
+    // Each slot, the one past the permits included, is still a lock of its own: only the
+    // bound is broken, and the store lost nothing.
+    assert!(
+        report.check.violations.is_empty() && report.check.lost_writes.is_empty(),
+        "{:#?} {:#?}",
+        report.check.violations,
+        report.check.lost_writes
+    );
+}
+
 /// A seed whose 3 s schedule at the many-leases TTL (1 s) freezes a majority long enough for
 /// kept leases to be lost (SIGSTOP, then a black hole).
 const LEASES_LOST_SEED: u64 = 3;

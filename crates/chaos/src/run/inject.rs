@@ -191,7 +191,11 @@ impl Faults<'_> {
             Scenario::ClockFast => {
                 fast_clocks(cluster, keys, self.recorder, self.deadline, notes).await?;
             }
-            Scenario::Random | Scenario::Sets | Scenario::ManyLeases | Scenario::Waiters => {
+            Scenario::Random
+            | Scenario::Sets
+            | Scenario::Semaphore
+            | Scenario::ManyLeases
+            | Scenario::Waiters => {
                 if let Some(schedule) = self.nemesis {
                     self.unleash(schedule, cluster).await?;
                 }

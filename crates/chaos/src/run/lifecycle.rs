@@ -86,7 +86,8 @@ pub(super) async fn wind_down(
     }
 }
 
-/// The run's history, closed at `deadline` with what the store holds for `resources`, and the
+/// The run's history, closed at `deadline` with what the store holds for `resources` (and any
+/// other resource a write was recorded for), and the
 /// checker's report on it (noted with its size and how long the check took).
 pub(super) async fn checked(
     recorder: &Recorder,
@@ -96,7 +97,13 @@ pub(super) async fn checked(
     notes: &mut Vec<String>,
 ) -> Result<(History, CheckReport), ChaosError> {
     recorder.set_duration(recorder.clock().us(deadline));
-    recorder.set_store(store.read_back(resources).await?);
+    let mut registers = resources.to_vec();
+    for written in recorder.written_resources() {
+        if !registers.contains(&written) {
+            registers.push(written);
+        }
+    }
+    recorder.set_store(store.read_back(&registers).await?);
     let history = recorder.take();
     let checking = Instant::now();
     let check = check(&history);

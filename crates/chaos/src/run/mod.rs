@@ -35,7 +35,7 @@ use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 use tokio::task::JoinSet;
 
 use crate::checker::CheckReport;
-use crate::history::{Clock, History, Recorder, Rejection};
+use crate::history::{Clock, History, Recorder, Rejection, Semaphore};
 use crate::nemesis::Schedule;
 use crate::scenario::Scenario;
 use checks::{ttl_for_restarts, up_for_a_while};
@@ -45,8 +45,8 @@ use faults::Faults;
 use inject::waiters_in_turn;
 use store::Store;
 use workload::{
-    Client, ClientPlan, PAUSE_LABEL, bulk_resources, keep_many, many_kept_at_once, ttl_for_leases,
-    waited_in_turn, warm_up_resource,
+    Client, ClientPlan, PAUSE_LABEL, SEMAPHORE, bulk_resources, keep_many, many_kept_at_once,
+    semaphore_full, ttl_for_leases, waited_in_turn, warm_up_resource,
 };
 
 pub use cluster_members::{SHARD_KILLED_LABEL, SLOT_MIGRATED_LABEL};
@@ -163,7 +163,7 @@ fn cluster_options(scenario: Scenario, options: &RunOptions, clocks: bool) -> Cl
 fn persistence(scenario: Scenario, options: &RunOptions) -> Persistence {
     match scenario {
         Scenario::RestartAof => Persistence::AofAlways,
-        Scenario::Random | Scenario::Sets | Scenario::ManyLeases
+        Scenario::Random | Scenario::Sets | Scenario::Semaphore | Scenario::ManyLeases
             if !options.restart_guard_for(scenario) =>
         {
             Persistence::AofAlways
@@ -185,7 +185,19 @@ async fn run_on(
 ) -> Result<ScenarioReport, ChaosError> {
     let run_id = format!("{scenario}:{:08x}", rand::random::<u32>());
     let prefix = format!("quorumlock:chaos:{run_id}:");
-    let resources: Vec<String> = (0..options.resources).map(|i| format!("res-{i}")).collect();
+    // A semaphore's resources are its slots, so each slot's register is written as a resource's.
+    let semaphore = (scenario == Scenario::Semaphore).then(|| {
+        Semaphore::new(
+            SEMAPHORE,
+            u32::try_from(options.resources).unwrap_or(u32::MAX),
+        )
+    });
+    let resources: Vec<String> = (0..options.resources)
+        .map(|i| match &semaphore {
+            Some(semaphore) => format!("{}:{i}", semaphore.name),
+            None => format!("res-{i}"),
+        })
+        .collect();
     let restart_guard = options.restart_guard_for(scenario);
     let fencing = options.fencing_for(scenario);
     let mut lock_options = lifecycle::lock_options(options, prefix.clone(), restart_guard);
@@ -232,6 +244,9 @@ async fn run_on(
     }
     let store_clients = lifecycle::store_clients(store, locks.len()).await?;
     let recorder = Recorder::new(Clock::start());
+    if let Some(semaphore) = &semaphore {
+        recorder.semaphore(semaphore.clone());
+    }
     let waiting = scenario == Scenario::Waiters;
     if let Some(lock) = locks.first().filter(|_| waiting) {
         recorder.set_wait_slack(lock.attempt_bound());
@@ -272,6 +287,8 @@ async fn run_on(
             clients.spawn(client.wait_in_turn(lock));
         } else if scenario == Scenario::Sets {
             clients.spawn(client.take_sets(lock));
+        } else if let Some(semaphore) = &semaphore {
+            clients.spawn(client.take_permits(lock, semaphore.clone()));
         } else {
             clients.spawn(client.run(lock));
         }
@@ -280,7 +297,7 @@ async fn run_on(
     let in_turn = waiting.then(|| waiters_in_turn(options.duration, options.ttl, LOCAL_NODES));
     let nemesis = matches!(
         scenario,
-        Scenario::Random | Scenario::Sets | Scenario::ManyLeases
+        Scenario::Random | Scenario::Sets | Scenario::Semaphore | Scenario::ManyLeases
     )
     .then(|| {
         let seed = options.seed.unwrap_or_else(rand::random);
@@ -332,6 +349,9 @@ async fn run_on(
     }
     if waiting {
         waited_in_turn(&history, &check, options.ttl, &mut notes)?;
+    }
+    if semaphore.is_some() {
+        semaphore_full(&check, &mut notes)?;
     }
     Ok(ScenarioReport {
         scenario,

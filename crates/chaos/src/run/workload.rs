@@ -9,7 +9,8 @@
 //! (`workload/kept.rs`); in [`Scenario::Waiters`](crate::Scenario::Waiters) each client is
 //! several callers waiting for the lock (`workload/waiters.rs`); in
 //! [`Scenario::Sets`](crate::Scenario::Sets) each takes two resources as one set
-//! (`workload/sets.rs`); in [`Scenario::ManyLeases`](crate::Scenario::ManyLeases) each lock
+//! (`workload/sets.rs`); in [`Scenario::Semaphore`](crate::Scenario::Semaphore) each takes
+//! one permit of one semaphore (`workload/permits.rs`); in [`Scenario::ManyLeases`](crate::Scenario::ManyLeases) each lock
 //! also keeps many bulk leases (`workload/many.rs`).
 //!
 //! (Just over 500 lines: the behaviours, the stall and the writes all work on one client's
@@ -17,6 +18,7 @@
 
 mod kept;
 mod many;
+mod permits;
 mod sets;
 mod waiters;
 
@@ -30,6 +32,7 @@ use tokio::sync::watch;
 use super::store::StoreClient;
 use crate::history::{HoldId, Outcome, Recorder, StampedWrite};
 pub(super) use many::{bulk_resources, keep_many, many_kept_at_once, ttl_for_leases};
+pub(super) use permits::{SEMAPHORE, semaphore_full};
 pub(super) use waiters::waited_in_turn;
 
 /// The label of a stalled holder's pause among the history's faults.

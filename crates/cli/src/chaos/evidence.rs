@@ -44,5 +44,25 @@ pub(super) fn evidence(report: &ScenarioReport) -> Vec<String> {
                 .unwrap_or_default()
         )
     });
-    violations.chain(stale).collect()
+    let over_permits = check.over_permits.iter().take(SHOWN).map(|over| {
+        let holders: Vec<String> = over
+            .holds
+            .iter()
+            .map(|hold| {
+                format!(
+                    "client {} [{}, {})",
+                    hold.holder, hold.start_us, hold.end_us
+                )
+            })
+            .collect();
+        format!(
+            "  semaphore {} of {} permit(s) held {} times at once at {} µs: {}",
+            over.semaphore,
+            over.permits,
+            over.holds.len(),
+            over.at_us,
+            holders.join(", ")
+        )
+    });
+    violations.chain(over_permits).chain(stale).collect()
 }

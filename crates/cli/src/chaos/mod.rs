@@ -48,7 +48,7 @@ pub struct ChaosArgs {
     /// partition-majority, partition-one-way, partition-asymmetric, restart-no-persistence,
     /// restart-guarded, restart-delayed, restart-aof, failover, clock-drift, clock-fast,
     /// clock-jump-minority, clock-jump-majority, client-stall, client-stall-fenced,
-    /// keep-alive-loss, waiters, sets, many-leases, no-lock, random; and, not in `all`, cluster-members (3 Redis
+    /// keep-alive-loss, waiters, sets, semaphore, many-leases, no-lock, random; and, not in `all`, cluster-members (3 Redis
     /// Cluster members of 3 shards each: a shard killed and restarted, slots migrated).
     ///
     /// With --defect, only the scenarios expected to be safe run (an unsafe one says nothing
@@ -360,12 +360,14 @@ fn summarize(
             ExpectedVsObserved::AsExpected => {}
             ExpectedVsObserved::UnexpectedViolation => {
                 println!(
-                    "FAIL {}: expected safe, but {} violation(s), {} stale write(s), {} lost \
+                    "FAIL {}: expected safe, but {} violation(s), {} time(s) over a semaphore's \
+                     permits, {} stale write(s), {} lost \
                      write(s), {} interleaving(s), {} fence regression(s), {} fence \
                      repeat(s), {} late lost signal(s), {} write(s) after a lost signal and {} \
                      late waiter(s){}",
                     report.scenario,
                     report.check.violations.len(),
+                    report.check.over_permits.len(),
                     report.check.stale_writes.len(),
                     report.check.lost_writes.len(),
                     report.check.interleaved.len(),

@@ -92,7 +92,8 @@ pub(super) fn table(reports: &[ScenarioReport]) -> String {
             report.scenario.name().to_owned(),
             expected(report).to_owned(),
             observed.to_owned(),
-            check.violations.len().to_string(),
+            // A semaphore over its permits is a violation of its bound.
+            (check.violations.len() + check.over_permits.len()).to_string(),
             check.stale_writes.len().to_string(),
             check.rejected_writes.to_string(),
             check.lost_writes.len().to_string(),

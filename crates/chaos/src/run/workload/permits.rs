@@ -1,0 +1,119 @@
+//! The clients of [`Scenario::Semaphore`](crate::Scenario::Semaphore): each takes one permit of
+//! one semaphore ([`Request::permits`], as many permits as the run has resources) in a single
+//! round, writes to the register of the slot it got as if the slot were its resource, then
+//! releases or lets the keys expire. A hold is recorded under its slot's name, so the checker
+//! sees two holders of one slot as an overlap and more holders than permits as the
+//! semaphore's finding.
+
+use std::time::{Duration, Instant};
+
+use quorumlock::{Lock, Request};
+
+use super::{Client, Credentials, End, MAX_ATTEMPTS_PER_CLIENT, random_between};
+use crate::checker::CheckReport;
+use crate::history::{Outcome, Semaphore};
+use crate::run::ChaosError;
+use crate::scenario::Scenario;
+
+/// The semaphore's name: its slots, `sem:0` …, are the run's resources.
+pub(in crate::run) const SEMAPHORE: &str = "sem";
+
+impl Client {
+    /// Takes a permit of `semaphore` (one round), writes to its slot up to twice under the
+    /// validity, releases it (or, a quarter of the holds, lets its keys expire); until the
+    /// deadline.
+    pub(in crate::run) async fn take_permits(mut self, lock: Lock, semaphore: Semaphore) {
+        let request = Request::from(semaphore.name.as_str()).permits(semaphore.permits);
+        let ms = Duration::from_millis;
+        for _ in 0..MAX_ATTEMPTS_PER_CLIENT {
+            if Instant::now() >= self.plan.deadline {
+                break;
+            }
+            let started = Instant::now();
+            let result = lock.try_acquire(request.clone()).await;
+            let finished = Instant::now();
+            let recorder = self.plan.recorder.clone();
+            recorder.attempt(
+                &semaphore.name,
+                self.id,
+                started,
+                finished,
+                Outcome::of(&result),
+            );
+            let Ok(guard) = result else {
+                tokio::time::sleep(random_between(ms(5), ms(25))).await;
+                continue;
+            };
+            let slot = String::from_utf8_lossy(guard.resource()).into_owned();
+            let credentials = Credentials {
+                token: guard.token().as_str().to_owned(),
+                fence: guard.fence(),
+            };
+            let valid_until = guard.valid_until();
+            let hold = recorder.begin_hold(
+                &slot,
+                self.id,
+                &credentials.token,
+                started,
+                guard.decided_at(),
+                valid_until,
+            );
+            // The slot is the client's resource while it holds it (a slot past the plan's, as
+            // a defect gives, has no per-resource state: index past the end).
+            let index = self
+                .plan
+                .resources
+                .iter()
+                .position(|resource| *resource == slot)
+                .unwrap_or(usize::MAX);
+            (self.resource, self.index) = (slot, index);
+            let mut expire = rand::random_range(0..4u8) == 0;
+            for _ in 0..2 {
+                if Instant::now() >= valid_until {
+                    break;
+                }
+                match self.write(&credentials, valid_until).await.ends_hold() {
+                    Some(End::Expire) => {
+                        expire = true;
+                        break;
+                    }
+                    Some(End::Release) => break,
+                    None => {}
+                }
+            }
+            if expire {
+                self.plan.let_expire(guard).await;
+            } else {
+                recorder.end_hold(hold, Instant::now());
+                let _report = guard.release().await;
+            }
+            tokio::time::sleep(random_between(Duration::ZERO, ms(20))).await;
+        }
+        lock.settle().await;
+    }
+}
+
+/// The self-check of [`Scenario::Semaphore`](crate::Scenario::Semaphore): at some instant every
+/// permit was held (else the bound was never put to the test). A run that is otherwise clean
+/// but never got there fails ([`ChaosError::EffectNotShown`]); one with findings is reported as
+/// it is. The notes give the holds and the most held at once.
+pub(in crate::run) fn semaphore_full(
+    check: &CheckReport,
+    notes: &mut Vec<String>,
+) -> Result<(), ChaosError> {
+    for used in &check.permits {
+        let evidence = format!(
+            "semaphore {} of {} permit(s): {} hold(s) of its slots, at most {} at once",
+            used.semaphore, used.permits, used.holds, used.most_at_once
+        );
+        let full = u32::try_from(used.most_at_once).unwrap_or(u32::MAX) >= used.permits;
+        if check.is_safe() && !full {
+            return Err(ChaosError::EffectNotShown {
+                scenario: Scenario::Semaphore,
+                evidence,
+            });
+        }
+        notes.push(format!("self-check: {evidence}"));
+    }
+    Ok(())
+}
