@@ -2,7 +2,8 @@
 //! woken when the lock is released (by this process, or by any client through the nodes'
 //! published release) or when its keys expire on a quorum, never by a poll timer. Callers of
 //! one [`Lock`] waiting for overlapping resources are served in arrival order
-//! (`round/wait_list.rs`).
+//! (`round/wait_list.rs`); a semaphore's first waiters, as many as its permits (at most
+//! [`MAX_HEADS`](crate::round::wait_list::MAX_HEADS)), contend together.
 //!
 //! The first attempt goes out at once, before any subscription, unless a caller of this lock
 //! already queues for one of the resources: a free lock costs one attempt. A refused attempt
@@ -28,7 +29,7 @@ use crate::error::Error;
 use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::request::Prepared;
-use crate::round::wait_list::free_by_expiry_after;
+use crate::round::wait_list::{free_by_expiry_after, heads};
 use crate::rules::retry::RetryPolicy;
 
 /// A deadline further out than this is treated as this far out (about 30 years): a deadline
@@ -72,10 +73,11 @@ impl Lock {
             Some(_) => Some(retry_pause()),
         };
         let mut last_error = refused;
+        let heads = heads(prepared.slots.as_ref().map_or(0, Vec::len));
         let (place, subscribed) =
             node_set
                 .wait_list
-                .join(&node_set.nodes, settings.connect_timeout, keys);
+                .join(&node_set.nodes, settings.connect_timeout, keys, heads);
         // Heard from now on: the next attempt waits for a quorum of confirmations at most.
         let confirmed_by = Instant::now()
             .checked_add(node_set.request_bound())
@@ -106,10 +108,15 @@ impl Lock {
                 // one cut short would only have to be released again.
                 // Boxed: a waiter's future then carries one acquisition's state (the caller's
                 // first attempt's), not two, for an allocation per attempt after a refusal.
-                // A semaphore's waiter tries the slot whose release woke it first.
+                // A semaphore's waiter woken by a release tries the slot it freed. Marked as
+                // trying before the hint is read: a release told after the read goes to another
+                // head instead of being forgotten when this attempt ends.
+                let trying = place.trying();
                 let freed = place.freed();
                 let attempt = Box::pin(self.attempt(prepared, freed.as_deref(), cancel.as_mut()));
-                match attempt.await {
+                let result = attempt.await;
+                drop(trying);
+                match result {
                     Ok(guard) => return Ok(guard),
                     Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => return Err(error),
                     Err(error @ Error::Held { .. }) => {

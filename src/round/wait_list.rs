@@ -10,11 +10,16 @@
 //! queues, and no two waiters each head a queue the other waits in (no deadlock, whatever order
 //! sets name their resources in; no starvation, the order is arrival).
 //!
+//! A semaphore's waiter stands in the queue of every slot and contends while fewer than its
+//! heads ([`heads`]: the permits, at most [`MAX_HEADS`]) are ahead of it in each: that many
+//! waiters try at once, so slots freed together are taken together, and a release wakes one of
+//! them that is not already trying.
+//!
 //! A key's channel is subscribed while someone waits for it and unsubscribed when the last
 //! waiter leaves, so no message arrives for a resource nobody waits on.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
@@ -49,11 +54,32 @@ struct Queue {
 }
 
 /// What wakes a waiter, and the key whose release woke it last: a semaphore's waiter tries
-/// that slot first instead of searching the slots from a random one.
+/// that slot first instead of searching the slots from a random one. Also how many may contend
+/// at once in its queues, and whether it is trying now (a release then wakes another head).
 #[derive(Default)]
 struct Wake {
     notify: Notify,
     freed: Mutex<Option<Vec<u8>>>,
+    heads: usize,
+    trying: AtomicBool,
+}
+
+impl Wake {
+    fn told(&self) -> Option<Vec<u8>> {
+        self.freed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The most waiters of one semaphore that contend at once: each that the nodes refuse reads
+/// every slot's PTTL on every node, so many more would load the nodes more than they gain.
+pub(crate) const MAX_HEADS: usize = 8;
+
+/// How many waiters of a request of `slots` slots (0 for a lock or a set) contend at once.
+pub(crate) fn heads(slots: usize) -> usize {
+    slots.clamp(1, MAX_HEADS)
 }
 
 /// A caller's place in its keys' queues; leaving them (dropping it) lets the next ones be head.
@@ -81,7 +107,8 @@ impl WaitList {
             .any(|key| queues.by_key.contains_key(&**key))
     }
 
-    /// Joins the tail of each of `keys`' queues, with one ticket. The first waiter of a key
+    /// Joins the tail of each of `keys`' queues, with one ticket, to contend while fewer than
+    /// `heads` waiters are ahead of it in each. The first waiter of a key
     /// subscribes to its channel on every node; the receivers (one per node, for the keys new
     /// there) complete as each node confirms, or fail (then that node's releases are heard only
     /// through the expiry bound). Empty if every key had a waiter already.
@@ -90,8 +117,12 @@ impl WaitList {
         nodes: &[Arc<Node>],
         connect_timeout: Duration,
         keys: &Keys,
+        heads: usize,
     ) -> (Place, Vec<oneshot::Receiver<()>>) {
-        let wake = Arc::new(Wake::default());
+        let wake = Arc::new(Wake {
+            heads: heads.max(1),
+            ..Wake::default()
+        });
         let (ticket, new_keys) = {
             let mut queues = self.queues();
             let ticket = queues.next_ticket;
@@ -126,17 +157,41 @@ impl WaitList {
         (place, confirmations)
     }
 
-    /// Wakes the first of `key`'s waiters, the only one that contends: its lock was released
-    /// (here, or by another client on a node). A wake-up it is not waiting for yet is kept for
-    /// its next wait, once: several messages for one release cost at most one extra attempt.
+    /// Wakes one of `key`'s heads, the waiters that contend: its lock was released (here, or by
+    /// another client on a node). The one head of a lock or set, always; of a semaphore's
+    /// heads, nobody if one was told of that key already and has not
+    /// finished its attempt (each node publishes a release: one head answers it, two would split
+    /// the votes); else the first head neither trying nor told of another key, which learns the
+    /// key; else the first head, told nothing (it searches every slot on its next attempt). A
+    /// wake-up a head is not waiting for yet is kept for its next wait, once.
     pub(crate) fn wake(&self, key: &[u8]) {
-        if let Some((_, head)) = self
-            .queues()
-            .by_key
-            .get(key)
-            .and_then(|queue| queue.waiters.front())
-        {
+        let queues = self.queues();
+        let Some(queue) = queues.by_key.get(key) else {
+            return;
+        };
+        let heads: Vec<&Arc<Wake>> = queue
+            .waiters
+            .iter()
+            .enumerate()
+            .take_while(|(position, (_, wake))| *position < wake.heads)
+            .map(|(_, (_, wake))| wake)
+            .collect();
+        if let [head] = heads[..] {
+            // A lock's or a set's one head (or a semaphore's only one): it is told every time.
             *head.freed.lock().unwrap_or_else(PoisonError::into_inner) = Some(key.to_vec());
+            head.notify.notify_one();
+            return;
+        }
+        if heads.iter().any(|wake| wake.told().as_deref() == Some(key)) {
+            return;
+        }
+        let idle = heads
+            .iter()
+            .find(|wake| !wake.trying.load(Ordering::Acquire) && wake.told().is_none());
+        if let Some(head) = idle {
+            *head.freed.lock().unwrap_or_else(PoisonError::into_inner) = Some(key.to_vec());
+            head.notify.notify_one();
+        } else if let Some(head) = heads.first() {
             head.notify.notify_one();
         }
     }
@@ -170,17 +225,26 @@ impl WaitList {
 }
 
 impl Place {
-    /// Whether this caller is first in every one of its keys' queues, and so may contend on the
-    /// nodes.
+    /// Whether fewer than its heads are ahead of this caller in every one of its keys' queues
+    /// (for a lock or a set: it is first in each), and so it may contend on the nodes.
     pub(crate) fn is_head(&self) -> bool {
         let queues = self.list.queues();
         self.keys.all().iter().all(|key| {
-            queues
-                .by_key
-                .get(&**key)
-                .and_then(|queue| queue.waiters.front())
-                .is_some_and(|(ticket, _)| *ticket == self.ticket)
+            queues.by_key.get(&**key).is_some_and(|queue| {
+                queue
+                    .waiters
+                    .iter()
+                    .take(self.wake.heads)
+                    .any(|(ticket, _)| *ticket == self.ticket)
+            })
         })
+    }
+
+    /// Marks this caller as trying on the nodes until the mark is dropped: a release meanwhile
+    /// wakes another head.
+    pub(crate) fn trying(&self) -> Trying<'_> {
+        self.wake.trying.store(true, Ordering::Release);
+        Trying(&self.wake)
     }
 
     /// The signal that wakes this caller: a release of a key it heads, or the head of one of
@@ -189,13 +253,20 @@ impl Place {
         &self.wake.notify
     }
 
-    /// The key whose release woke this caller last, if one did since the last time asked.
+    /// The key whose release woke this caller, if one did since its last attempt ended.
     pub(crate) fn freed(&self) -> Option<Vec<u8>> {
-        self.wake
-            .freed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
+        self.wake.told()
+    }
+}
+
+/// A caller's mark that it is trying on the nodes ([`Place::trying`]); dropped when the attempt
+/// ended, it forgets the key the caller was told of, which that attempt answered.
+pub(crate) struct Trying<'a>(&'a Wake);
+
+impl Drop for Trying<'_> {
+    fn drop(&mut self) {
+        *self.0.freed.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.0.trying.store(false, Ordering::Release);
     }
 }
 
@@ -209,13 +280,23 @@ impl Drop for Place {
                 let Some(queue) = queues.by_key.get_mut(&**key) else {
                     continue;
                 };
-                let was_head = queue
+                let position = queue
                     .waiters
-                    .front()
-                    .is_some_and(|(ticket, _)| *ticket == self.ticket);
+                    .iter()
+                    .position(|(ticket, _)| *ticket == self.ticket);
                 queue.waiters.retain(|(ticket, _)| *ticket != self.ticket);
-                if was_head && let Some((_, next)) = queue.waiters.front() {
-                    // The next in line heads this queue now (and may head all of its own).
+                // The waiter that moved up into the heads of this queue heads it now (and may
+                // head all of its own): the next in line, or for a semaphore the one behind the
+                // others that contend.
+                if let Some(position) = position
+                    && let Some((_, next)) = queue
+                        .waiters
+                        .iter()
+                        .skip(position)
+                        .enumerate()
+                        .find(|(behind, (_, wake))| position + behind + 1 == wake.heads)
+                        .map(|(_, waiter)| waiter)
+                {
                     next.notify.notify_one();
                 }
                 if queue.waiters.is_empty() {
@@ -273,7 +354,7 @@ mod tests {
     async fn only_the_first_waiter_is_head_and_only_it_is_woken() {
         let list = Arc::new(WaitList::default());
         let k = Keys::One(Arc::from(&b"k"[..]));
-        let join = || list.join(&[], Duration::from_secs(1), &k).0;
+        let join = || list.join(&[], Duration::from_secs(1), &k, 1).0;
         let (first, second, third) = (join(), join(), join());
         assert_eq!(list.waiters(b"k"), 3);
         assert!(first.is_head() && !second.is_head() && !third.is_head());
@@ -301,17 +382,57 @@ mod tests {
     async fn the_head_learns_which_key_a_release_freed_once() {
         let list = Arc::new(WaitList::default());
         let slots = set(&[b"s:0", b"s:1"]);
-        let (head, _) = list.join(&[], Duration::from_secs(1), &slots);
-        let (next, _) = list.join(&[], Duration::from_secs(1), &slots);
+        let (head, _) = list.join(&[], Duration::from_secs(1), &slots, 1);
+        let (next, _) = list.join(&[], Duration::from_secs(1), &slots, 1);
         assert_eq!(head.freed(), None);
         list.wake(b"s:1");
         assert_eq!(head.freed().as_deref(), Some(&b"s:1"[..]));
-        assert_eq!(head.freed(), None, "taken by asking");
         assert_eq!(next.freed(), None, "only the head is told");
+        // Kept until the attempt that answers it ends.
+        drop(head.trying());
+        assert_eq!(head.freed(), None);
         // The head leaving wakes the next without a freed key: it searches from a random slot.
         drop(head);
         assert!(woken(&next));
         assert_eq!(next.freed(), None);
+    }
+
+    /// A semaphore's waiters contend as many at once as its heads: a release wakes one head
+    /// that is not trying already, once however many nodes publish it, and a head leaving lets
+    /// the next waiter in, woken.
+    // promise: semaphore-permits
+    #[tokio::test]
+    async fn a_semaphores_first_waiters_contend_together_and_a_release_wakes_an_idle_one() {
+        let list = Arc::new(WaitList::default());
+        let slots = set(&[b"s:0", b"s:1"]);
+        let join = || list.join(&[], Duration::from_secs(1), &slots, heads(2)).0;
+        let (first, second, third) = (join(), join(), join());
+        assert!(first.is_head() && second.is_head() && !third.is_head());
+
+        let trying = first.trying();
+        list.wake(b"s:1");
+        assert!(woken(&second), "the head not trying is woken");
+        assert!(!woken(&first) && !woken(&third));
+        assert_eq!(second.freed().as_deref(), Some(&b"s:1"[..]));
+        // Every node publishes a release: the same key again wakes nobody more.
+        list.wake(b"s:1");
+        assert!(!woken(&first) && !woken(&second) && !woken(&third));
+        // Another key with no idle head: the first head, told nothing (it will search).
+        list.wake(b"s:0");
+        assert!(woken(&first));
+        assert_eq!(first.freed(), None);
+        drop(trying);
+        list.wake(b"s:0");
+        assert!(woken(&first), "the first idle head, in order");
+        assert_eq!(first.freed().as_deref(), Some(&b"s:0"[..]));
+
+        // The second leaving lets the third in; the first stays a head, not woken.
+        drop(second);
+        assert!(third.is_head());
+        assert!(woken(&third));
+        assert!(!woken(&first));
+        drop((first, third));
+        assert!(list.queues().by_key.is_empty());
     }
 
     fn set(keys: &[&[u8]]) -> Keys {
@@ -324,17 +445,18 @@ mod tests {
         // A set is sorted, so two sets name their keys in one order; what matters is that
         // each waiter's queues agree on who came first.
         let xy = list
-            .join(&[], Duration::from_secs(1), &set(&[b"x", b"y"]))
+            .join(&[], Duration::from_secs(1), &set(&[b"x", b"y"]), 1)
             .0;
         let y = list
             .join(
                 &[],
                 Duration::from_secs(1),
                 &Keys::One(Arc::from(&b"y"[..])),
+                1,
             )
             .0;
         let yx = list
-            .join(&[], Duration::from_secs(1), &set(&[b"x", b"y"]))
+            .join(&[], Duration::from_secs(1), &set(&[b"x", b"y"]), 1)
             .0;
         assert!(
             xy.is_head(),

@@ -8,7 +8,8 @@
 //! An acquisition tries the slots from a random one onwards, each as one attempt of the lock;
 //! the first it wins is its guard, and a slot held by someone else sends it to the next. Waiting
 //! stands in the queue of every slot, so a release or expiry of any slot wakes it, and a
-//! waiter woken by a release tries the slot it freed first.
+//! waiter woken by a release tries the slot it freed. A `Lock`'s first waiters, as many
+//! as the permits (at most 8), contend together, and a release wakes one not already trying.
 
 mod take;
 

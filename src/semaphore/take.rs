@@ -32,11 +32,12 @@ pub(crate) struct Take<'a> {
 }
 
 impl Take<'_> {
-    /// One attempt at a permit: the slots from the one whose key is `freed` (a waiter's hint:
-    /// its release woke it) or else from a random one onwards, each one attempt of the lock,
-    /// until one is won. A slot held by someone else sends it to the next; any other
-    /// failure (too few nodes, the validity used up, cancelled) ends the pass, since it is the
-    /// nodes' and the next slot would meet it too. All held: [`Error::Held`] naming the
+    /// One attempt at a permit: the slot whose key is `freed` alone (a waiter's hint: its
+    /// release woke it, and the other slots were held when it last looked; the other heads
+    /// answer their releases), or else every slot from a random one onwards, each one attempt
+    /// of the lock, until one is won. A slot held by someone else sends it to the next; any
+    /// other failure (too few nodes, the validity used up, cancelled) ends the pass, since it is
+    /// the nodes' and the next slot would meet it too. All held: [`Error::Held`] naming the
     /// semaphore, with the last slot's outcomes.
     pub(crate) async fn once<C>(
         &self,
@@ -49,11 +50,16 @@ impl Take<'_> {
         let once = RetryPolicy::once();
         let permits = u32::try_from(self.slots.len()).unwrap_or(u32::MAX);
         let mut held = None;
-        let start = freed
+        let hinted = freed
             .and_then(|key| self.slots.iter().position(|slot| &*slot.key == key))
-            .and_then(|index| u32::try_from(index).ok())
-            .unwrap_or_else(rand::random);
-        for index in slot_order(permits, start) {
+            .and_then(|index| u32::try_from(index).ok());
+        let tries = if hinted.is_some() {
+            1
+        } else {
+            self.slots.len()
+        };
+        let start = hinted.unwrap_or_else(rand::random);
+        for index in slot_order(permits, start).take(tries) {
             let Some(slot) = usize::try_from(index).ok().and_then(|i| self.slots.get(i)) else {
                 continue;
             };
