@@ -43,8 +43,8 @@ pub(super) fn survivors(defects: &[Defect], reports: &[ScenarioReport]) -> Vec<D
         .collect()
 }
 
-/// One row per defect: whether it was caught, by which scenarios (with their violations plus
-/// stale writes; the earliest first), the earliest first violation (since its run started), and
+/// One row per defect: whether it was caught, by which scenarios (with their violations, times
+/// over a semaphore's permits and stale writes; the earliest first), the earliest first violation (since its run started), and
 /// the runs.
 pub(super) fn score_table(defects: &[Defect], reports: &[ScenarioReport]) -> String {
     let header = ["defect", "verdict", "caught by", "first violation", "runs"];
@@ -65,7 +65,9 @@ pub(super) fn score_table(defects: &[Defect], reports: &[ScenarioReport]) -> Str
             .iter()
             .take(NAMED_CATCHERS)
             .map(|(_, report)| {
-                let findings = report.check.violations.len() + report.check.stale_writes.len();
+                let findings = report.check.violations.len()
+                    + report.check.over_permits.len()
+                    + report.check.stale_writes.len();
                 format!("{} ({findings})", report.scenario)
             })
             .collect();
