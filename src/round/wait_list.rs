@@ -1,5 +1,5 @@
-//! The waiters of one lock: per lock key, a queue in arrival order whose head alone contends on
-//! the nodes and alone is woken (each waiter has its own signal, so a release wakes one task, not
+//! The waiters of one lock: per lock key, a queue in arrival order whose head alone (a
+//! semaphore's first few, below) contends on the nodes and alone is woken (each waiter has its own signal, so a release wakes one task, not
 //! every waiter of the resource); the subscriptions (one per node, `node/subscription.rs`)
 //! that turn a release published by any client into that signal; and the bound on how long a
 //! waiter sleeps when no wake-up comes (the keys' expiry on a quorum, `rules/wait.rs`).
