@@ -30,6 +30,7 @@ use crate::rules::clock::Moment;
 use crate::rules::quorum::Verdict;
 use crate::rules::resources::Keys;
 use crate::rules::retry::RetryPolicy;
+use crate::rules::rwlock::{RwKeys, Side, reader_key};
 use crate::rules::token::Token;
 use crate::rules::validity::whole_millis;
 
@@ -50,6 +51,8 @@ pub(crate) struct Acquisition<'a> {
     ledger: Arc<Ledger>,
     /// The owner the hold is for, if reentrant, and the lock's registry of such holds.
     owner: Option<(Owner, Arc<Owners>)>,
+    /// For a side of a read-write lock, which, and the lock's keys.
+    rw: Option<(Side, Arc<RwKeys>)>,
 }
 
 impl<'a> Acquisition<'a> {
@@ -75,7 +78,22 @@ impl<'a> Acquisition<'a> {
             token: Token::generate(),
             ledger: Arc::new(Ledger::new(node_set.nodes.len())),
             owner: None,
+            rw: None,
         }
+    }
+
+    /// The same acquisition, of one side of a read-write lock (`keys` were its writer key): a
+    /// reader holds a key of its own, named after the token, and takes no fence.
+    pub(crate) fn for_side(mut self, rw: Option<(Side, Arc<RwKeys>)>) -> Self {
+        if let Some((Side::Read, rw_keys)) = &rw {
+            self.keys = Keys::Read {
+                reader: reader_key(&rw_keys.writer, self.token.as_str()),
+                writer: Arc::clone(&rw_keys.writer),
+            };
+            self.fence_keys = None;
+        }
+        self.rw = rw;
+        self
     }
 
     /// The same acquisition, made for `owner`: once won, the owner's later acquisitions of the
@@ -241,6 +259,7 @@ impl<'a> Acquisition<'a> {
             token: self.token.as_str(),
             ttl_ms: whole_millis(self.ttl),
             renew_leftover,
+            rw: self.rw.as_ref().map(|(side, keys)| (*side, &**keys)),
         }));
         let round = fan_out(
             &self.node_set.nodes,
@@ -368,6 +387,7 @@ impl<'a> Acquisition<'a> {
             token: self.token,
             ledger: self.ledger,
             owner: self.owner,
+            side: self.rw.map(|(side, _)| side),
         };
         Guard::new(Hold::new(acquired, grant), outcomes)
     }

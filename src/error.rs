@@ -131,11 +131,22 @@ pub enum Error {
         /// What each node said.
         outcomes: Vec<NodeOutcome>,
     },
+
+    /// [`Guard::downgrade`](crate::Guard::downgrade) did not turn the write key into a read key
+    /// on a quorum of nodes (they no longer held it, or did not answer). Both were released on
+    /// every node: the caller holds neither side.
+    #[error("downgrade failed; released ({})", Summary(outcomes))]
+    #[non_exhaustive]
+    DowngradeFailed {
+        /// What each node said.
+        outcomes: Vec<NodeOutcome>,
+    },
 }
 
 impl Error {
     /// A short name of the kind of error, for spans and logs: `held`, `unavailable`,
-    /// `validity_expired`, `cancelled`, `fence_unconfirmed`, `lost`, `extend_failed`, `config`.
+    /// `validity_expired`, `cancelled`, `fence_unconfirmed`, `lost`, `extend_failed`,
+    /// `downgrade_failed`, `config`.
     pub(crate) fn label(&self) -> &'static str {
         match self {
             Error::Config(_) => "config",
@@ -147,6 +158,7 @@ impl Error {
             Error::FenceUnrecovered { .. } => "fence_unrecovered",
             Error::Lost(_) => "lost",
             Error::ExtendFailed { .. } => "extend_failed",
+            Error::DowngradeFailed { .. } => "downgrade_failed",
         }
     }
 
@@ -161,7 +173,8 @@ impl Error {
             | Error::Cancelled { outcomes, .. }
             | Error::FenceUnconfirmed { outcomes, .. }
             | Error::FenceUnrecovered { outcomes, .. }
-            | Error::ExtendFailed { outcomes, .. } => outcomes,
+            | Error::ExtendFailed { outcomes, .. }
+            | Error::DowngradeFailed { outcomes } => outcomes,
         }
     }
 }
@@ -303,6 +316,18 @@ pub enum ConfigError {
     /// Permits of a set of resources: a semaphore is named by one resource.
     #[error("permits are of one resource, not of a set")]
     PermitsOfSet,
+    /// A side of a read-write lock ([`Request::read`](crate::Request::read),
+    /// [`Request::write`](crate::Request::write)) asked with what it cannot take: a set of
+    /// resources, permits, or an owner (a read-write lock is not reentrant).
+    #[error("a read-write lock is one resource, without permits or an owner; asked with {with}")]
+    SideWith {
+        /// `"a set"`, `"permits"` or `"an owner"`.
+        with: &'static str,
+    },
+    /// [`Guard::downgrade`](crate::Guard::downgrade) of a guard that is not a write guard. A
+    /// read guard is never upgraded: release it and acquire the write side.
+    #[error("only a write guard downgrades")]
+    NotAWriteGuard,
     /// Two node URLs point at the same server: the same host (ASCII case ignored) and port, or
     /// the same Unix socket, whatever the database number, credentials or scheme. One server
     /// must never count as two votes.

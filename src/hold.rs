@@ -18,6 +18,7 @@ use crate::round::NodeSet;
 use crate::round::ledger::Ledger;
 use crate::rules::clock::Moment;
 use crate::rules::resources::Keys;
+use crate::rules::rwlock::Side;
 use crate::rules::token::Token;
 
 /// What the guards of one acquisition share.
@@ -40,6 +41,8 @@ pub(crate) struct Hold {
     pub(crate) runtime: Option<Handle>,
     /// With an owner, the owner it was acquired for and the lock's registry it is in.
     owner: Option<(Owner, Arc<Owners>)>,
+    /// For a side of a read-write lock, which.
+    pub(crate) side: Option<Side>,
     /// How many guards hold it; with an owner, changed only under the owner registry's lock.
     guards: AtomicUsize,
     /// Set once by a keep-alive that found the lock lost; made by the first keep-alive.
@@ -53,6 +56,8 @@ pub(crate) struct Acquired {
     pub(crate) token: Token,
     pub(crate) ledger: Arc<Ledger>,
     pub(crate) owner: Option<(Owner, Arc<Owners>)>,
+    /// For a side of a read-write lock, which.
+    pub(crate) side: Option<Side>,
 }
 
 /// The times of one grant: when its round was decided and until when it is valid.
@@ -80,6 +85,7 @@ impl Hold {
             ttl: grant.ttl,
             runtime: Handle::try_current().ok(),
             owner: acquired.owner,
+            side: acquired.side,
             guards: AtomicUsize::new(1),
             lost: OnceLock::new(),
         }
@@ -93,9 +99,12 @@ impl Hold {
     /// Every resource name, in order: the keys without the lock's prefix.
     pub(crate) fn resources(&self) -> impl Iterator<Item = &[u8]> {
         let prefix_len = self.node_set.settings.key_prefix.len();
-        self.keys
-            .all()
-            .iter()
+        // A reader is of the lock its writer key names.
+        let keys = match &self.keys {
+            Keys::Read { writer, .. } => std::slice::from_ref(writer),
+            keys => keys.all(),
+        };
+        keys.iter()
             .map(move |key| key.get(prefix_len..).unwrap_or_default())
     }
 

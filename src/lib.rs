@@ -6,8 +6,9 @@
 //! future is dropped. The same [`Lock`] and [`Guard`] work over a single Redis server (a
 //! [`Lock::new`] of one node), so code switches between the two by configuration.
 //!
-//! Every acquisition is one [`Request`] (a resource, a set of [`Resources`], or one of k
-//! [`permits`](Request::permits) of a semaphore, and where they differ from the lock's options
+//! Every acquisition is one [`Request`] (a resource, a set of [`Resources`], one of k
+//! [`permits`](Request::permits) of a semaphore, or a [`read`](Request::read) or
+//! [`write`](Request::write) side of a read-write lock, and where they differ from the lock's options
 //! its TTL, [`Patience`] and [`Owner`]) given to one of three
 //! verbs: [`Lock::acquire`], [`Lock::try_acquire`] and [`Lock::acquire_until`] (and
 //! [`Lock::with_lock`] runs work under a kept lock).
@@ -76,6 +77,7 @@
 //! - The API at the top: [`Lock`] (`lock/`: construction, the verbs, waiting for a held lock,
 //!   `with_lock`), a [`Request`] (`request`) and its [`Patience`] (`rules/patience`), one acquisition's flow in
 //!   `acquisition`, sets of [`Resources`] in `resources`, a semaphore's slots in `semaphore/`,
+//!   a read-write lock's downgrade in `rwlock/`,
 //!   [`Guard`], [`KeptGuard`] and [`Lease`] (`keep_alive`, `lease`), [`LockOptions`]
 //!   (`options`, validated into `settings`), [`NodeConfig`] (`node_config`: a node
 //!   from a URL, the application's own `redis::Client`, or a Redis Cluster's seeds), [`Error`] (`error`) and what each
@@ -110,6 +112,7 @@ mod request;
 mod resources;
 mod round;
 mod rules;
+mod rwlock;
 mod semaphore;
 mod settings;
 

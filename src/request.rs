@@ -13,6 +13,7 @@ use crate::rules::patience::Patience;
 use crate::rules::resources::Keys;
 #[cfg(test)]
 use crate::rules::retry::RetryPolicy;
+use crate::rules::rwlock::{RwKeys, Side};
 use crate::semaphore::Slot;
 use crate::settings::{Settings, check_retry, validate_ttl};
 
@@ -48,6 +49,7 @@ pub struct Request<'a> {
     patience: Option<Patience>,
     owner: Option<Owner>,
     permits: Option<u32>,
+    side: Option<Side>,
 }
 
 /// What a request locks.
@@ -65,6 +67,7 @@ impl<'a> Request<'a> {
             patience: None,
             owner: None,
             permits: None,
+            side: None,
         }
     }
 
@@ -125,6 +128,53 @@ impl<'a> Request<'a> {
         self
     }
 
+    /// The shared side of the read-write lock this request names: any number of readers hold
+    /// it at once, and none while a writer holds it or waits for it. Each reader has a key of
+    /// its own on every node, with its own expiry, so one reader's crash frees only its share.
+    /// The guard is a reader's, with everything a guard has but a fence: it can be extended and
+    /// kept alive, and its release wakes the lock's waiters. See [`write`](Request::write).
+    ///
+    /// ```no_run
+    /// # async fn run(lock: quorumlock::Lock) -> Result<(), quorumlock::Error> {
+    /// use quorumlock::Request;
+    ///
+    /// let reading = lock.acquire(Request::from("catalog").read()).await?;
+    /// // … read while reading.is_valid(); other readers may too, no writer can …
+    /// reading.release().await;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// A read-write lock is one resource, without [`permits`](Request::permits) or an
+    /// [`owner`](Request::owner) ([`ConfigError::SideWith`](crate::ConfigError::SideWith)).
+    pub fn read(mut self) -> Self {
+        self.side = Some(Side::Read);
+        self
+    }
+
+    /// The exclusive side of the read-write lock this request names: refused on a node where
+    /// another writer holds it or a reader does. A writer that readers keep out leaves a mark
+    /// on those nodes, for as long as the longest of their readers has left, that refuses new
+    /// readers, so a steady stream of readers cannot starve it (writer preference). Its key is
+    /// the resource's lock key: a writer and a plain [`Lock`](crate::Lock) acquisition of the
+    /// same name exclude each other, and with fencing the write guard carries the resource's
+    /// fence. [`Guard::downgrade`](crate::Guard::downgrade) turns it into a read guard with no
+    /// gap.
+    ///
+    /// ```no_run
+    /// # async fn run(lock: quorumlock::Lock) -> Result<(), quorumlock::Error> {
+    /// use quorumlock::Request;
+    ///
+    /// let writing = lock.acquire(Request::from("catalog").write()).await?;
+    /// // … rewrite the catalog, then keep reading it while others may read too …
+    /// let reading = writing.downgrade().await?;
+    /// reading.release().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn write(mut self) -> Self {
+        self.side = Some(Side::Write);
+        self
+    }
+
     /// Checks the request against `settings` and makes its keys, before anything is sent.
     /// `patience` overrides the request's and the lock's.
     pub(crate) fn prepare(
@@ -145,6 +195,19 @@ impl<'a> Request<'a> {
             (Target::Set(set), None) => (set.first(), set.keys(settings)?, None),
             (Target::Set(_), Some(_)) => return Err(ConfigError::PermitsOfSet.into()),
         };
+        let rw = match (self.side, &self.target, self.permits, self.owner) {
+            (None, ..) => None,
+            (Some(_), Target::Set(_), ..) => {
+                return Err(ConfigError::SideWith { with: "a set" }.into());
+            }
+            (Some(_), _, Some(_), _) => {
+                return Err(ConfigError::SideWith { with: "permits" }.into());
+            }
+            (Some(_), _, _, Some(_)) => {
+                return Err(ConfigError::SideWith { with: "an owner" }.into());
+            }
+            (Some(side), ..) => Some((side, Arc::new(RwKeys::new(keys.slot_key())))),
+        };
         let ttl = self.ttl.unwrap_or(settings.ttl);
         validate_ttl(ttl)?;
         settings.check_guarded_ttl(ttl)?;
@@ -158,6 +221,7 @@ impl<'a> Request<'a> {
             name,
             keys,
             slots,
+            rw,
             ttl,
             patience,
             owner: self.owner,
@@ -173,6 +237,9 @@ pub(crate) struct Prepared<'r> {
     pub(crate) keys: Keys,
     /// A semaphore's slots, in slot order; `None` for a lock.
     pub(crate) slots: Option<Vec<Slot>>,
+    /// A side of a read-write lock, with its keys (`keys` is then its writer key, which its
+    /// waiters of both sides queue on).
+    pub(crate) rw: Option<(Side, Arc<RwKeys>)>,
     pub(crate) ttl: Duration,
     pub(crate) patience: Patience,
     pub(crate) owner: Option<Owner>,
@@ -263,7 +330,7 @@ mod tests {
         let settings = settings();
         let key = |request: Request<'_>| match request.prepare(&settings, None).unwrap().keys {
             Keys::One(key) => key,
-            Keys::Set(_) => panic!("one name is one key"),
+            Keys::Set(_) | Keys::Read { .. } => panic!("one name is one key"),
         };
         let name = String::from("job");
         let bytes = b"job".to_vec();

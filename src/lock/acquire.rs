@@ -193,6 +193,7 @@ impl Lock {
             prepared.ttl,
         )
         .for_owner(self.owned_by(prepared.owner))
+        .for_side(prepared.rw.clone())
     }
 
     /// Another guard of `owner`'s hold of `keys`, if it has one still valid.

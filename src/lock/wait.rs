@@ -18,6 +18,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -29,8 +30,10 @@ use crate::error::Error;
 use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::request::Prepared;
-use crate::round::wait_list::{free_by_expiry_after, heads};
+use crate::round::wait_list::{MAX_HEADS, free_by_expiry_after, heads};
+use crate::rules::resources::Keys;
 use crate::rules::retry::RetryPolicy;
+use crate::rules::rwlock::Side;
 
 /// A deadline further out than this is treated as this far out (about 30 years): a deadline
 /// that cannot be represented must still be a deadline.
@@ -73,11 +76,31 @@ impl Lock {
             Some(_) => Some(retry_pause()),
         };
         let mut last_error = refused;
-        let heads = heads(prepared.slots.as_ref().map_or(0, Vec::len));
-        let (place, subscribed) =
-            node_set
-                .wait_list
-                .join(&node_set.nodes, settings.connect_timeout, keys, heads);
+        // A read-write lock's waiters of both sides queue on its writer key, whose channel every
+        // release of either side publishes on. Readers contend together (as many as a
+        // semaphore's most), and each release wakes them all; a writer heads alone. Their bound
+        // is the writer key's and the writer's mark's expiry: a mark lasts as long as the
+        // readers that kept its writer out.
+        let (heads, shared, expiry_keys) = match &prepared.rw {
+            Some((side, rw)) => (
+                if *side == Side::Read { MAX_HEADS } else { 1 },
+                *side == Side::Read,
+                Keys::Set(Arc::from([Arc::clone(&rw.writer), Arc::clone(&rw.mark)])),
+            ),
+            None => (
+                heads(prepared.slots.as_ref().map_or(0, Vec::len)),
+                false,
+                keys.clone(),
+            ),
+        };
+        let expiry_keys = &expiry_keys;
+        let (place, subscribed) = node_set.wait_list.join(
+            &node_set.nodes,
+            settings.connect_timeout,
+            keys,
+            heads,
+            shared,
+        );
         // Heard from now on: the next attempt waits for a quorum of confirmations at most.
         let confirmed_by = Instant::now()
             .checked_add(node_set.request_bound())
@@ -130,8 +153,12 @@ impl Lock {
                             let expiry = match take {
                                 Some(take) => take.free_after().await,
                                 None => {
-                                    free_by_expiry_after(&node_set.nodes, settings.quorum, keys)
-                                        .await
+                                    free_by_expiry_after(
+                                        &node_set.nodes,
+                                        settings.quorum,
+                                        expiry_keys,
+                                    )
+                                    .await
                                 }
                             };
                             let sleep = expiry.unwrap_or(prepared.ttl);

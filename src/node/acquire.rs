@@ -8,9 +8,11 @@ use std::sync::{Arc, LazyLock};
 use redis::{Cmd, RedisResult, Value};
 
 use super::counter::{COUNTER_LUA, NO_RUN_ID};
+use super::rwlock::{acquire_read, acquire_write};
 use super::set::{acquire_set_command, acquire_set_refused, read_acquire_set};
 use super::wire::sized;
 use crate::rules::resources::Keys;
+use crate::rules::rwlock::{RwKeys, Side};
 
 /// Sets the key to our token, or, when it already holds our token (a leftover of an earlier
 /// attempt of the same acquisition), renews its expiry: our own leftovers count for us.
@@ -18,7 +20,7 @@ use crate::rules::resources::Keys;
 /// Sent with `EVAL`, not `EVALSHA`: one command, never a NOSCRIPT round trip, so the request goes
 /// out in the same step that records it handed over (`round/acquire.rs`). Retries are rare enough
 /// that the script's bytes cost nothing.
-const ACQUIRE_OR_RENEW: &str = r"if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+pub(super) const ACQUIRE_OR_RENEW: &str = r"if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
 return 0";
 
@@ -30,7 +32,7 @@ return 0";
 /// acquisition recovers the fence. A counter that is not a positive integer (someone else
 /// wrote it) is an error reply; the key it set is then released like any other of a failed
 /// acquisition.
-static ACQUIRE_FENCED: LazyLock<String> = LazyLock::new(|| {
+pub(super) static ACQUIRE_FENCED: LazyLock<String> = LazyLock::new(|| {
     format!(
         r"{COUNTER_LUA}if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 if ARGV[3] ~= '1' or redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
@@ -68,6 +70,8 @@ pub(crate) struct AcquireRequest<'a> {
     pub(crate) ttl_ms: u64,
     /// Whether a key already holding our token (left by an earlier attempt) counts as ours.
     pub(crate) renew_leftover: bool,
+    /// For a side of a read-write lock, which, and the lock's keys (`rwlock.rs`).
+    pub(crate) rw: Option<(Side, &'a RwKeys)>,
 }
 
 /// An acquire request as one command (`SET NX PX`, or one of the two scripts), built once per
@@ -101,7 +105,7 @@ impl AcquireCommand {
     /// of ours can exist yet); later attempts use the script that also accepts and renews a
     /// leftover of an earlier attempt. With fencing, every attempt uses the script that also
     /// takes the next fence from the counter. A set always uses its script, which takes every
-    /// key or none.
+    /// key or none, and a side of a read-write lock its own.
     pub(crate) fn new(request: &AcquireRequest<'_>) -> AcquireCommand {
         let AcquireRequest {
             keys,
@@ -110,9 +114,32 @@ impl AcquireCommand {
             token,
             ttl_ms,
             renew_leftover,
+            rw,
         } = *request;
+        if let Some((side, rw)) = rw {
+            let fence = fence_keys.map(|fence_keys| (fence_keys.first(), renew_leftover, volatile));
+            let (command, reply) = match side {
+                Side::Read => (
+                    acquire_read(rw, keys.first(), token, ttl_ms),
+                    AcquireReply::Renew,
+                ),
+                Side::Write => (
+                    acquire_write(rw, fence, token, ttl_ms),
+                    if fence.is_some() {
+                        AcquireReply::Fenced
+                    } else {
+                        AcquireReply::Renew
+                    },
+                ),
+            };
+            return AcquireCommand {
+                command,
+                slot_key: keys.slot_key(),
+                reply,
+            };
+        }
         let key = match keys {
-            Keys::One(key) => &key[..],
+            Keys::One(key) | Keys::Read { reader: key, .. } => &key[..],
             Keys::Set(keys) => {
                 let fence_keys = fence_keys.map(Keys::all);
                 return AcquireCommand {

@@ -14,6 +14,7 @@
 //! - `wire`: building, sending and reading commands the same way for each.
 //! - `acquire`: `SET NX PX`, acquire-or-renew, and with fencing the next fence from the counter.
 //! - `release`: compare-and-delete, and the wake-up it publishes.
+//! - `rwlock`: a read-write lock's sides: a reader's acquire and release, the writer's check, the downgrade.
 //! - `pttl`: how long a lock key has left, for a waiter's bound.
 //! - `subscription`: one connection per node that hears released keys for the lock's waiters.
 //! - `extend`: compare-and-`PEXPIRE`.
@@ -39,6 +40,7 @@ mod redirect;
 mod redis_error;
 pub(crate) mod release;
 mod release_scripts;
+pub(crate) mod rwlock;
 pub(crate) mod set;
 mod stream;
 pub(crate) mod subscription;

@@ -20,6 +20,7 @@ use redis::{Arg, Cmd, RedisResult, Value};
 
 use super::redirect::Connection;
 use super::release_scripts::{RELEASE, RELEASE_AND_WAKE, RELEASE_AND_WAKE_SHA, RELEASE_SHA};
+use super::rwlock::release_read;
 use super::set::{read_found, release_set_command};
 use super::wire::{one_or_zero, send, sized};
 use crate::outcome::NodeError;
@@ -69,6 +70,12 @@ impl ReleaseCommand {
                     set_keys: None,
                 }
             }
+            Keys::Read { reader, writer } => ReleaseCommand {
+                command: release_read(reader, writer, token, wake),
+                script: None,
+                slot_key: keys.slot_key(),
+                set_keys: None,
+            },
             Keys::Set(set) => ReleaseCommand {
                 command: release_set_command(set, token, wake),
                 script: None,

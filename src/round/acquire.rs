@@ -103,6 +103,7 @@ pub(super) mod tests {
             token,
             ttl_ms,
             renew_leftover,
+            rw: None,
         };
         let taken = acquire(node, &AcquireCommand::new(&request), ledger, attempt).await?;
         Ok(taken == Taken::Ours(None))

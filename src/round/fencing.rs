@@ -229,6 +229,7 @@ mod tests {
                 token,
                 ttl_ms: 60_000,
                 renew_leftover,
+                rw: None,
             })
         };
 

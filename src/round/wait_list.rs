@@ -61,6 +61,9 @@ struct Wake {
     notify: Notify,
     freed: Mutex<Option<Vec<u8>>>,
     heads: usize,
+    /// A read-write lock's reader: a release wakes every head when one of them is a reader,
+    /// since readers do not split the votes, they share the lock.
+    shared: bool,
     trying: AtomicBool,
 }
 
@@ -118,9 +121,11 @@ impl WaitList {
         connect_timeout: Duration,
         keys: &Keys,
         heads: usize,
+        shared: bool,
     ) -> (Place, Vec<oneshot::Receiver<()>>) {
         let wake = Arc::new(Wake {
             heads: heads.max(1),
+            shared,
             ..Wake::default()
         });
         let (ticket, new_keys) = {
@@ -158,7 +163,7 @@ impl WaitList {
     }
 
     /// Wakes one of `key`'s heads, the waiters that contend: its lock was released (here, or by
-    /// another client on a node). The one head of a lock or set, always; of a semaphore's
+    /// another client on a node). Every head, if one is a read-write lock's reader. The one head of a lock or set, always; of a semaphore's
     /// heads, nobody if one was told of that key already and has not
     /// finished its attempt (each node publishes a release: one head answers it, two would split
     /// the votes); else the first head neither trying nor told of another key, which learns the
@@ -176,6 +181,12 @@ impl WaitList {
             .take_while(|(position, (_, wake))| *position < wake.heads)
             .map(|(_, (_, wake))| wake)
             .collect();
+        if heads.iter().any(|wake| wake.shared) {
+            for head in heads {
+                head.notify.notify_one();
+            }
+            return;
+        }
         if let [head] = heads[..] {
             // A lock's or a set's one head (or a semaphore's only one): it is told every time.
             *head.freed.lock().unwrap_or_else(PoisonError::into_inner) = Some(key.to_vec());
@@ -354,7 +365,7 @@ mod tests {
     async fn only_the_first_waiter_is_head_and_only_it_is_woken() {
         let list = Arc::new(WaitList::default());
         let k = Keys::One(Arc::from(&b"k"[..]));
-        let join = || list.join(&[], Duration::from_secs(1), &k, 1).0;
+        let join = || list.join(&[], Duration::from_secs(1), &k, 1, false).0;
         let (first, second, third) = (join(), join(), join());
         assert_eq!(list.waiters(b"k"), 3);
         assert!(first.is_head() && !second.is_head() && !third.is_head());
@@ -382,8 +393,8 @@ mod tests {
     async fn the_head_learns_which_key_a_release_freed_once() {
         let list = Arc::new(WaitList::default());
         let slots = set(&[b"s:0", b"s:1"]);
-        let (head, _) = list.join(&[], Duration::from_secs(1), &slots, 1);
-        let (next, _) = list.join(&[], Duration::from_secs(1), &slots, 1);
+        let (head, _) = list.join(&[], Duration::from_secs(1), &slots, 1, false);
+        let (next, _) = list.join(&[], Duration::from_secs(1), &slots, 1, false);
         assert_eq!(head.freed(), None);
         list.wake(b"s:1");
         assert_eq!(head.freed().as_deref(), Some(&b"s:1"[..]));
@@ -405,7 +416,10 @@ mod tests {
     async fn a_semaphores_first_waiters_contend_together_and_a_release_wakes_an_idle_one() {
         let list = Arc::new(WaitList::default());
         let slots = set(&[b"s:0", b"s:1"]);
-        let join = || list.join(&[], Duration::from_secs(1), &slots, heads(2)).0;
+        let join = || {
+            list.join(&[], Duration::from_secs(1), &slots, heads(2), false)
+                .0
+        };
         let (first, second, third) = (join(), join(), join());
         assert!(first.is_head() && second.is_head() && !third.is_head());
 
@@ -445,7 +459,7 @@ mod tests {
         // A set is sorted, so two sets name their keys in one order; what matters is that
         // each waiter's queues agree on who came first.
         let xy = list
-            .join(&[], Duration::from_secs(1), &set(&[b"x", b"y"]), 1)
+            .join(&[], Duration::from_secs(1), &set(&[b"x", b"y"]), 1, false)
             .0;
         let y = list
             .join(
@@ -453,10 +467,11 @@ mod tests {
                 Duration::from_secs(1),
                 &Keys::One(Arc::from(&b"y"[..])),
                 1,
+                false,
             )
             .0;
         let yx = list
-            .join(&[], Duration::from_secs(1), &set(&[b"x", b"y"]), 1)
+            .join(&[], Duration::from_secs(1), &set(&[b"x", b"y"]), 1, false)
             .0;
         assert!(
             xy.is_head(),

@@ -6,6 +6,7 @@
 //! - `validity`: lease arithmetic: drift = ttl × factor + 2 ms, validity = ttl − elapsed − drift.
 //! - `patience`: [`Patience`](crate::Patience): once, wait woken, or poll on a retry policy.
 //! - `permits`: a semaphore's slots: their names, and the order an acquisition tries them in.
+//! - `rwlock`: a read-write lock's keys on a node: the writer's, each reader's, the readers' set, the writer's mark.
 //! - `retry`: [`RetryPolicy`](crate::RetryPolicy): attempts, delay + jitter, overall deadline.
 //! - `batch`: the batched keep-alive: keys per command, per-key answers and votes, missing nodes.
 //! - `renewal`: the keep-alive's schedule: next extension, retry pause, `max_hold`, trusted deadline.
@@ -36,6 +37,7 @@ pub(crate) mod renewal;
 pub(crate) mod replacement;
 pub(crate) mod resources;
 pub(crate) mod retry;
+pub(crate) mod rwlock;
 pub(crate) mod slots;
 pub(crate) mod token;
 pub(crate) mod validity;

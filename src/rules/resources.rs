@@ -1,4 +1,4 @@
-//! The keys one acquisition holds: one resource's, or a set's. A set is checked here (not empty,
+//! The keys one acquisition holds: one resource's, a set's, or a reader's. A set is checked here (not empty,
 //! no empty name, no name twice, at most [`MAX_RESOURCES`]) and put in one canonical order, so
 //! that the order a caller gives does not matter; and here is its vote rule: a node holds a set
 //! only if it holds every key of it.
@@ -57,13 +57,21 @@ pub(crate) enum Keys {
     One(Arc<[u8]>),
     /// A set's keys, in the set's order.
     Set(Arc<[Arc<[u8]>]>),
+    /// A reader of a read-write lock (`rwlock.rs`): its own key, and the lock's writer key,
+    /// which names the channel its release wakes waiters on.
+    Read {
+        /// The reader's key, `W:rw-read:<token>`.
+        reader: Arc<[u8]>,
+        /// The writer key `W`.
+        writer: Arc<[u8]>,
+    },
 }
 
 impl Keys {
     /// Every key, in order (one for a single resource).
     pub(crate) fn all(&self) -> &[Arc<[u8]>] {
         match self {
-            Keys::One(key) => std::slice::from_ref(key),
+            Keys::One(key) | Keys::Read { reader: key, .. } => std::slice::from_ref(key),
             Keys::Set(keys) => keys,
         }
     }
@@ -87,7 +95,7 @@ impl Keys {
     pub(crate) fn with_prefix(&self, prefix_len: usize, prefix: &[u8]) -> Keys {
         let rekey = |key: &Arc<[u8]>| lock_key(prefix, key.get(prefix_len..).unwrap_or_default());
         match self {
-            Keys::One(key) => Keys::One(rekey(key)),
+            Keys::One(key) | Keys::Read { reader: key, .. } => Keys::One(rekey(key)),
             Keys::Set(keys) => Keys::Set(keys.iter().map(rekey).collect()),
         }
     }

@@ -26,6 +26,7 @@ mod nodes_from_clients;
 mod per_call;
 mod reentrancy;
 mod restart_guard;
+mod rwlock;
 mod semaphore;
 mod server_errors;
 mod sets;

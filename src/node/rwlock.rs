@@ -1,0 +1,222 @@
+//! A read-write lock's commands on one node (its keys: `rules/rwlock.rs`), each one script, so
+//! that a node decides each side atomically: a reader is refused where a writer holds or waits,
+//! a writer where another writer holds or a live reader does (and then it leaves its mark).
+//! The write side's grant is the lock's acquire script after that check (`acquire.rs`), so
+//! fencing and the renewal of a leftover are the same as a lock's; its release and extension
+//! are a lock's. A reader's extension is a lock's too (its key is its own); its release also
+//! takes its token out of the readers' set and wakes on the writer key's channel.
+
+use std::sync::LazyLock;
+
+use redis::{Cmd, Script};
+
+use super::acquire::{ACQUIRE_FENCED, ACQUIRE_OR_RENEW};
+use super::vote::Counted;
+use super::wire::{one_or_zero, sized};
+use super::{Lane, Node};
+use crate::outcome::NodeError;
+use crate::rules::rwlock::{RwKeys, reader_key, readers_key};
+
+/// A reader: refused (0) while the writer key exists or a writer's mark does; else its key is
+/// set (its own, so a leftover of an earlier attempt is simply set again) and its token joins
+/// the readers' set. Two members of the set, picked at random, are dropped if their readers'
+/// keys are gone (expired, crashed), so the set does not grow with readers that never released.
+/// `KEYS`: reader, writer, readers, mark; `ARGV`: token, TTL, the readers' key prefix.
+const ACQUIRE_READ: &str = r"if redis.call('EXISTS', KEYS[2]) == 1 or redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
+for _, reader in ipairs(redis.call('SRANDMEMBER', KEYS[3], 2)) do
+  if redis.call('EXISTS', ARGV[3] .. reader) == 0 then redis.call('SREM', KEYS[3], reader) end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SADD', KEYS[3], ARGV[1])
+return 1";
+
+/// The writer's check before the lock's acquire script: refused while another writer holds
+/// `KEYS[1]`; every reader in the set whose key is gone is dropped from it, and while one is
+/// left, the writer's mark is set for as long as the longest of them has left, and it is refused.
+/// Otherwise the mark is taken down (whichever writer's: one writer in keeps readers out as
+/// well, and each waiting attempt of a writer is a new token), and the lock's script runs. The rw keys come last
+/// (`KEYS`: …, readers, mark; `ARGV`: …, the readers' key prefix), so the same check goes in
+/// front of either acquire script; `{refused}` is that script's refusal.
+fn write_check(refused: &str) -> String {
+    format!(
+        r"local readers, mark, base = KEYS[#KEYS - 1], KEYS[#KEYS], ARGV[#ARGV]
+local writer = redis.call('GET', KEYS[1])
+if writer and writer ~= ARGV[1] then return {refused} end
+local longest = 0
+for _, reader in ipairs(redis.call('SMEMBERS', readers)) do
+  local left = redis.call('PTTL', base .. reader)
+  if left == -2 then redis.call('SREM', readers, reader)
+  elseif left < 0 then longest = tonumber(ARGV[2])
+  elseif left > longest then longest = left end
+end
+if redis.call('SCARD', readers) > 0 then
+  redis.call('SET', mark, ARGV[1], 'PX', math.max(longest, 1))
+  return {refused}
+end
+redis.call('DEL', mark)
+"
+    )
+}
+
+/// The write side without fencing: 1 when taken, 0 when refused.
+static ACQUIRE_WRITE: LazyLock<String> =
+    LazyLock::new(|| format!("{}{ACQUIRE_OR_RENEW}", write_check("0")));
+
+/// The write side with fencing: the fence when taken (0: the counter not trusted), nil when
+/// refused.
+static ACQUIRE_WRITE_FENCED: LazyLock<String> =
+    LazyLock::new(|| format!("{}{}", write_check("false"), *ACQUIRE_FENCED));
+
+/// A reader's release: its key deleted if it still holds our token (1, else 0), its token out
+/// of the readers' set either way, and with `ARGV[3]` = `1` a wake-up on the writer key's
+/// channel, where the lock's waiters of both sides listen. `KEYS`: reader, readers; `ARGV`:
+/// token, writer key, wake.
+pub(super) const RELEASE_READ: &str = r"redis.call('SREM', KEYS[2], ARGV[1])
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+if ARGV[3] == '1' then redis.pcall('PUBLISH', ARGV[2], '') end
+return 1";
+
+/// A writer becomes a reader with no gap: where the writer key holds our token, a reader's key
+/// of the same token is set to expire when the writer key would have, the token joins the
+/// readers, the writer key is deleted and waiting readers are woken, in one step (1; else 0).
+/// `KEYS`: writer, reader, readers; `ARGV`: token.
+static DOWNGRADE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local left = redis.call('PTTL', KEYS[1])
+if left < 1 then return 0 end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', left)
+redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('DEL', KEYS[1])
+redis.pcall('PUBLISH', KEYS[1], '')
+return 1",
+    )
+});
+
+/// A reader's acquire request (answered 1 or 0) for the reader key `reader`.
+pub(super) fn acquire_read(rw: &RwKeys, reader: &[u8], token: &str, ttl_ms: u64) -> Cmd {
+    let mut command = sized(
+        10,
+        &[
+            ACQUIRE_READ.as_bytes(),
+            reader,
+            &rw.writer,
+            &rw.readers,
+            &rw.mark,
+            token.as_bytes(),
+            &rw.reader_base,
+        ],
+    );
+    command
+        .arg("EVAL")
+        .arg(ACQUIRE_READ)
+        .arg(4)
+        .arg(reader)
+        .arg(&rw.writer[..])
+        .arg(&rw.readers[..])
+        .arg(&rw.mark[..])
+        .arg(token)
+        .arg(ttl_ms)
+        .arg(&rw.reader_base[..]);
+    command
+}
+
+/// A writer's acquire request: without fencing answered 1 or 0, with it (`fence_key`, and
+/// whether a leftover counts and the counters may be volatile) the fence or nil, as the lock's.
+pub(super) fn acquire_write(
+    rw: &RwKeys,
+    fence: Option<(&[u8], bool, bool)>,
+    token: &str,
+    ttl_ms: u64,
+) -> Cmd {
+    let script = match fence {
+        Some(_) => ACQUIRE_WRITE_FENCED.as_str(),
+        None => ACQUIRE_WRITE.as_str(),
+    };
+    let mut command = sized(
+        12,
+        &[
+            script.as_bytes(),
+            &rw.writer,
+            &rw.readers,
+            &rw.mark,
+            token.as_bytes(),
+            &rw.reader_base,
+        ],
+    );
+    command.arg("EVAL").arg(script);
+    match fence {
+        Some((fence_key, renew, volatile)) => {
+            command
+                .arg(4)
+                .arg(&rw.writer[..])
+                .arg(fence_key)
+                .arg(&rw.readers[..])
+                .arg(&rw.mark[..])
+                .arg(token)
+                .arg(ttl_ms)
+                .arg(if renew { "1" } else { "0" })
+                .arg(if volatile { "1" } else { "0" });
+        }
+        None => {
+            command
+                .arg(3)
+                .arg(&rw.writer[..])
+                .arg(&rw.readers[..])
+                .arg(&rw.mark[..])
+                .arg(token)
+                .arg(ttl_ms);
+        }
+    }
+    command.arg(&rw.reader_base[..]);
+    command
+}
+
+/// A reader's release (answered 1 or 0), see [`RELEASE_READ`].
+pub(super) fn release_read(reader: &[u8], writer: &[u8], token: &str, wake: bool) -> Cmd {
+    let readers = readers_key(writer);
+    let mut command = sized(
+        8,
+        &[
+            RELEASE_READ.as_bytes(),
+            reader,
+            &readers,
+            writer,
+            token.as_bytes(),
+        ],
+    );
+    command
+        .arg("EVAL")
+        .arg(RELEASE_READ)
+        .arg(2)
+        .arg(reader)
+        .arg(&readers[..])
+        .arg(token)
+        .arg(writer)
+        .arg(if wake { "1" } else { "0" });
+    command
+}
+
+/// Turns our writer key on `node` into a reader key of the same token and expiry; whether the
+/// node held the writer key for us. Counted as an extension is: it only changes a key of ours.
+pub(crate) async fn downgrade(node: &Node, writer: &[u8], token: &str) -> Result<bool, NodeError> {
+    let reader = reader_key(writer, token);
+    let readers = readers_key(writer);
+    node.run_counted(
+        writer,
+        Counted::Extend,
+        Lane::Requests,
+        |mut connection, _generation, _commands| async move {
+            DOWNGRADE
+                .key(writer)
+                .key(&reader[..])
+                .key(&readers[..])
+                .arg(token)
+                .invoke_async(&mut connection)
+                .await
+        },
+    )
+    .await
+    .and_then(one_or_zero)
+}
