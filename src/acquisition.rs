@@ -251,6 +251,12 @@ impl<'a> Acquisition<'a> {
     {
         let settings = &self.node_set.settings;
         let attempt = self.ledger.begin();
+        let rw = self.rw.as_ref().map(|(side, keys)| (*side, &**keys));
+        #[cfg(feature = "chaos-defects")]
+        let rw = rw.filter(|(side, _)| {
+            *side == Side::Read
+                || settings.defect != Some(crate::rules::defect::Defect::WriterIgnoresReaders)
+        });
         // Built once and shared: every node gets the same bytes.
         let command = Arc::new(AcquireCommand::new(&AcquireRequest {
             keys: &self.keys,
@@ -259,7 +265,7 @@ impl<'a> Acquisition<'a> {
             token: self.token.as_str(),
             ttl_ms: whole_millis(self.ttl),
             renew_leftover,
-            rw: self.rw.as_ref().map(|(side, keys)| (*side, &**keys)),
+            rw,
         }));
         let round = fan_out(
             &self.node_set.nodes,

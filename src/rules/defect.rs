@@ -7,7 +7,8 @@
 //! (`validity.rs`, through `Settings::validity`), the quorum (`quorum.rs`, used when the options
 //! are validated), the release after a failed attempt (`lock.rs`), the extension's quorum
 //! (`guard.rs`), a node's gates in front of a vote (`node/vote.rs`: the restart guard's
-//! decision and a replacement's sit-out), and a semaphore's slots (`semaphore/mod.rs`).
+//! decision and a replacement's sit-out), a semaphore's slots (`semaphore/mod.rs`), and a
+//! read-write lock's writer check (`acquisition.rs`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -35,11 +36,14 @@ pub enum Defect {
     ReplacementIgnored,
     /// `slot-past-permits`: a semaphore of k permits has k + 1 slots, so k + 1 can hold at once.
     SlotPastPermits,
+    /// `writer-ignores-readers`: a read-write lock's writer takes its key as a plain lock does,
+    /// without looking at the readers, so a writer can hold beside readers.
+    WriterIgnoresReaders,
 }
 
 impl Defect {
     /// Every defect, in the order a mutation score runs them.
-    pub const ALL: [Defect; 8] = [
+    pub const ALL: [Defect; 9] = [
         Defect::ValidityPlus5Pct,
         Defect::DriftIgnored,
         Defect::QuorumHalf,
@@ -48,6 +52,7 @@ impl Defect {
         Defect::RestartGuardIgnored,
         Defect::ReplacementIgnored,
         Defect::SlotPastPermits,
+        Defect::WriterIgnoresReaders,
     ];
 
     /// The defect's name on the command line, e.g. `quorum-half`.
@@ -61,6 +66,7 @@ impl Defect {
             Defect::RestartGuardIgnored => "restart-guard-ignored",
             Defect::ReplacementIgnored => "replacement-ignored",
             Defect::SlotPastPermits => "slot-past-permits",
+            Defect::WriterIgnoresReaders => "writer-ignores-readers",
         }
     }
 

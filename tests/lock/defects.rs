@@ -237,3 +237,32 @@ async fn slot_past_permits_lets_two_hold_one_permit() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn writer_ignores_readers_lets_a_writer_hold_beside_a_reader() {
+    bounded(async {
+        let read = || quorumlock::Request::from("doc").read();
+        let write = || quorumlock::Request::from("doc").write();
+        let (_cluster, lock) = quorum_lock(3, once()).await;
+        let reader = lock.try_acquire(read()).await.unwrap();
+        assert!(matches!(
+            lock.try_acquire(write()).await,
+            Err(Error::Held { .. })
+        ));
+        reader.release().await;
+        // The writer's refusal left a mark that would keep the next reader out: let a writer in
+        // and out first, which takes it down.
+        lock.try_acquire(write()).await.unwrap().release().await;
+
+        let (_cluster, lock) = quorum_lock(3, once().defect(Defect::WriterIgnoresReaders)).await;
+        let reader = lock.try_acquire(read()).await.unwrap();
+        let writer = lock.try_acquire(write()).await.unwrap();
+        assert!(
+            reader.is_valid() && writer.is_valid(),
+            "a writer beside a reader"
+        );
+        reader.release().await;
+        writer.release().await;
+    })
+    .await;
+}

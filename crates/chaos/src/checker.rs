@@ -44,6 +44,9 @@
 //! The holds of a semaphore's slots ([`History::semaphores`]) are checked against its permits
 //! (`checker/permits.rs`): never more holders at one instant than permits ([`OverPermits`]).
 //!
+//! The holds of a read-write lock's sides ([`History::read_writes`]) are checked against its
+//! promise (`checker/sides.rs`): no writer beside any other holder ([`WriterBeside`]).
+//!
 //! Holds kept alive ([`Hold::keep_alive`]) are also checked against the keep-alive's promises
 //! (`checker/keep_alive.rs`): their lost signal came by the end of their validity
 //! ([`LateLoss`]), and no write of theirs was invoked after it ([`WriteAfterLoss`]).
@@ -55,6 +58,7 @@ mod audit;
 mod fence_repeats;
 mod keep_alive;
 mod permits;
+mod sides;
 mod waits;
 
 use std::collections::{BTreeMap, HashMap};
@@ -67,6 +71,7 @@ pub use audit::{FenceRegression, Interleaving, LostReason, LostWrite, WriteSpan}
 pub use fence_repeats::FenceRepeat;
 pub use keep_alive::{KeepAliveSummary, LateLoss, WriteAfterLoss};
 pub use permits::{OverPermits, PermitUse};
+pub use sides::{SideUse, WriterBeside};
 pub use waits::{LateWaiter, WaitSummary};
 
 /// One side of a [`Violation`].
@@ -268,6 +273,11 @@ pub struct CheckReport {
     pub over_permits: Vec<OverPermits>,
     /// Each semaphore's holds and the most held at once.
     pub permits: Vec<PermitUse>,
+    /// Every writer of a read-write lock that held beside another holder of it
+    /// ([`History::read_writes`]).
+    pub writers_beside: Vec<WriterBeside>,
+    /// Each read-write lock's holds by side and the most readers at once.
+    pub sides: Vec<SideUse>,
     /// The holds kept alive: how many were extended, and lost (by reason).
     pub keep_alive: KeepAliveSummary,
     /// Every hold kept alive whose lost signal came after its validity ended, or never came
@@ -297,12 +307,13 @@ pub struct CheckReport {
 
 impl CheckReport {
     /// No violation, no stale write, no lost write, no interleaving, no fence regression or
-    /// repeat, no semaphore over its permits, no late lost signal, no write after one and no
+    /// repeat, no semaphore over its permits, no writer beside another holder, no late lost signal, no write after one and no
     /// late waiter: mutual exclusion (and every permit bound) held throughout, every lease kept
     /// its promises, and every waiter its deadline.
     pub fn is_safe(&self) -> bool {
         self.violations.is_empty()
             && self.over_permits.is_empty()
+            && self.writers_beside.is_empty()
             && self.stale_writes.is_empty()
             && self.lost_writes.is_empty()
             && self.interleaved.is_empty()
@@ -324,6 +335,7 @@ pub fn check(history: &History) -> CheckReport {
     let late_waiters = waits::late_waiters(history);
     let (late_losses, stalled_losses) = keep_alive::late_losses(&history.holds, &history.stalls);
     let (permits, over_permits) = permits::permits(history);
+    let (sides, writers_beside) = sides::sides(history);
     let ended_by_release = history
         .holds
         .iter()
@@ -349,6 +361,8 @@ pub fn check(history: &History) -> CheckReport {
         keep_alive: keep_alive::summary(&history.holds),
         over_permits,
         permits,
+        writers_beside,
+        sides,
         late_losses,
         stalled_losses,
         stalls: StallSummary::of(&history.stalls),

@@ -546,6 +546,35 @@ impl Semaphore {
     }
 }
 
+/// A read-write lock of the run: a writer's hold is recorded under its name, a reader's under
+/// `name:read:<client>:<n>` (one resource per reader hold, so readers holding together are no
+/// overlap of one resource).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ReadWrite {
+    /// The lock's name, its writers' resource.
+    pub name: String,
+}
+
+impl ReadWrite {
+    /// The read-write lock `name`.
+    pub fn new(name: impl Into<String>) -> ReadWrite {
+        ReadWrite { name: name.into() }
+    }
+
+    /// The resource a reader's hold is recorded under: `name:read:<client>:<n>`.
+    pub fn reader(&self, client: usize, n: usize) -> String {
+        format!("{}:read:{client}:{n}", self.name)
+    }
+
+    /// Whether `resource` is one of its readers' holds.
+    pub fn has_reader(&self, resource: &str) -> bool {
+        resource
+            .strip_prefix(self.name.as_str())
+            .is_some_and(|rest| rest.starts_with(":read:"))
+    }
+}
+
 /// An injected fault, from when it was applied until it was lifted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -600,6 +629,9 @@ pub struct History {
     /// The semaphores the clients took permits of: each one's holds are those of its slots,
     /// `name:0` … (a hold of any `name:i` counts, a slot past the permits included).
     pub semaphores: Vec<Semaphore>,
+    /// The read-write locks the clients took sides of: a writer's holds are those of its name,
+    /// a reader's those of `name:read:…`.
+    pub read_writes: Vec<ReadWrite>,
     /// How long clients ran, in microseconds (the denominator of rates).
     pub duration_us: u64,
     /// The protected store's final state, one register per resource, read back after the run
@@ -881,6 +913,11 @@ impl Recorder {
     /// Records that the clients take permits of `semaphore`.
     pub fn semaphore(&self, semaphore: Semaphore) {
         self.lock().semaphores.push(semaphore);
+    }
+
+    /// Records that the clients take sides of `lock`.
+    pub fn read_write(&self, lock: ReadWrite) {
+        self.lock().read_writes.push(lock);
     }
 
     /// Every resource a write was recorded for, in order: the registers the store audit needs

@@ -107,6 +107,12 @@ pub enum Scenario {
     /// slot's register, then releases or lets the keys expire. Safe: never more holders than
     /// permits at one instant, never two holders of one slot.
     Semaphore,
+    /// One read-write lock per resource ([`Request::read`](quorumlock::Request::read),
+    /// [`Request::write`](quorumlock::Request::write)), its sides taken by every client under
+    /// the seeded nemesis of [`Random`](Scenario::Random): three attempts in four read, holding
+    /// a while; a writer writes to the resource's register. Safe: never a writer beside any other
+    /// holder of its lock, and readers held together.
+    ReadWrite,
     /// Many leases kept alive at once under the seeded nemesis of [`Random`](Scenario::Random):
     /// each client's holds of its contended resource are kept alive (as in
     /// [`KeepAliveLoss`](Scenario::KeepAliveLoss)), and its lock also keeps a lease on every
@@ -137,7 +143,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 27] = [
+    pub const ALL: [Scenario; 28] = [
         Scenario::Baseline,
         Scenario::MinorityCrash,
         Scenario::MinorityFreeze,
@@ -162,6 +168,7 @@ impl Scenario {
         Scenario::Waiters,
         Scenario::Sets,
         Scenario::Semaphore,
+        Scenario::ReadWrite,
         Scenario::ManyLeases,
         Scenario::NoLock,
         Scenario::Random,
@@ -199,6 +206,7 @@ impl Scenario {
             Scenario::Waiters => "waiters",
             Scenario::Sets => "sets",
             Scenario::Semaphore => "semaphore",
+            Scenario::ReadWrite => "rwlock",
             Scenario::ManyLeases => "many-leases",
             Scenario::NoLock => "no-lock",
             Scenario::Random => "random",
@@ -266,6 +274,9 @@ impl Scenario {
             }
             Scenario::Semaphore => {
                 "each client takes one of the permits of one semaphore (as many as resources); seeded nemesis as random"
+            }
+            Scenario::ReadWrite => {
+                "each client reads (3 in 4) or writes one read-write lock per resource; seeded nemesis as random"
             }
             Scenario::ManyLeases => {
                 "kept holds, and a lease kept on every bulk resource a client wins (2 contenders each, 1,200 in all by default), TTL at least 1 s; seeded nemesis as random"

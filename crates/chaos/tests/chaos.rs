@@ -442,6 +442,43 @@ async fn a_slot_past_the_permits_is_caught() {
     );
 }
 
+/// One read-write lock per resource, read and written by every client under the seeded
+/// nemesis: never a writer beside any other holder, and both sides were put to the test (the
+/// run's self-check fails unless every lock was written, and read by two at once).
+// promise: rwlock-sides
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_write_lock_under_the_nemesis_never_has_a_writer_beside_another_holder() {
+    let options = options().seed(NEMESIS_SEED).resources(2);
+    let report = assert_safe_with(Scenario::ReadWrite, &options).await;
+    assert_eq!(report.check.sides.len(), 2, "{:#?}", report.check.sides);
+    for used in &report.check.sides {
+        assert!(
+            used.writes > 0 && used.most_readers_at_once >= 2,
+            "{used:#?}"
+        );
+    }
+}
+
+/// A writer that ignores the readers holds beside them, and the checker says so: the side
+/// check can fail where the per-resource check passes (readers and writers are different
+/// resources to it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_ignoring_the_readers_is_caught() {
+    let options = options()
+        .seed(NEMESIS_SEED)
+        .resources(2)
+        .defect(Defect::WriterIgnoresReaders);
+    let report = run_scenario(Scenario::ReadWrite, &options).await;
+    let beside = report
+        .check
+        .writers_beside
+        .iter()
+        .find(|beside| beside.other_reads)
+        .expect("a writer beside a reader");
+    assert!(beside.writer.start_us < beside.other.end_us);
+    assert!(!report.check.is_safe());
+}
+
 /// A seed whose 3 s schedule at the many-leases TTL (1 s) freezes a majority long enough for
 /// kept leases to be lost (SIGSTOP, then a black hole).
 const LEASES_LOST_SEED: u64 = 3;

@@ -194,6 +194,7 @@ impl Faults<'_> {
             Scenario::Random
             | Scenario::Sets
             | Scenario::Semaphore
+            | Scenario::ReadWrite
             | Scenario::ManyLeases
             | Scenario::Waiters => {
                 if let Some(schedule) = self.nemesis {

@@ -38,7 +38,7 @@ use quorumlock_harness::{ClusterOptions, Persistence, TestCluster};
 use tokio::task::JoinSet;
 
 use crate::checker::CheckReport;
-use crate::history::{Clock, History, Recorder, Rejection, Semaphore};
+use crate::history::{Clock, History, ReadWrite, Recorder, Rejection, Semaphore};
 use crate::nemesis::Schedule;
 use crate::scenario::Scenario;
 use checks::{ttl_for_restarts, up_for_a_while};
@@ -49,7 +49,7 @@ use inject::waiters_in_turn;
 use store::Store;
 use workload::{
     Client, ClientPlan, PAUSE_LABEL, SEMAPHORE, bulk_resources, keep_many, many_kept_at_once,
-    semaphore_full, ttl_for_leases, waited_in_turn, warm_up_resource,
+    semaphore_full, sides_used, ttl_for_leases, waited_in_turn, warm_up_resource,
 };
 
 pub use cluster_members::{SHARD_KILLED_LABEL, SLOT_MIGRATED_LABEL};
@@ -166,7 +166,11 @@ fn cluster_options(scenario: Scenario, options: &RunOptions, clocks: bool) -> Cl
 fn persistence(scenario: Scenario, options: &RunOptions) -> Persistence {
     match scenario {
         Scenario::RestartAof => Persistence::AofAlways,
-        Scenario::Random | Scenario::Sets | Scenario::Semaphore | Scenario::ManyLeases
+        Scenario::Random
+        | Scenario::Sets
+        | Scenario::Semaphore
+        | Scenario::ReadWrite
+        | Scenario::ManyLeases
             if !options.restart_guard_for(scenario) =>
         {
             Persistence::AofAlways
@@ -250,6 +254,12 @@ async fn run_on(
     if let Some(semaphore) = &semaphore {
         recorder.semaphore(semaphore.clone());
     }
+    let sides = scenario == Scenario::ReadWrite;
+    if sides {
+        for resource in &resources {
+            recorder.read_write(ReadWrite::new(resource.clone()));
+        }
+    }
     let waiting = scenario == Scenario::Waiters;
     if let Some(lock) = locks.first().filter(|_| waiting) {
         recorder.set_wait_slack(lock.attempt_bound());
@@ -292,6 +302,8 @@ async fn run_on(
             clients.spawn(client.take_sets(lock));
         } else if let Some(semaphore) = &semaphore {
             clients.spawn(client.take_permits(lock, semaphore.clone()));
+        } else if sides {
+            clients.spawn(client.take_sides(lock));
         } else {
             clients.spawn(client.run(lock));
         }
@@ -300,7 +312,11 @@ async fn run_on(
     let in_turn = waiting.then(|| waiters_in_turn(options.duration, options.ttl, LOCAL_NODES));
     let nemesis = matches!(
         scenario,
-        Scenario::Random | Scenario::Sets | Scenario::Semaphore | Scenario::ManyLeases
+        Scenario::Random
+            | Scenario::Sets
+            | Scenario::Semaphore
+            | Scenario::ReadWrite
+            | Scenario::ManyLeases
     )
     .then(|| {
         let seed = options.seed.unwrap_or_else(rand::random);
@@ -355,6 +371,9 @@ async fn run_on(
     }
     if semaphore.is_some() {
         semaphore_full(&check, &mut notes)?;
+    }
+    if sides {
+        sides_used(&check, &mut notes)?;
     }
     Ok(ScenarioReport {
         scenario,

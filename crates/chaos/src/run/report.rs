@@ -97,7 +97,7 @@ impl ScenarioReport {
 
     /// When the checker's first finding became visible, in µs since the run started: the
     /// earliest instant at which two holders' windows overlapped (the later of the two grants),
-    /// a semaphore had one holder too many, a stale write was invoked, two holders' writes interleaved (the later span's start), a
+    /// a semaphore had one holder too many, a writer held beside another holder, a stale write was invoked, two holders' writes interleaved (the later span's start), a
     /// kept hold's validity ended before its lost signal came, a write was invoked after
     /// one, or a waiter's deadline plus its slack passed before it returned. Lost writes and fence regressions have no instant of their own: the interleaving
     /// that lost them, or the stale write the store accepted, has one. `None` for a safe run.
@@ -129,8 +129,10 @@ impl ScenarioReport {
             .map(|found| found.write.invoked_us);
         let late_waiters = self.check.late_waiters.iter().map(LateWaiter::due_us);
         let over_permits = self.check.over_permits.iter().map(|over| over.at_us);
+        let writers_beside = self.check.writers_beside.iter().map(|beside| beside.at_us);
         overlaps
             .chain(over_permits)
+            .chain(writers_beside)
             .chain(stale)
             .chain(interleaved)
             .chain(late_losses)

@@ -10,7 +10,9 @@
 //! several callers waiting for the lock (`workload/waiters.rs`); in
 //! [`Scenario::Sets`](crate::Scenario::Sets) each takes two resources as one set
 //! (`workload/sets.rs`); in [`Scenario::Semaphore`](crate::Scenario::Semaphore) each takes
-//! one permit of one semaphore (`workload/permits.rs`); in [`Scenario::ManyLeases`](crate::Scenario::ManyLeases) each lock
+//! one permit of one semaphore (`workload/permits.rs`); in
+//! [`Scenario::ReadWrite`](crate::Scenario::ReadWrite) each reads or writes its resource's
+//! read-write lock (`workload/sides.rs`); in [`Scenario::ManyLeases`](crate::Scenario::ManyLeases) each lock
 //! also keeps many bulk leases (`workload/many.rs`).
 //!
 //! (Just over 500 lines: the behaviours, the stall and the writes all work on one client's
@@ -20,6 +22,7 @@ mod kept;
 mod many;
 mod permits;
 mod sets;
+mod sides;
 mod waiters;
 
 use std::sync::Arc;
@@ -33,6 +36,7 @@ use super::store::StoreClient;
 use crate::history::{HoldId, Outcome, Recorder, StampedWrite};
 pub(super) use many::{bulk_resources, keep_many, many_kept_at_once, ttl_for_leases};
 pub(super) use permits::{SEMAPHORE, semaphore_full};
+pub(super) use sides::sides_used;
 pub(super) use waiters::waited_in_turn;
 
 /// The label of a stalled holder's pause among the history's faults.

@@ -64,5 +64,23 @@ pub(super) fn evidence(report: &ScenarioReport) -> Vec<String> {
             holders.join(", ")
         )
     });
-    violations.chain(over_permits).chain(stale).collect()
+    let writers_beside = check.writers_beside.iter().take(SHOWN).map(|beside| {
+        format!(
+            "  read-write lock {}: client {}'s write [{}, {}) beside client {}'s {} [{}, {}) at {} µs",
+            beside.lock,
+            beside.writer.holder,
+            beside.writer.start_us,
+            beside.writer.end_us,
+            beside.other.holder,
+            if beside.other_reads { "read" } else { "write" },
+            beside.other.start_us,
+            beside.other.end_us,
+            beside.at_us
+        )
+    });
+    violations
+        .chain(over_permits)
+        .chain(writers_beside)
+        .chain(stale)
+        .collect()
 }

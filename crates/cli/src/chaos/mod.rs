@@ -361,13 +361,14 @@ fn summarize(
             ExpectedVsObserved::UnexpectedViolation => {
                 println!(
                     "FAIL {}: expected safe, but {} violation(s), {} time(s) over a semaphore's \
-                     permits, {} stale write(s), {} lost \
+                     permits, {} writer(s) beside another holder, {} stale write(s), {} lost \
                      write(s), {} interleaving(s), {} fence regression(s), {} fence \
                      repeat(s), {} late lost signal(s), {} write(s) after a lost signal and {} \
                      late waiter(s){}",
                     report.scenario,
                     report.check.violations.len(),
                     report.check.over_permits.len(),
+                    report.check.writers_beside.len(),
                     report.check.stale_writes.len(),
                     report.check.lost_writes.len(),
                     report.check.interleaved.len(),

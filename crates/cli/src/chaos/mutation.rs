@@ -44,7 +44,7 @@ pub(super) fn survivors(defects: &[Defect], reports: &[ScenarioReport]) -> Vec<D
 }
 
 /// One row per defect: whether it was caught, by which scenarios (with their violations, times
-/// over a semaphore's permits and stale writes; the earliest first), the earliest first violation (since its run started), and
+/// over a semaphore's permits, writers beside another holder and stale writes; the earliest first), the earliest first violation (since its run started), and
 /// the runs.
 pub(super) fn score_table(defects: &[Defect], reports: &[ScenarioReport]) -> String {
     let header = ["defect", "verdict", "caught by", "first violation", "runs"];
@@ -67,6 +67,7 @@ pub(super) fn score_table(defects: &[Defect], reports: &[ScenarioReport]) -> Str
             .map(|(_, report)| {
                 let findings = report.check.violations.len()
                     + report.check.over_permits.len()
+                    + report.check.writers_beside.len()
                     + report.check.stale_writes.len();
                 format!("{} ({findings})", report.scenario)
             })

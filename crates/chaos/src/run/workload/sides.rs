@@ -1,0 +1,124 @@
+//! The clients of [`Scenario::ReadWrite`](crate::Scenario::ReadWrite): each takes a side of its
+//! resource's read-write lock in a single round ([`Request::read`] three times in four,
+//! [`Request::write`] else). A writer writes to the resource's register as any holder does and
+//! is recorded under the resource; a reader holds for a while, writes nothing, and is recorded
+//! under a resource of its own ([`ReadWrite::reader`]), so readers together are no overlap and
+//! the checker's side check sees a writer beside anyone.
+
+use std::time::{Duration, Instant};
+
+use quorumlock::{Lock, Request};
+
+use super::{Client, Credentials, End, MAX_ATTEMPTS_PER_CLIENT, random_between};
+use crate::checker::CheckReport;
+use crate::history::{Outcome, ReadWrite};
+use crate::run::ChaosError;
+use crate::scenario::Scenario;
+
+impl Client {
+    /// Reads or writes the client's resource's read-write lock, one round per attempt: a
+    /// writer writes up to twice under its validity, a reader holds 5–40 ms (within its
+    /// validity); each then releases or, a quarter of the holds, lets its keys expire; until
+    /// the deadline.
+    pub(in crate::run) async fn take_sides(mut self, lock: Lock) {
+        let sides = ReadWrite::new(self.resource.clone());
+        let ms = Duration::from_millis;
+        for n in 0..MAX_ATTEMPTS_PER_CLIENT {
+            if Instant::now() >= self.plan.deadline {
+                break;
+            }
+            let reads = rand::random_range(0..4u8) != 0;
+            let request = Request::from(sides.name.as_str());
+            let request = if reads {
+                request.read()
+            } else {
+                request.write()
+            };
+            let started = Instant::now();
+            let result = lock.try_acquire(request).await;
+            let finished = Instant::now();
+            let recorder = self.plan.recorder.clone();
+            recorder.attempt(
+                &sides.name,
+                self.id,
+                started,
+                finished,
+                Outcome::of(&result),
+            );
+            let Ok(guard) = result else {
+                tokio::time::sleep(random_between(ms(5), ms(25))).await;
+                continue;
+            };
+            let credentials = Credentials {
+                token: guard.token().as_str().to_owned(),
+                fence: guard.fence(),
+            };
+            let valid_until = guard.valid_until();
+            let resource = if reads {
+                sides.reader(self.id, usize::try_from(n).unwrap_or(usize::MAX))
+            } else {
+                sides.name.clone()
+            };
+            let hold = recorder.begin_hold(
+                &resource,
+                self.id,
+                &credentials.token,
+                started,
+                guard.decided_at(),
+                valid_until,
+            );
+            let mut expire = rand::random_range(0..4u8) == 0;
+            if reads {
+                let until = (Instant::now() + random_between(ms(5), ms(40))).min(valid_until);
+                tokio::time::sleep_until(until.into()).await;
+            } else {
+                for _ in 0..2 {
+                    if Instant::now() >= valid_until {
+                        break;
+                    }
+                    match self.write(&credentials, valid_until).await.ends_hold() {
+                        Some(End::Expire) => {
+                            expire = true;
+                            break;
+                        }
+                        Some(End::Release) => break,
+                        None => {}
+                    }
+                }
+            }
+            if expire {
+                self.plan.let_expire(guard).await;
+            } else {
+                recorder.end_hold(hold, Instant::now());
+                let _report = guard.release().await;
+            }
+            tokio::time::sleep(random_between(Duration::ZERO, ms(20))).await;
+        }
+        lock.settle().await;
+    }
+}
+
+/// The self-check of [`Scenario::ReadWrite`](crate::Scenario::ReadWrite): every lock was
+/// written, and read by two holders at once (else the promise was never put to the test). A
+/// run that is otherwise clean but never got there fails ([`ChaosError::EffectNotShown`]); one
+/// with findings is reported as it is. The notes give each lock's holds by side.
+pub(in crate::run) fn sides_used(
+    check: &CheckReport,
+    notes: &mut Vec<String>,
+) -> Result<(), ChaosError> {
+    for used in &check.sides {
+        let evidence = format!(
+            "read-write lock {}: {} read hold(s), at most {} at once; {} write hold(s)",
+            used.lock, used.reads, used.most_readers_at_once, used.writes
+        );
+        let shown = used.writes > 0 && used.most_readers_at_once >= 2;
+        if check.is_safe() && !shown {
+            return Err(ChaosError::EffectNotShown {
+                scenario: Scenario::ReadWrite,
+                evidence,
+            });
+        }
+        notes.push(format!("self-check: {evidence}"));
+    }
+    Ok(())
+}
