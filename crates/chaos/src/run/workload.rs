@@ -137,12 +137,36 @@ impl ClientPlan {
         tokio::time::sleep_until(expired.into()).await;
         drop(guard);
     }
+
+    /// Ends a hold recorded as `holds` (a set's: one per resource): lets its keys expire, or
+    /// records its end now and releases it.
+    async fn end_holds(&self, guard: Guard, holds: Vec<HoldId>, expire: bool) {
+        if expire {
+            self.let_expire(guard).await;
+        } else {
+            let released = Instant::now();
+            for hold in holds {
+                self.recorder.end_hold(hold, released);
+            }
+            let _report = guard.release().await;
+        }
+    }
 }
 
 /// What a holder's writes carry: its token, and its fence if the lock hands out fences.
 struct Credentials {
     token: String,
     fence: Option<u64>,
+}
+
+impl Credentials {
+    /// A guard's token and fence.
+    fn of(guard: &Guard) -> Credentials {
+        Credentials {
+            token: guard.token().as_str().to_owned(),
+            fence: guard.fence(),
+        }
+    }
 }
 
 /// How a protected write ended, for the holder.
@@ -291,6 +315,22 @@ impl Client {
         }
     }
 
+    /// Up to two writes to the client's resource under `valid_until`; whether the hold must
+    /// then let its keys expire (a write that may still land), else it may release.
+    async fn write_twice(&mut self, credentials: &Credentials, valid_until: Instant) -> bool {
+        for _ in 0..2 {
+            if Instant::now() >= valid_until {
+                break;
+            }
+            match self.write(credentials, valid_until).await.ends_hold() {
+                Some(End::Expire) => return true,
+                Some(End::Release) => break,
+                None => {}
+            }
+        }
+        false
+    }
+
     /// Acquire (one round), on success hold the lock with a behaviour drawn for the hold,
     /// release or let it expire; on failure back off a little; until the deadline.
     pub(super) async fn run(mut self, lock: Lock) {
@@ -309,10 +349,7 @@ impl Client {
                 tokio::time::sleep(random_between(ms(5), ms(25))).await;
                 continue;
             };
-            let credentials = Credentials {
-                token: guard.token().as_str().to_owned(),
-                fence: guard.fence(),
-            };
+            let credentials = Credentials::of(&guard);
             // One reading of the validity, both recorded and written under: the guard maps it
             // to the `Instant` clock afresh at each call.
             let valid_until = guard.valid_until();

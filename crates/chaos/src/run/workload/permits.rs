@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use quorumlock::{Lock, Request};
 
-use super::{Client, Credentials, End, MAX_ATTEMPTS_PER_CLIENT, random_between};
+use super::{Client, Credentials, MAX_ATTEMPTS_PER_CLIENT, random_between};
 use crate::checker::CheckReport;
 use crate::history::{Outcome, Semaphore};
 use crate::run::ChaosError;
@@ -45,10 +45,7 @@ impl Client {
                 continue;
             };
             let slot = String::from_utf8_lossy(guard.resource()).into_owned();
-            let credentials = Credentials {
-                token: guard.token().as_str().to_owned(),
-                fence: guard.fence(),
-            };
+            let credentials = Credentials::of(&guard);
             let valid_until = guard.valid_until();
             let hold = recorder.begin_hold(
                 &slot,
@@ -67,26 +64,9 @@ impl Client {
                 .position(|resource| *resource == slot)
                 .unwrap_or(usize::MAX);
             (self.resource, self.index) = (slot, index);
-            let mut expire = rand::random_range(0..4u8) == 0;
-            for _ in 0..2 {
-                if Instant::now() >= valid_until {
-                    break;
-                }
-                match self.write(&credentials, valid_until).await.ends_hold() {
-                    Some(End::Expire) => {
-                        expire = true;
-                        break;
-                    }
-                    Some(End::Release) => break,
-                    None => {}
-                }
-            }
-            if expire {
-                self.plan.let_expire(guard).await;
-            } else {
-                recorder.end_hold(hold, Instant::now());
-                let _report = guard.release().await;
-            }
+            let chosen = rand::random_range(0..4u8) == 0;
+            let expire = self.write_twice(&credentials, valid_until).await || chosen;
+            self.plan.end_holds(guard, vec![hold], expire).await;
             tokio::time::sleep(random_between(Duration::ZERO, ms(20))).await;
         }
         lock.settle().await;

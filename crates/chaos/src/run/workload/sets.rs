@@ -52,10 +52,7 @@ impl Client {
                 tokio::time::sleep(random_between(ms(5), ms(25))).await;
                 continue;
             };
-            let credentials = Credentials {
-                token: guard.token().as_str().to_owned(),
-                fence: guard.fence(),
-            };
+            let credentials = Credentials::of(&guard);
             let valid_until = guard.valid_until();
             let holds: Vec<_> = names
                 .iter()
@@ -85,15 +82,7 @@ impl Client {
                     break;
                 }
             }
-            if expire {
-                self.plan.let_expire(guard).await;
-            } else {
-                let released = Instant::now();
-                for hold in holds {
-                    recorder.end_hold(hold, released);
-                }
-                let _report = guard.release().await;
-            }
+            self.plan.end_holds(guard, holds, expire).await;
             tokio::time::sleep(random_between(Duration::ZERO, ms(20))).await;
         }
         lock.settle().await;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use quorumlock::{Lock, Request};
 
-use super::{Client, Credentials, End, MAX_ATTEMPTS_PER_CLIENT, random_between};
+use super::{Client, Credentials, MAX_ATTEMPTS_PER_CLIENT, random_between};
 use crate::checker::CheckReport;
 use crate::history::{Outcome, ReadWrite};
 use crate::run::ChaosError;
@@ -49,10 +49,7 @@ impl Client {
                 tokio::time::sleep(random_between(ms(5), ms(25))).await;
                 continue;
             };
-            let credentials = Credentials {
-                token: guard.token().as_str().to_owned(),
-                fence: guard.fence(),
-            };
+            let credentials = Credentials::of(&guard);
             let valid_until = guard.valid_until();
             let resource = if reads {
                 sides.reader(self.id, usize::try_from(n).unwrap_or(usize::MAX))
@@ -67,31 +64,15 @@ impl Client {
                 guard.decided_at(),
                 valid_until,
             );
-            let mut expire = rand::random_range(0..4u8) == 0;
-            if reads {
+            let chosen = rand::random_range(0..4u8) == 0;
+            let expire = if reads {
                 let until = (Instant::now() + random_between(ms(5), ms(40))).min(valid_until);
                 tokio::time::sleep_until(until.into()).await;
+                chosen
             } else {
-                for _ in 0..2 {
-                    if Instant::now() >= valid_until {
-                        break;
-                    }
-                    match self.write(&credentials, valid_until).await.ends_hold() {
-                        Some(End::Expire) => {
-                            expire = true;
-                            break;
-                        }
-                        Some(End::Release) => break,
-                        None => {}
-                    }
-                }
-            }
-            if expire {
-                self.plan.let_expire(guard).await;
-            } else {
-                recorder.end_hold(hold, Instant::now());
-                let _report = guard.release().await;
-            }
+                self.write_twice(&credentials, valid_until).await || chosen
+            };
+            self.plan.end_holds(guard, vec![hold], expire).await;
             tokio::time::sleep(random_between(Duration::ZERO, ms(20))).await;
         }
         lock.settle().await;
