@@ -100,11 +100,9 @@ impl Hold {
     pub(crate) fn resources(&self) -> impl Iterator<Item = &[u8]> {
         let prefix_len = self.node_set.settings.key_prefix.len();
         // A reader is of the lock its writer key names.
-        let keys = match &self.keys {
-            Keys::Read { writer, .. } => std::slice::from_ref(writer),
-            keys => keys.all(),
-        };
-        keys.iter()
+        self.keys
+            .woken()
+            .iter()
             .map(move |key| key.get(prefix_len..).unwrap_or_default())
     }
 

@@ -78,12 +78,17 @@ impl Lock {
         let mut last_error = refused;
         // A read-write lock's waiters of both sides queue on its writer key, whose channel every
         // release of either side publishes on. Readers contend together (as many as a
-        // semaphore's most), and each release wakes them all; a writer heads alone. Their bound
-        // is the writer key's and the writer's mark's expiry: a mark lasts as long as the
-        // readers that kept its writer out.
+        // semaphore's most), and each release wakes them all; a writer contends wherever it
+        // stands: its mark keeps the readers ahead of it out, which would otherwise wait for a
+        // writer that waits for them. Their bound is the writer key's and the writer's mark's
+        // expiry: a mark lasts as long as the readers that kept its writer out.
         let (heads, shared, expiry_keys) = match &prepared.rw {
             Some((side, rw)) => (
-                if *side == Side::Read { MAX_HEADS } else { 1 },
+                if *side == Side::Read {
+                    MAX_HEADS
+                } else {
+                    usize::MAX
+                },
                 *side == Side::Read,
                 Keys::Set(Arc::from([Arc::clone(&rw.writer), Arc::clone(&rw.mark)])),
             ),

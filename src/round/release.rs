@@ -81,7 +81,7 @@ pub(crate) async fn release_all(
         // follows it there.
         let first = futures::poll!(round.as_mut());
         if held {
-            for key in keys.all() {
+            for key in keys.woken() {
                 node_set.wait_list.wake(key);
             }
         }

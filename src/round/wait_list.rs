@@ -178,7 +178,9 @@ impl WaitList {
             .waiters
             .iter()
             .enumerate()
-            .take_while(|(position, (_, wake))| *position < wake.heads)
+            // Each by its own heads: a read-write lock's readers behind its writer (who heads
+            // alone) still contend, and are woken too.
+            .filter(|(position, (_, wake))| *position < wake.heads)
             .map(|(_, (_, wake))| wake)
             .collect();
         if heads.iter().any(|wake| wake.shared) {
@@ -359,6 +361,27 @@ mod tests {
     /// Whether `place` has a wake-up waiting for it (consumed by looking).
     fn woken(place: &Place) -> bool {
         place.wake().notified().now_or_never().is_some()
+    }
+
+    /// A read-write lock's waiters: a release wakes every reader among the first eight and a
+    /// writer wherever it stands (behind readers that are not heads too); the ninth reader
+    /// waits its turn.
+    #[tokio::test]
+    async fn a_release_wakes_every_reader_head_and_the_writer_wherever_it_stands() {
+        let list = Arc::new(WaitList::default());
+        let w = Keys::One(Arc::from(&b"w"[..]));
+        let readers: Vec<Place> = (0..9)
+            .map(|_| {
+                list.join(&[], Duration::from_secs(1), &w, MAX_HEADS, true)
+                    .0
+            })
+            .collect();
+        let (writer, _) = list.join(&[], Duration::from_secs(1), &w, usize::MAX, false);
+        assert!(writer.is_head());
+        list.wake(b"w");
+        assert!(readers.iter().take(8).all(woken), "every reader head");
+        assert!(!woken(&readers[8]), "not the ninth reader");
+        assert!(woken(&writer), "the writer behind nine readers");
     }
 
     #[tokio::test]

@@ -85,6 +85,15 @@ impl Keys {
             .unwrap_or_else(|| Arc::from(&[][..]))
     }
 
+    /// The keys whose waiters a release of these wakes (their channels): these keys, but a
+    /// reader's release wakes the waiters of its lock's writer key.
+    pub(crate) fn woken(&self) -> &[Arc<[u8]>] {
+        match self {
+            Keys::Read { writer, .. } => std::slice::from_ref(writer),
+            keys => keys.all(),
+        }
+    }
+
     /// The first key: the only one, or the set's first.
     pub(crate) fn first(&self) -> &[u8] {
         self.all().first().map(|key| &key[..]).unwrap_or_default()

@@ -260,3 +260,38 @@ async fn a_read_guard_extends_and_its_release_leaves_nothing() {
     })
     .await;
 }
+
+/// A writer queued behind a reader that its own side's mark keeps out still contends: the
+/// reader waits for the writer, so a writer that waited for the reader's turn would wait for
+/// the mark's expiry (the long reader's TTL), past both waits.
+// promise: rwlock-woken
+#[tokio::test]
+async fn a_writer_queued_behind_a_reader_its_mark_keeps_out_still_gets_in() {
+    bounded(async {
+        let (_cluster, lock) = quorum_lock(3, long()).await;
+        let first = granted(
+            lock.acquire(read("doc").ttl(Duration::from_secs(60))).await,
+            "a long reader",
+        );
+        // A writer that gives up at once leaves its mark, as long as the reader's TTL.
+        held(
+            lock.try_acquire(write("doc")).await,
+            "a writer beside a reader",
+        );
+        let patient = |request: Request<'static>| {
+            let lock = lock.clone();
+            let request = request.patience(Patience::Wait(Duration::from_secs(20)));
+            tokio::spawn(async move { lock.acquire(request).await })
+        };
+        let reader = patient(Request::from("doc").read());
+        waiting(&lock, "doc", 1).await;
+        let writer = patient(Request::from("doc").write());
+        waiting(&lock, "doc", 2).await;
+        first.release().await;
+        let writer = granted(writer.await.unwrap(), "the writer behind the reader");
+        writer.release().await;
+        let reader = granted(reader.await.unwrap(), "the reader, once the writer left");
+        reader.release().await;
+    })
+    .await;
+}
