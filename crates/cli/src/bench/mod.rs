@@ -25,6 +25,7 @@ mod plots;
 mod progress;
 mod report;
 mod rslock;
+mod rwlock;
 mod saturation;
 mod scenarios;
 mod sets;
@@ -69,6 +70,7 @@ Examples:
   quorumlock bench --only single
   quorumlock bench --only kept
   quorumlock bench --only verbs
+  quorumlock bench --only rwlock
   quorumlock bench --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379")]
 pub struct BenchArgs {
     /// Comma-separated node URLs of your own deployment (redis://host:port). The first one is
@@ -120,6 +122,9 @@ enum Section {
     /// The default `acquire` (patience: wait) against `try_acquire`, on five local nodes behind
     /// proxies: one task, 64 tasks, one node hung.
     Verbs,
+    /// A read-write lock on five local nodes: a free read against a free lock, and one writer
+    /// among 15 readers.
+    Rwlock,
 }
 
 /// The longest `--ttl`.
@@ -165,6 +170,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         Some(Section::Single) => return saturation::run_single_alone(&args, plan).await,
         Some(Section::Kept) => return kept_alone::run(args.quick, &args.leases).await,
         Some(Section::Verbs) => return run_verbs_alone(args.quick).await,
+        Some(Section::Rwlock) => return run_rwlock_alone(args).await,
         None => {}
     }
     let ttl = args.ttl;
@@ -293,7 +299,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         + plan.tasks.len() as u64 * 2
         + references.len() as u64
         + 2
-        + if local { 10 + contended::steps() } else { 0 };
+        + if local { 11 + contended::steps() } else { 0 };
     let progress = Progress::new(steps);
 
     // 1. Sequential acquire+release, 2. allocations per cycle.
@@ -379,6 +385,15 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     } else {
         None
     };
+    // 9. A read-write lock: a free read, and a writer among readers, on the local five nodes.
+    let rwlock = match direct.as_ref() {
+        Some(_) => {
+            progress.step("read-write lock".to_owned());
+            let five = urls.get(..TARGET_NODES).unwrap_or(&urls);
+            Some(rwlock::rwlock(five, ttl, args.quick).await?)
+        }
+        None => None,
+    };
     progress.finish();
     // Fence counters never expire: delete the ones this run made, also on nodes of your own.
     let resources = scenarios::subject_resources(&plan).chain([PREFLIGHT.to_owned()]);
@@ -398,6 +413,9 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     if let Some(verbs) = &verbs {
         targets.extend(verbs.targets());
     }
+    if let Some(rwlock) = &rwlock {
+        targets.extend(rwlock.targets());
+    }
     let node_timeout_ms = u64::try_from(quorum_main.node_timeout().as_millis()).unwrap_or(u64::MAX);
     let report = Report {
         mode: if local {
@@ -415,6 +433,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         kept,
         contended,
         verbs,
+        rwlock,
         notes,
     };
     print!("{}", render(&report));
@@ -423,6 +442,9 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     }
     if let Some(sets) = &sets {
         print!("{}", sets::render(sets));
+    }
+    if let Some(rwlock) = &report.rwlock {
+        print!("{}", rwlock::render(rwlock));
     }
 
     if let Some(path) = &args.json {
@@ -469,6 +491,23 @@ async fn run_verbs_alone(quick: bool) -> Result<(), String> {
     );
     print!("{}", verbs::render(&verbs));
     print!("{}", render_targets(&verbs.targets()));
+    Ok(())
+}
+
+/// `--only rwlock`: the read-write lock section alone, on five fresh local nodes.
+async fn run_rwlock_alone(args: BenchArgs) -> Result<(), String> {
+    let (cluster, urls, version) = five_local_nodes().await?;
+    let bench = rwlock::rwlock(&urls, args.ttl, args.quick).await?;
+    let nproc = std::thread::available_parallelism().map_or(0, usize::from);
+    println!(
+        "\nquorumlock bench --only rwlock ({}) — {nproc} CPUs ({}), redis {version}; ttl {} ms",
+        if args.quick { "quick" } else { "full" },
+        cpu_model(),
+        args.ttl.as_millis()
+    );
+    print!("{}", rwlock::render(&bench));
+    print!("{}", render_targets(&bench.targets()));
+    drop(cluster);
     Ok(())
 }
 

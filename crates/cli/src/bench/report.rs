@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::contended::Contended;
 use super::kept::KeptCost;
 use super::plan::Plan;
+use super::rwlock::RwBench;
 use super::stats::Row;
 use super::targets::Target;
 use super::verbs::Verbs;
@@ -38,6 +39,8 @@ pub(super) struct Report {
     pub(super) contended: Option<Contended>,
     /// The default acquire against try_acquire (local nodes only).
     pub(super) verbs: Option<Verbs>,
+    /// A read-write lock's free read and its writer among 15 readers (local nodes only).
+    pub(super) rwlock: Option<RwBench>,
     pub(super) notes: Vec<String>,
 }
 

@@ -124,6 +124,7 @@ pub(super) async fn run_single_alone(args: &BenchArgs, mut plan: Plan) -> Result
         kept: None,
         contended: None,
         verbs: None,
+        rwlock: None,
         notes,
     };
     print!("{}", render(&report));

@@ -17,6 +17,18 @@ pub(super) struct Target {
     pub(super) met: Option<bool>,
 }
 
+/// A target met when `measured <= limit` (shown as `<= {shown}`); a measure that is not a
+/// finite number is not met nor failed, only missing.
+pub(super) fn at_most(name: String, measured: Option<f64>, limit: f64, shown: &str) -> Target {
+    let measured = measured.filter(|v| v.is_finite());
+    Target {
+        name,
+        limit: format!("<= {shown}"),
+        measured,
+        met: measured.map(|v| v <= limit),
+    }
+}
+
 /// The bound a target sets on a ratio.
 #[derive(Debug, Clone, Copy)]
 enum Limit {

@@ -37,7 +37,7 @@ use super::cdf::{Mark, plot_cdf_marked};
 use super::plan::Plan;
 use super::progress::Progress;
 use super::stats::{Row, Tally, record};
-use super::targets::Target;
+use super::targets::{Target, at_most};
 use crate::text_table::aligned;
 use crate::units::fmt_us;
 
@@ -311,17 +311,6 @@ async fn sample_rtt(pings: &[MultiplexedConnection], quorum: usize, tally: &mut 
     }
     if answered < quorum {
         tally.errors += 1;
-    }
-}
-
-/// A target of the section, met when `measured <= limit`.
-fn at_most(name: String, measured: Option<f64>, limit: f64, shown: &str) -> Target {
-    let measured = measured.filter(|v| v.is_finite());
-    Target {
-        name,
-        limit: format!("<= {shown}"),
-        measured,
-        met: measured.map(|v| v <= limit),
     }
 }
 

@@ -9,10 +9,10 @@ use std::time::Duration;
 use super::child::{Step, acquirer};
 use super::figures::{ContendedRow, RowTally};
 use super::waiter::{Kind, PERMITS};
-use super::{Rtt, at_most, ratio, run_step};
+use super::{Rtt, ratio, run_step};
 use crate::bench::plan::Plan;
 use crate::bench::progress::Progress;
-use crate::bench::targets::Target;
+use crate::bench::targets::{Target, at_most};
 use crate::text_table::aligned;
 use crate::units::fmt_us;
 
