@@ -13,6 +13,7 @@
 //! - `redis_error`: redis-rs errors as typed [`NodeError`](crate::NodeError)s.
 //! - `wire`: building, sending and reading commands the same way for each.
 //! - `acquire`: `SET NX PX`, acquire-or-renew, and with fencing the next fence from the counter.
+//! - `acquire_scripts`: the acquire-or-renew and fenced acquire scripts, which a writer's check goes in front of.
 //! - `release`: compare-and-delete, and the wake-up it publishes.
 //! - `rwlock`: a read-write lock's sides: a reader's acquire and release, the writer's check, the downgrade.
 //! - `pttl`: how long a lock key has left, for a waiter's bound.
@@ -25,6 +26,7 @@
 //! - `delete_counter`: `DEL` of a retired resource's fence counter.
 
 pub(crate) mod acquire;
+mod acquire_scripts;
 mod client;
 mod cluster;
 mod connection;

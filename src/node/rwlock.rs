@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 
 use redis::{Cmd, Script};
 
-use super::acquire::{ACQUIRE_FENCED, ACQUIRE_OR_RENEW};
+use super::acquire_scripts::{ACQUIRE_FENCED, ACQUIRE_OR_RENEW};
 use super::vote::Counted;
 use super::wire::{one_or_zero, sized};
 use super::{Lane, Node};
