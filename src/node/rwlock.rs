@@ -15,7 +15,7 @@ use super::vote::Counted;
 use super::wire::{one_or_zero, sized};
 use super::{Lane, Node};
 use crate::outcome::NodeError;
-use crate::rules::rwlock::{RwKeys, reader_key, readers_key};
+use crate::rules::rwlock::{RwKeys, readers_key};
 
 /// A reader: refused (0) while the writer key exists or a writer's mark does; else its key is
 /// set (its own, so a leftover of an earlier attempt is simply set again) and its token joins
@@ -202,20 +202,24 @@ pub(super) fn release_read(reader: &[u8], writer: &[u8], token: &str, wake: bool
     command
 }
 
-/// Turns our writer key on `node` into a reader key of the same token and expiry; whether the
-/// node held the writer key for us. Counted as an extension is: it only changes a key of ours.
-pub(crate) async fn downgrade(node: &Node, writer: &[u8], token: &str) -> Result<bool, NodeError> {
-    let reader = reader_key(writer, token);
-    let readers = readers_key(writer);
+/// Turns our writer key on `node` into the reader key `reader` of the same token and expiry
+/// (its token joining `readers`); whether the node held the writer key for us. Counted as an
+/// extension is: it only changes a key of ours.
+pub(crate) async fn downgrade(
+    node: &Node,
+    keys: &RwKeys,
+    reader: &[u8],
+    token: &str,
+) -> Result<bool, NodeError> {
     node.run_counted(
-        writer,
+        &keys.writer,
         Counted::Extend,
         Lane::Requests,
         |mut connection, _generation, _commands| async move {
             DOWNGRADE
-                .key(writer)
-                .key(&reader[..])
-                .key(&readers[..])
+                .key(&keys.writer[..])
+                .key(reader)
+                .key(&keys.readers[..])
                 .arg(token)
                 .invoke_async(&mut connection)
                 .await

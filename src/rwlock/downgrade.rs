@@ -14,7 +14,7 @@ use crate::round::fan_out::{Until, fan_out};
 use crate::round::release::{release_all, release_in_background};
 use crate::rules::quorum::Verdict;
 use crate::rules::resources::Keys;
-use crate::rules::rwlock::{Side, reader_key};
+use crate::rules::rwlock::{RwKeys, Side, reader_key};
 
 impl Guard {
     /// Turns a write guard ([`Request::write`](crate::Request::write)) into a read guard with no
@@ -39,11 +39,13 @@ impl Guard {
             return Err(ConfigError::NotAWriteGuard.into());
         }
         let node_set = &hold.node_set;
-        let writer = hold.keys.slot_key();
+        // Every key made once, for all the nodes' requests.
+        let rw = Arc::new(RwKeys::new(hold.keys.slot_key()));
         let token = hold.token.clone();
+        let reader_key = reader_key(&rw.writer, token.as_str());
         let reader = Keys::Read {
-            reader: reader_key(&writer, token.as_str()),
-            writer: Arc::clone(&writer),
+            reader: Arc::clone(&reader_key),
+            writer: Arc::clone(&rw.writer),
         };
         // Dropped before the round is decided (cancelled, unwound), the nodes that turned hold
         // a reader key of ours; this guard's drop releases the writer key.
@@ -59,8 +61,11 @@ impl Guard {
             pin!(pending::<()>()),
             "downgrade",
             |node| {
-                let (writer, token) = (Arc::clone(&writer), token.clone());
-                async move { NodeReply::from_flag(downgrade(&node, &writer, token.as_str()).await) }
+                let (rw, reader_key, token) =
+                    (Arc::clone(&rw), Arc::clone(&reader_key), token.clone());
+                async move {
+                    NodeReply::from_flag(downgrade(&node, &rw, &reader_key, token.as_str()).await)
+                }
             },
         )
         .await;
