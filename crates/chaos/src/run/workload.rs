@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use quorumlock::{Guard, Lock, NodeError, NodeOutcome, NodeReply};
+use quorumlock::{Guard, Lock, NodeError, NodeOutcome, NodeReply, Request};
 use tokio::sync::watch;
 
 use super::store::StoreClient;
@@ -315,6 +315,31 @@ impl Client {
         }
     }
 
+    /// One attempt (one round) at `request`, recorded under `label`: the guard and when the
+    /// attempt started; or, refused or failed, `None` after the client's back-off (5–25 ms).
+    async fn try_once<'r>(
+        &self,
+        lock: &Lock,
+        request: impl Into<Request<'r>>,
+        label: &str,
+    ) -> Option<(Guard, Instant)> {
+        let started = Instant::now();
+        let result = lock.try_acquire(request).await;
+        let finished = Instant::now();
+        let outcome = Outcome::of(&result);
+        self.plan
+            .recorder
+            .attempt(label, self.id, started, finished, outcome);
+        match result {
+            Ok(guard) => Some((guard, started)),
+            Err(_) => {
+                let ms = Duration::from_millis;
+                tokio::time::sleep(random_between(ms(5), ms(25))).await;
+                None
+            }
+        }
+    }
+
     /// Up to two writes to the client's resource under `valid_until`; whether the hold must
     /// then let its keys expire (a write that may still land), else it may release.
     async fn write_twice(&mut self, credentials: &Credentials, valid_until: Instant) -> bool {
@@ -339,16 +364,12 @@ impl Client {
             if Instant::now() >= self.plan.deadline {
                 break;
             }
-            let started = Instant::now();
-            let result = lock.try_acquire(&self.resource).await;
-            let finished = Instant::now();
-            let outcome = Outcome::of(&result);
-            let recorder = self.plan.recorder.clone();
-            recorder.attempt(&self.resource, self.id, started, finished, outcome);
-            let Ok(mut guard) = result else {
-                tokio::time::sleep(random_between(ms(5), ms(25))).await;
+            let resource = self.resource.clone();
+            let Some((mut guard, started)) = self.try_once(&lock, &resource, &resource).await
+            else {
                 continue;
             };
+            let recorder = self.plan.recorder.clone();
             let credentials = Credentials::of(&guard);
             // One reading of the validity, both recorded and written under: the guard maps it
             // to the `Instant` clock afresh at each call.

@@ -11,7 +11,7 @@ use quorumlock::{Lock, Request};
 
 use super::{Client, Credentials, MAX_ATTEMPTS_PER_CLIENT, random_between};
 use crate::checker::CheckReport;
-use crate::history::{Outcome, Semaphore};
+use crate::history::Semaphore;
 use crate::run::ChaosError;
 use crate::scenario::Scenario;
 
@@ -29,21 +29,12 @@ impl Client {
             if Instant::now() >= self.plan.deadline {
                 break;
             }
-            let started = Instant::now();
-            let result = lock.try_acquire(request.clone()).await;
-            let finished = Instant::now();
-            let recorder = self.plan.recorder.clone();
-            recorder.attempt(
-                &semaphore.name,
-                self.id,
-                started,
-                finished,
-                Outcome::of(&result),
-            );
-            let Ok(guard) = result else {
-                tokio::time::sleep(random_between(ms(5), ms(25))).await;
+            let Some((guard, started)) =
+                self.try_once(&lock, request.clone(), &semaphore.name).await
+            else {
                 continue;
             };
+            let recorder = self.plan.recorder.clone();
             let slot = String::from_utf8_lossy(guard.resource()).into_owned();
             let credentials = Credentials::of(&guard);
             let valid_until = guard.valid_until();

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use quorumlock::{Lock, Resources};
 
 use super::{Client, Credentials, MAX_ATTEMPTS_PER_CLIENT, random_between};
-use crate::history::Outcome;
 
 impl Client {
     /// The set of the client's resource and the next one (the one resource if there is no
@@ -43,15 +42,10 @@ impl Client {
             if Instant::now() >= self.plan.deadline {
                 break;
             }
-            let started = Instant::now();
-            let result = lock.try_acquire(&set).await;
-            let finished = Instant::now();
-            let recorder = self.plan.recorder.clone();
-            recorder.attempt(&label, self.id, started, finished, Outcome::of(&result));
-            let Ok(guard) = result else {
-                tokio::time::sleep(random_between(ms(5), ms(25))).await;
+            let Some((guard, started)) = self.try_once(&lock, &set, &label).await else {
                 continue;
             };
+            let recorder = self.plan.recorder.clone();
             let credentials = Credentials::of(&guard);
             let valid_until = guard.valid_until();
             let holds: Vec<_> = names

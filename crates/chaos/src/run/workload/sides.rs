@@ -11,7 +11,7 @@ use quorumlock::{Lock, Request};
 
 use super::{Client, Credentials, MAX_ATTEMPTS_PER_CLIENT, random_between};
 use crate::checker::CheckReport;
-use crate::history::{Outcome, ReadWrite};
+use crate::history::ReadWrite;
 use crate::run::ChaosError;
 use crate::scenario::Scenario;
 
@@ -34,21 +34,10 @@ impl Client {
             } else {
                 request.write()
             };
-            let started = Instant::now();
-            let result = lock.try_acquire(request).await;
-            let finished = Instant::now();
-            let recorder = self.plan.recorder.clone();
-            recorder.attempt(
-                &sides.name,
-                self.id,
-                started,
-                finished,
-                Outcome::of(&result),
-            );
-            let Ok(guard) = result else {
-                tokio::time::sleep(random_between(ms(5), ms(25))).await;
+            let Some((guard, started)) = self.try_once(&lock, request, &sides.name).await else {
                 continue;
             };
+            let recorder = self.plan.recorder.clone();
             let credentials = Credentials::of(&guard);
             let valid_until = guard.valid_until();
             let resource = if reads {
