@@ -316,6 +316,17 @@ pub enum ConfigError {
     /// Permits of a set of resources: a semaphore is named by one resource.
     #[error("permits are of one resource, not of a set")]
     PermitsOfSet,
+    /// [`Request::take`](crate::Request::take) of what one acquisition cannot take at once.
+    #[error("cannot take {take} permits at once: {reason}")]
+    InvalidTake {
+        /// How many permits were asked for.
+        take: u32,
+        /// Why not: none, more than the semaphore's permits, more than a set holds
+        /// ([`MAX_RESOURCES`](crate::MAX_RESOURCES)), no semaphore named, an owner (taking
+        /// several permits is not reentrant), or a cluster member (each slot is in a hash slot
+        /// of its own, and a node takes a set in one).
+        reason: &'static str,
+    },
     /// A side of a read-write lock ([`Request::read`](crate::Request::read),
     /// [`Request::write`](crate::Request::write)) asked with what it cannot take: a set of
     /// resources, permits, or an owner (a read-write lock is not reentrant).

@@ -10,7 +10,7 @@ use crate::error::{ConfigError, Error};
 use crate::owner::Owner;
 use crate::resources::Resources;
 use crate::rules::patience::Patience;
-use crate::rules::resources::Keys;
+use crate::rules::resources::{Keys, MAX_RESOURCES};
 #[cfg(test)]
 use crate::rules::retry::RetryPolicy;
 use crate::rules::rwlock::{RwKeys, Side};
@@ -49,6 +49,7 @@ pub struct Request<'a> {
     patience: Option<Patience>,
     owner: Option<Owner>,
     permits: Option<u32>,
+    take: Option<u32>,
     side: Option<Side>,
 }
 
@@ -67,6 +68,7 @@ impl<'a> Request<'a> {
             patience: None,
             owner: None,
             permits: None,
+            take: None,
             side: None,
         }
     }
@@ -125,6 +127,38 @@ impl<'a> Request<'a> {
     /// [`ConfigError`](crate::ConfigError).
     pub fn permits(mut self, permits: u32) -> Self {
         self.permits = Some(permits);
+        self
+    }
+
+    /// Take `take` of the semaphore's [`permits`](Request::permits) at once (default 1): all of
+    /// them or none. Each acquisition takes `take` slots as one set of resources, on every
+    /// node in one atomic step, won by the quorum rule, so two callers that each need two of
+    /// three permits never hold one each and wait for ever. A first attempt tries `take` slots
+    /// from a random one onwards; refused, it reads which slots are free on a quorum and tries
+    /// `take` of those. The guard holds them all: [`resources`](crate::Guard::resources) lists
+    /// the slots, it extends, keeps alive and releases them together, and with fencing carries
+    /// the highest of their fences.
+    ///
+    /// ```no_run
+    /// # async fn run(lock: quorumlock::Lock) -> Result<(), quorumlock::Error> {
+    /// use quorumlock::Request;
+    ///
+    /// // A bulk export counts as three of the partner's eight calls.
+    /// let permits = lock.acquire(Request::from("partner-api").permits(8).take(3)).await?;
+    /// assert_eq!(permits.resources().count(), 3);
+    /// permits.release().await;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// A waiter for several permits is not served before callers that need fewer: with no
+    /// reservation across processes, single permits freed one by one may keep going to others.
+    ///
+    /// Checked when the request is made into keys ([`ConfigError::InvalidTake`](crate::ConfigError::InvalidTake)):
+    /// 0, more than the permits or than [`MAX_RESOURCES`](crate::MAX_RESOURCES), a request
+    /// without permits, and more than one permit with an [`owner`](Request::owner) or on a
+    /// lock with a cluster member.
+    pub fn take(mut self, take: u32) -> Self {
+        self.take = Some(take);
         self
     }
 
@@ -195,6 +229,7 @@ impl<'a> Request<'a> {
             (Target::Set(set), None) => (set.first(), set.keys(settings)?, None),
             (Target::Set(_), Some(_)) => return Err(ConfigError::PermitsOfSet.into()),
         };
+        let take = self.check_take(settings)?;
         let rw = match (self.side, &self.target, self.permits, self.owner) {
             (None, ..) => None,
             (Some(_), Target::Set(_), ..) => {
@@ -221,11 +256,43 @@ impl<'a> Request<'a> {
             name,
             keys,
             slots,
+            take,
             rw,
             ttl,
             patience,
             owner: self.owner,
         })
+    }
+
+    /// How many permits one acquisition takes: 1 unless [`take`](Request::take) says more, and
+    /// then only what a set of slots can hold.
+    fn check_take(&self, settings: &Settings) -> Result<usize, ConfigError> {
+        let Some(take) = self.take else {
+            return Ok(1);
+        };
+        let refuse = |reason| Err(ConfigError::InvalidTake { take, reason });
+        let Some(permits) = self.permits else {
+            return refuse("the request names no permits");
+        };
+        if take == 0 {
+            return refuse("a request takes at least one");
+        }
+        if take > permits {
+            return refuse("more than the semaphore's permits");
+        }
+        let Ok(count) = usize::try_from(take) else {
+            return refuse("more than a set holds");
+        };
+        if count > MAX_RESOURCES {
+            return refuse("more than a set holds");
+        }
+        if count > 1 && self.owner.is_some() {
+            return refuse("taking several is not reentrant; asked with an owner");
+        }
+        if count > 1 && settings.tagged_keys {
+            return refuse("on a lock with a cluster member each slot has a hash slot of its own");
+        }
+        Ok(count)
     }
 }
 
@@ -237,6 +304,8 @@ pub(crate) struct Prepared<'r> {
     pub(crate) keys: Keys,
     /// A semaphore's slots, in slot order; `None` for a lock.
     pub(crate) slots: Option<Vec<Slot>>,
+    /// How many of the slots one acquisition takes (1 for anything else).
+    pub(crate) take: usize,
     /// A side of a read-write lock, with its keys (`keys` is then its writer key, which its
     /// waiters of both sides queue on).
     pub(crate) rw: Option<(Side, Arc<RwKeys>)>,
@@ -322,6 +391,24 @@ mod tests {
         assert!(matches!(
             refused(Request::from("r").patience(Patience::Retry(RetryPolicy::new().attempts(0)))),
             Some(Error::Config(ConfigError::ZeroAttempts))
+        ));
+    }
+
+    #[test]
+    fn several_permits_at_once_are_one_permit_on_a_cluster_member() {
+        let mut settings = settings();
+        settings.tag_keys().unwrap();
+        let taken = |take| {
+            Request::from("w")
+                .permits(4)
+                .take(take)
+                .prepare(&settings, None)
+                .map(|prepared| prepared.take)
+        };
+        assert_eq!(taken(1).unwrap(), 1);
+        assert!(matches!(
+            taken(2),
+            Err(Error::Config(ConfigError::InvalidTake { take: 2, .. }))
         ));
     }
 

@@ -179,6 +179,7 @@ impl Lock {
             node_set: self.node_set(),
             name: prepared.name,
             slots,
+            take: prepared.take,
             ttl: prepared.ttl,
             owner: self.owned_by(prepared.owner),
         })

@@ -1,5 +1,6 @@
-//! Taking a permit: one pass over the slots (what one attempt of a semaphore is), the retry
-//! policy's passes, and the bound a semaphore's waiter sleeps to when no wake-up comes.
+//! Taking a permit: one pass over the slots (what one attempt of a semaphore is), or for
+//! several permits one set of free slots, the retry policy's passes, and the bound a
+//! semaphore's waiter sleeps to when no wake-up comes.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,7 +16,7 @@ use crate::hold::Owners;
 use crate::owner::Owner;
 use crate::round::NodeSet;
 use crate::round::wait_list::free_by_expiry_after;
-use crate::rules::permits::slot_order;
+use crate::rules::permits::{free_after_take, pick_free, slot_order};
 use crate::rules::resources::Keys;
 use crate::rules::retry::RetryPolicy;
 use crate::semaphore::Slot;
@@ -27,6 +28,8 @@ pub(crate) struct Take<'a> {
     /// The semaphore's name, which a refusal names.
     pub(crate) name: &'a [u8],
     pub(crate) slots: &'a [Slot],
+    /// How many slots one acquisition takes, all or none.
+    pub(crate) take: usize,
     pub(crate) ttl: Duration,
     pub(crate) owner: Option<(Owner, Arc<Owners>)>,
 }
@@ -47,6 +50,9 @@ impl Take<'_> {
     where
         C: Future<Output = ()> + ?Sized,
     {
+        if self.take > 1 {
+            return self.once_many(freed.is_some(), cancel).await;
+        }
         let once = RetryPolicy::once();
         let permits = u32::try_from(self.slots.len()).unwrap_or(u32::MAX);
         let mut held = None;
@@ -88,6 +94,73 @@ impl Take<'_> {
         })
     }
 
+    /// One attempt at [`take`](Take::take) permits at once, as one set of slots (a node takes
+    /// all of them or none). Unless `woken`, the slots from a random one onwards first: a
+    /// semaphore with room wins in one round. Refused (or woken), every slot's `PTTL` on every
+    /// node tells which are free on a quorum, and `take` of those are tried; fewer free is
+    /// [`Error::Held`] without trying. The reads are only a hint: the quorum rule decides.
+    async fn once_many<C>(&self, woken: bool, mut cancel: Pin<&mut C>) -> Result<Guard, Error>
+    where
+        C: Future<Output = ()> + ?Sized,
+    {
+        let permits = u32::try_from(self.slots.len()).unwrap_or(u32::MAX);
+        let mut held = None;
+        for informed in [woken, true] {
+            let picked: Vec<u32> = if informed {
+                match pick_free(&self.slot_bounds().await, self.take, rand::random()) {
+                    Some(free) => free,
+                    None => break,
+                }
+            } else {
+                slot_order(permits, rand::random())
+                    .take(self.take)
+                    .collect()
+            };
+            match self.try_slots(&picked, cancel.as_mut()).await {
+                Err(Error::Held {
+                    unreachable,
+                    outcomes,
+                    ..
+                }) => held = Some((unreachable, outcomes)),
+                other => return other,
+            }
+            if woken {
+                break;
+            }
+        }
+        let (unreachable, outcomes) = held.unwrap_or_default();
+        Err(Error::Held {
+            resource: self.name.to_vec(),
+            unreachable,
+            outcomes,
+        })
+    }
+
+    /// One attempt at the slots `picked` (indices into the slots) as one set, its keys in
+    /// bytewise order as a [`Resources`](crate::Resources) set's are.
+    async fn try_slots<C>(&self, picked: &[u32], cancel: Pin<&mut C>) -> Result<Guard, Error>
+    where
+        C: Future<Output = ()> + ?Sized,
+    {
+        let mut slots: Vec<&Slot> = picked
+            .iter()
+            .filter_map(|index| usize::try_from(*index).ok())
+            .filter_map(|index| self.slots.get(index))
+            .collect();
+        slots.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        let Some(first) = slots.first() else {
+            return Err(Error::Held {
+                resource: self.name.to_vec(),
+                unreachable: 0,
+                outcomes: Vec::new(),
+            });
+        };
+        let keys = Keys::Set(slots.iter().map(|slot| Arc::clone(&slot.key)).collect());
+        Acquisition::new(self.node_set, &first.name, keys, self.ttl)
+            .run(&RetryPolicy::once(), cancel)
+            .await
+    }
+
     /// Passes over the slots on `policy`'s schedule ([`Patience::Retry`](crate::Patience)).
     pub(crate) async fn retry<C>(
         &self,
@@ -119,16 +192,20 @@ impl Take<'_> {
         }
     }
 
-    /// How long until a quorum of the nodes is free of some slot by expiry alone: the earliest
-    /// of the slots' bounds (`None` if expiry alone frees none).
+    /// How long until a quorum of the nodes is free of as many slots as an acquisition takes,
+    /// by expiry alone (`None` if expiry alone never frees that many).
     pub(crate) async fn free_after(&self) -> Option<Duration> {
+        free_after_take(&self.slot_bounds().await, self.take)
+    }
+
+    /// For each slot, in slot order, when a quorum of the nodes is free of it by expiry alone.
+    async fn slot_bounds(&self) -> Vec<Option<Duration>> {
         let nodes = &self.node_set.nodes;
         let quorum = self.node_set.settings.quorum;
-        let bounds = futures::future::join_all(self.slots.iter().map(|slot| {
+        futures::future::join_all(self.slots.iter().map(|slot| {
             let keys = Keys::One(Arc::clone(&slot.key));
             async move { free_by_expiry_after(nodes, quorum, &keys).await }
         }))
-        .await;
-        bounds.into_iter().flatten().min()
+        .await
     }
 }

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use quorumlock::{
-    ConfigError, Error, KeepAlive, Lock, LockOptions, MAX_PERMITS, Patience, Request, Resources,
+    ConfigError, Error, KeepAlive, Lock, LockOptions, MAX_PERMITS, MAX_RESOURCES, Owner, Patience,
+    Request, Resources,
 };
 
 use crate::common::*;
@@ -238,6 +239,114 @@ async fn a_crashed_holders_permit_frees_by_its_own_ttl() {
         assert!(kept.is_valid());
         guard.release().await;
         kept.release().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn taking_several_permits_is_checked_before_anything_is_sent() {
+    // Nothing listens on port 1: a request sent there would fail as unavailable, not config.
+    let lock = Lock::new(["redis://127.0.0.1:1"], once()).unwrap();
+    let refused = async |request: Request<'_>| match lock.try_acquire(request).await {
+        Err(Error::Config(ConfigError::InvalidTake { take, .. })) => take,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(refused(permit("w", 4).take(0)).await, 0);
+    assert_eq!(refused(permit("w", 4).take(5)).await, 5);
+    let most = u32::try_from(MAX_RESOURCES).unwrap();
+    assert_eq!(
+        refused(permit("w", most * 2).take(most + 1)).await,
+        most + 1
+    );
+    assert_eq!(refused(Request::from("w").take(2)).await, 2);
+    assert_eq!(refused(permit("w", 4).take(2).owner(Owner::new())).await, 2);
+}
+
+/// Two of four permits taken at once are two slots, held together and released together; a
+/// request for two when one is free takes nothing (the free one is still there for a single
+/// permit), and a waiter for two in another client gets them once two are free.
+// promise: semaphore-take
+#[tokio::test]
+async fn several_permits_are_taken_all_or_none() {
+    bounded(async {
+        let (cluster, lock) = quorum_lock(3, once().ttl(Duration::from_secs(60))).await;
+        let one = lock.acquire(permit("bulk", 4)).await.unwrap();
+        let two = lock.acquire(permit("bulk", 4).take(2)).await.unwrap();
+        let slots: Vec<Vec<u8>> = two.resources().map(<[u8]>::to_vec).collect();
+        assert_eq!(slots.len(), 2, "{slots:?}");
+        assert!(!slots.contains(&one.resource().to_vec()), "{slots:?}");
+        assert!(two.is_valid());
+        match lock.acquire(permit("bulk", 4).take(2)).await {
+            Err(Error::Held { resource, .. }) => assert_eq!(resource, b"bulk"),
+            other => panic!("two of four with three held: {other:?}"),
+        }
+        let last = lock.acquire(permit("bulk", 4)).await.unwrap();
+        let waiter = Lock::new(cluster.urls(), once()).unwrap();
+        let waiting_call = {
+            let waiter = waiter.clone();
+            tokio::spawn(async move {
+                let request = permit("bulk", 4)
+                    .take(2)
+                    .patience(Patience::Wait(Duration::from_secs(30)));
+                waiter.acquire(request).await
+            })
+        };
+        waiting(&waiter, "bulk:0", 1).await;
+        let mut freed = vec![one.resource().to_vec(), last.resource().to_vec()];
+        freed.sort();
+        one.release().await;
+        last.release().await;
+        let taken = waiting_call.await.unwrap().unwrap();
+        let mut got: Vec<Vec<u8>> = taken.resources().map(<[u8]>::to_vec).collect();
+        got.sort();
+        assert_eq!(got, freed);
+        taken.release().await;
+        two.release().await;
+        assert_no_lock_keys(&cluster).await;
+    })
+    .await;
+}
+
+/// Clients taking one or two of three permits, contending many times: the permits held never
+/// add up to more than three, and every acquisition is served (none holds a part and waits for
+/// the rest).
+// promise: semaphore-take
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takers_of_one_and_two_never_hold_more_than_the_permits() {
+    bounded(async {
+        let (cluster, _lock) = quorum_lock(3, once()).await;
+        let options = LockOptions::new()
+            .ttl(Duration::from_secs(10))
+            .node_timeout(Duration::from_secs(5))
+            .connect_timeout(Duration::from_secs(5))
+            .patience(Patience::Wait(Duration::from_secs(60)));
+        let in_use = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..6u32)
+            .map(|client| {
+                let lock = Lock::new(cluster.urls(), options.clone()).unwrap();
+                let (in_use, most) = (Arc::clone(&in_use), Arc::clone(&most));
+                let take = 1 + client % 2;
+                tokio::spawn(async move {
+                    for _ in 0..5 {
+                        let guard = lock.acquire(permit("mixed", 3).take(take)).await.unwrap();
+                        let held = guard.resources().count();
+                        assert_eq!(held, take as usize);
+                        let now = in_use.fetch_add(held, Ordering::SeqCst) + held;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        assert!(guard.is_valid());
+                        in_use.fetch_sub(held, Ordering::SeqCst);
+                        guard.release().await;
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let most = most.load(Ordering::SeqCst);
+        assert!((2..=3).contains(&most), "{most} permits of 3 held at once");
     })
     .await;
 }

@@ -273,7 +273,7 @@ impl Scenario {
                 "each client takes 2 neighbouring resources as one set; seeded nemesis as random"
             }
             Scenario::Semaphore => {
-                "each client takes one of the permits of one semaphore (as many as resources); seeded nemesis as random"
+                "each client takes permits of one semaphore (as many as resources; odd clients two at once); seeded nemesis as random"
             }
             Scenario::ReadWrite => {
                 "each client reads (3 in 4) or writes one read-write lock per resource; seeded nemesis as random"

@@ -10,7 +10,7 @@
 //! several callers waiting for the lock (`workload/waiters.rs`); in
 //! [`Scenario::Sets`](crate::Scenario::Sets) each takes two resources as one set
 //! (`workload/sets.rs`); in [`Scenario::Semaphore`](crate::Scenario::Semaphore) each takes
-//! one permit of one semaphore (`workload/permits.rs`); in
+//! one or two permits of one semaphore (`workload/permits.rs`); in
 //! [`Scenario::ReadWrite`](crate::Scenario::ReadWrite) each reads or writes its resource's
 //! read-write lock (`workload/sides.rs`); in [`Scenario::ManyLeases`](crate::Scenario::ManyLeases) each lock
 //! also keeps many bulk leases (`workload/many.rs`).
@@ -166,6 +166,33 @@ impl Credentials {
             token: guard.token().as_str().to_owned(),
             fence: guard.fence(),
         }
+    }
+}
+
+impl Client {
+    /// One hold per resource `names` (a set's, or the slots of several permits), each with
+    /// `guard`'s token and window (to `valid_until`, the one reading of its validity the
+    /// writes are made under), so the checker sees each resource as singly held.
+    fn begin_holds(
+        &self,
+        names: &[String],
+        guard: &Guard,
+        credentials: &Credentials,
+        (started, valid_until): (Instant, Instant),
+    ) -> Vec<HoldId> {
+        names
+            .iter()
+            .map(|name| {
+                self.plan.recorder.begin_hold(
+                    name,
+                    self.id,
+                    &credentials.token,
+                    started,
+                    guard.decided_at(),
+                    valid_until,
+                )
+            })
+            .collect()
     }
 }
 

@@ -1,15 +1,15 @@
-//! The clients of [`Scenario::Semaphore`](crate::Scenario::Semaphore): each takes one permit of
-//! one semaphore ([`Request::permits`], as many permits as the run has resources) in a single
-//! round, writes to the register of the slot it got as if the slot were its resource, then
-//! releases or lets the keys expire. A hold is recorded under its slot's name, so the checker
-//! sees two holders of one slot as an overlap and more holders than permits as the
-//! semaphore's finding.
+//! The clients of [`Scenario::Semaphore`](crate::Scenario::Semaphore): each takes permits of
+//! one semaphore ([`Request::permits`], as many permits as the run has resources; odd clients
+//! two at once with [`Request::take`], even ones one) in a single round, writes to the
+//! register of each slot it got as if the slot were its resource, then releases or lets the
+//! keys expire. A hold is recorded under each slot's name, so the checker sees two holders of
+//! one slot as an overlap and more permits held than there are as the semaphore's finding.
 
 use std::time::{Duration, Instant};
 
 use quorumlock::{Lock, Request};
 
-use super::{Client, Credentials, MAX_ATTEMPTS_PER_CLIENT, random_between};
+use super::{Client, Credentials, End, MAX_ATTEMPTS_PER_CLIENT, random_between};
 use crate::checker::CheckReport;
 use crate::history::Semaphore;
 use crate::run::ChaosError;
@@ -19,11 +19,18 @@ use crate::scenario::Scenario;
 pub(in crate::run) const SEMAPHORE: &str = "sem";
 
 impl Client {
-    /// Takes a permit of `semaphore` (one round), writes to its slot up to twice under the
-    /// validity, releases it (or, a quarter of the holds, lets its keys expire); until the
+    /// Takes its permits of `semaphore` (one round), writes to each of its slots under the
+    /// validity, releases them (or, a quarter of the holds, lets their keys expire); until the
     /// deadline.
     pub(in crate::run) async fn take_permits(mut self, lock: Lock, semaphore: Semaphore) {
-        let request = Request::from(semaphore.name.as_str()).permits(semaphore.permits);
+        let take = if self.id % 2 == 1 && semaphore.permits >= 2 {
+            2
+        } else {
+            1
+        };
+        let request = Request::from(semaphore.name.as_str())
+            .permits(semaphore.permits)
+            .take(take);
         let ms = Duration::from_millis;
         for _ in 0..MAX_ATTEMPTS_PER_CLIENT {
             if Instant::now() >= self.plan.deadline {
@@ -34,30 +41,29 @@ impl Client {
             else {
                 continue;
             };
-            let recorder = self.plan.recorder.clone();
-            let slot = String::from_utf8_lossy(guard.resource()).into_owned();
             let credentials = Credentials::of(&guard);
             let valid_until = guard.valid_until();
-            let hold = recorder.begin_hold(
-                &slot,
-                self.id,
-                &credentials.token,
-                started,
-                guard.decided_at(),
-                valid_until,
-            );
-            // The slot is the client's resource while it holds it (a slot past the plan's, as
-            // a defect gives, has no per-resource state: index past the end).
-            let index = self
-                .plan
-                .resources
-                .iter()
-                .position(|resource| *resource == slot)
-                .unwrap_or(usize::MAX);
-            (self.resource, self.index) = (slot, index);
-            let chosen = rand::random_range(0..4u8) == 0;
-            let expire = self.write_twice(&credentials, valid_until).await || chosen;
-            self.plan.end_holds(guard, vec![hold], expire).await;
+            let slots: Vec<String> = guard
+                .resources()
+                .map(|slot| String::from_utf8_lossy(slot).into_owned())
+                .collect();
+            let holds = self.begin_holds(&slots, &guard, &credentials, (started, valid_until));
+            let mut expire = rand::random_range(0..4u8) == 0;
+            for slot in &slots {
+                // A slot past the plan's, as a defect gives, has no register: nothing to write.
+                let Some(index) = self.plan.resources.iter().position(|r| r == slot) else {
+                    continue;
+                };
+                if Instant::now() >= valid_until {
+                    break;
+                }
+                let written = self.write_to(index, &credentials, valid_until).await;
+                if written.ends_hold() == Some(End::Expire) {
+                    expire = true;
+                    break;
+                }
+            }
+            self.plan.end_holds(guard, holds, expire).await;
             tokio::time::sleep(random_between(Duration::ZERO, ms(20))).await;
         }
         lock.settle().await;

@@ -45,22 +45,9 @@ impl Client {
             let Some((guard, started)) = self.try_once(&lock, &set, &label).await else {
                 continue;
             };
-            let recorder = self.plan.recorder.clone();
             let credentials = Credentials::of(&guard);
             let valid_until = guard.valid_until();
-            let holds: Vec<_> = names
-                .iter()
-                .map(|name| {
-                    recorder.begin_hold(
-                        name,
-                        self.id,
-                        &credentials.token,
-                        started,
-                        guard.decided_at(),
-                        valid_until,
-                    )
-                })
-                .collect();
+            let holds = self.begin_holds(&names, &guard, &credentials, (started, valid_until));
             let mut expire = rand::random_range(0..4u8) == 0;
             for &index in &indexes {
                 if Instant::now() >= valid_until {
@@ -82,9 +69,10 @@ impl Client {
         lock.settle().await;
     }
 
-    /// One protected write to the plan's resource `index` (one of the client's set), given up
-    /// at `deadline`: the client writes as if that resource were its own for the one write.
-    async fn write_to(
+    /// One protected write to the plan's resource `index` (one of the client's set, or of the
+    /// slots its permits hold), given up at `deadline`: the client writes as if that resource
+    /// were its own for the one write.
+    pub(super) async fn write_to(
         &mut self,
         index: usize,
         credentials: &Credentials,
