@@ -96,6 +96,7 @@
 mod acquisition;
 mod custody;
 mod error;
+mod fenced_write;
 mod guard;
 mod hold;
 mod keep_alive;
@@ -126,6 +127,7 @@ pub mod model_rules {
 }
 
 pub use error::{ConfigError, Error, Lost};
+pub use fenced_write::{Fenced, FencedWrite};
 pub use guard::{Guard, ReleaseReport};
 pub use keep_alive::{KeepAlive, KeptGuard};
 pub use key_format::KeyFormat;

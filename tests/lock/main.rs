@@ -18,6 +18,7 @@ mod exclusion;
 mod extend_release;
 mod failover;
 mod fence_recovery;
+mod fenced_write;
 mod fencing;
 mod keep_alive;
 mod node_faults;
