@@ -141,12 +141,22 @@ pub enum Error {
         /// What each node said.
         outcomes: Vec<NodeOutcome>,
     },
+
+    /// [`Lock::resume`](crate::Lock::resume) found no quorum of nodes still holding the
+    /// lease's token (it expired, was released, or too few nodes answered), or its deadline had
+    /// passed (then nothing was sent). Whatever of it was left on the nodes is released.
+    #[error("resume failed: no quorum holds the lease ({})", Summary(outcomes))]
+    #[non_exhaustive]
+    NotResumed {
+        /// What each node said; empty when the deadline had passed.
+        outcomes: Vec<NodeOutcome>,
+    },
 }
 
 impl Error {
     /// A short name of the kind of error, for spans and logs: `held`, `unavailable`,
     /// `validity_expired`, `cancelled`, `fence_unconfirmed`, `lost`, `extend_failed`,
-    /// `downgrade_failed`, `config`.
+    /// `downgrade_failed`, `not_resumed`, `config`.
     pub(crate) fn label(&self) -> &'static str {
         match self {
             Error::Config(_) => "config",
@@ -159,6 +169,7 @@ impl Error {
             Error::Lost(_) => "lost",
             Error::ExtendFailed { .. } => "extend_failed",
             Error::DowngradeFailed { .. } => "downgrade_failed",
+            Error::NotResumed { .. } => "not_resumed",
         }
     }
 
@@ -174,7 +185,8 @@ impl Error {
             | Error::FenceUnconfirmed { outcomes, .. }
             | Error::FenceUnrecovered { outcomes, .. }
             | Error::ExtendFailed { outcomes, .. }
-            | Error::DowngradeFailed { outcomes } => outcomes,
+            | Error::DowngradeFailed { outcomes }
+            | Error::NotResumed { outcomes } => outcomes,
         }
     }
 }

@@ -172,6 +172,11 @@ impl Hold {
         held
     }
 
+    /// Whether it was acquired for an [`Owner`](crate::Owner).
+    pub(crate) fn has_owner(&self) -> bool {
+        self.owner.is_some()
+    }
+
     /// Records a hold just acquired with its owner, if it has one.
     pub(crate) fn register(self: &Arc<Self>) {
         if let Some((owner, owners)) = &self.owner {

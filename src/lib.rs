@@ -95,6 +95,7 @@
 
 mod acquisition;
 mod custody;
+mod detached;
 mod error;
 mod fenced_write;
 mod guard;
@@ -126,6 +127,7 @@ pub mod model_rules {
     pub use crate::rules::validity::validity;
 }
 
+pub use detached::Detached;
 pub use error::{ConfigError, Error, Lost};
 pub use fenced_write::{Fenced, FencedWrite};
 pub use guard::{Guard, ReleaseReport};

@@ -86,6 +86,16 @@ impl Ledger {
         }
     }
 
+    /// A ledger for a lease taken elsewhere and resumed here: every node may hold our key, so a
+    /// release is sent to each.
+    pub(crate) fn resumed(nodes: usize) -> Ledger {
+        let ledger = Ledger::new(nodes);
+        for (record, _) in &mut ledger.lock().nodes {
+            *record = Record::resumed();
+        }
+        ledger
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }

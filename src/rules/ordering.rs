@@ -87,6 +87,15 @@ impl Record {
         }
     }
 
+    /// The record of a node that a lease taken elsewhere (resumed from its token) may hold:
+    /// nothing of ours is known to be in flight, and a release must be sent.
+    pub(crate) fn resumed() -> Record {
+        Record {
+            may_hold: true,
+            ..Record::default()
+        }
+    }
+
     /// Whether nothing of ours is in flight to the node.
     pub(crate) fn quiet(&self) -> bool {
         self.in_flight == 0

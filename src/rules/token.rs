@@ -33,6 +33,17 @@ impl Token {
         Token(hex)
     }
 
+    /// The token written as [`as_str`](Token::as_str) gives it (40 lowercase hex digits), as a
+    /// [`Detached`](crate::Detached) lease carries it to another process; `None` for anything
+    /// else.
+    pub fn parse(token: &str) -> Option<Token> {
+        let digits: [u8; TOKEN_DIGITS] = token.as_bytes().try_into().ok()?;
+        digits
+            .iter()
+            .all(|digit| HEX_DIGITS.contains(digit))
+            .then_some(Token(digits))
+    }
+
     /// The token as stored in Redis.
     pub fn as_str(&self) -> &str {
         // Always ASCII hex digits: the conversion cannot fail.
@@ -76,6 +87,17 @@ mod tests {
             assert_eq!(t.as_str().len(), 40);
             assert!(t.as_str().bytes().all(|b| HEX_DIGITS.contains(&b)), "{t}");
         }
+    }
+
+    #[test]
+    fn a_token_parses_back_from_its_digits_and_nothing_else_does() {
+        let t = Token::generate();
+        assert_eq!(Token::parse(t.as_str()), Some(t.clone()));
+        assert_eq!(Token::parse(&"A".repeat(40)), None);
+        assert_eq!(Token::parse(&t.as_str()[1..]), None);
+        assert_eq!(Token::parse(&format!("{}0", t.as_str())), None);
+        assert_eq!(Token::parse(&"g".repeat(40)), None);
+        assert_eq!(Token::parse(""), None);
     }
 
     #[test]

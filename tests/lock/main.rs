@@ -14,6 +14,7 @@ mod cluster;
 mod configuration;
 #[cfg(feature = "chaos-defects")]
 mod defects;
+mod detached;
 mod exclusion;
 mod extend_release;
 mod failover;
