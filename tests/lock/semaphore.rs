@@ -124,39 +124,52 @@ async fn a_counter_won_on_a_majority_lets_three_hold_two_permits_and_slots_do_no
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contending_clients_never_hold_more_than_the_permits() {
     bounded(async {
-        let (cluster, _lock) = quorum_lock(3, once()).await;
-        let options = LockOptions::new()
-            .ttl(Duration::from_secs(10))
-            .node_timeout(Duration::from_secs(5))
-            .connect_timeout(Duration::from_secs(5))
-            .patience(Patience::Wait(Duration::from_secs(60)));
-        let in_hold = Arc::new(AtomicUsize::new(0));
-        let most = Arc::new(AtomicUsize::new(0));
-        let tasks: Vec<_> = (0..6)
-            .map(|_| {
-                let lock = Lock::new(cluster.urls(), options.clone()).unwrap();
-                let (in_hold, most) = (Arc::clone(&in_hold), Arc::clone(&most));
-                tokio::spawn(async move {
-                    for _ in 0..5 {
-                        let guard = lock.acquire(permit("pool", 2)).await.unwrap();
-                        let now = in_hold.fetch_add(1, Ordering::SeqCst) + 1;
-                        most.fetch_max(now, Ordering::SeqCst);
-                        // A hold of some length, so that holds overlap when they can.
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                        assert!(guard.is_valid());
-                        in_hold.fetch_sub(1, Ordering::SeqCst);
-                        guard.release().await;
-                    }
-                })
-            })
-            .collect();
-        for task in tasks {
-            task.await.unwrap();
-        }
-        let most = most.load(Ordering::SeqCst);
+        let most = most_permits_held("pool", 2, |_| 1).await;
         assert!((1..=2).contains(&most), "{most} held 2 permits at once");
     })
     .await;
+}
+
+/// Six clients of their own (each a `Lock`) on three servers, each taking `take(client)` of
+/// `permits` permits of `name` five times, holding each for a moment so that holds overlap
+/// when they can: the most permits held at once. Each guard holds as many slots as it took,
+/// and is valid when it is released.
+async fn most_permits_held(name: &'static str, permits: u32, take: fn(u32) -> u32) -> usize {
+    let (cluster, _lock) = quorum_lock(3, once()).await;
+    let options = LockOptions::new()
+        .ttl(Duration::from_secs(10))
+        .node_timeout(Duration::from_secs(5))
+        .connect_timeout(Duration::from_secs(5))
+        .patience(Patience::Wait(Duration::from_secs(60)));
+    let in_use = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..6u32)
+        .map(|client| {
+            let lock = Lock::new(cluster.urls(), options.clone()).unwrap();
+            let (in_use, most) = (Arc::clone(&in_use), Arc::clone(&most));
+            let take = take(client);
+            tokio::spawn(async move {
+                for _ in 0..5 {
+                    let guard = lock
+                        .acquire(permit(name, permits).take(take))
+                        .await
+                        .unwrap();
+                    let held = guard.resources().count();
+                    assert_eq!(held, take as usize);
+                    let now = in_use.fetch_add(held, Ordering::SeqCst) + held;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    assert!(guard.is_valid());
+                    in_use.fetch_sub(held, Ordering::SeqCst);
+                    guard.release().await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    most.load(Ordering::SeqCst)
 }
 
 /// A waiter in another client, both permits held for a minute: the release of one wakes it,
@@ -314,38 +327,7 @@ async fn several_permits_are_taken_all_or_none() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn takers_of_one_and_two_never_hold_more_than_the_permits() {
     bounded(async {
-        let (cluster, _lock) = quorum_lock(3, once()).await;
-        let options = LockOptions::new()
-            .ttl(Duration::from_secs(10))
-            .node_timeout(Duration::from_secs(5))
-            .connect_timeout(Duration::from_secs(5))
-            .patience(Patience::Wait(Duration::from_secs(60)));
-        let in_use = Arc::new(AtomicUsize::new(0));
-        let most = Arc::new(AtomicUsize::new(0));
-        let tasks: Vec<_> = (0..6u32)
-            .map(|client| {
-                let lock = Lock::new(cluster.urls(), options.clone()).unwrap();
-                let (in_use, most) = (Arc::clone(&in_use), Arc::clone(&most));
-                let take = 1 + client % 2;
-                tokio::spawn(async move {
-                    for _ in 0..5 {
-                        let guard = lock.acquire(permit("mixed", 3).take(take)).await.unwrap();
-                        let held = guard.resources().count();
-                        assert_eq!(held, take as usize);
-                        let now = in_use.fetch_add(held, Ordering::SeqCst) + held;
-                        most.fetch_max(now, Ordering::SeqCst);
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                        assert!(guard.is_valid());
-                        in_use.fetch_sub(held, Ordering::SeqCst);
-                        guard.release().await;
-                    }
-                })
-            })
-            .collect();
-        for task in tasks {
-            task.await.unwrap();
-        }
-        let most = most.load(Ordering::SeqCst);
+        let most = most_permits_held("mixed", 3, |client| 1 + client % 2).await;
         assert!((2..=3).contains(&most), "{most} permits of 3 held at once");
     })
     .await;
