@@ -99,6 +99,10 @@ impl Guard {
     /// [`Lock::resume`] makes a guard of it again (here or in another process) and that guard
     /// releases it, or until they expire. Nothing is sent.
     ///
+    /// The acquisition returned at a quorum and its requests to slower nodes may still be in
+    /// flight: await [`Lock::settle`] before the other process may release the lease, or a
+    /// request landing after that release sets a key there again (until its TTL).
+    ///
     /// # Errors
     ///
     /// The guard itself, unchanged, when it cannot be detached: a guard of an

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use quorumlock::{Detached, Error, Lock, NodeReply, Owner, Patience, Request, Resources, Token};
 use redis::AsyncCommands;
 
-use crate::common::{bounded, cluster, once, stored};
+use crate::common::{bounded, cluster, key_count, once, stored};
 
 /// A scheduler takes the lock and detaches it; the lock stays held; a worker's lock resumes
 /// it with the same token and fence, extends it and releases it on every node.
@@ -20,6 +20,11 @@ async fn a_detached_lease_is_resumed_by_another_lock_and_released_there() {
         let options = once().fencing(true).ttl(Duration::from_secs(10));
         let scheduler = Lock::new(servers.urls(), options.clone()).unwrap();
         let guard = scheduler.acquire("job").await.unwrap();
+        // The acquisition returned at a quorum; a request to the third node still in flight
+        // finishes in the background, and landing after the worker's release it would set the
+        // key again. (One whose connection was not yet made by the decision is never sent: the
+        // lease may be on two nodes only.)
+        scheduler.settle().await;
         let fence = guard.fence().unwrap();
         let lease = guard.detach().unwrap();
         assert_eq!(lease.resources, [b"job".to_vec()]);
@@ -39,8 +44,9 @@ async fn a_detached_lease_is_resumed_by_another_lock_and_released_there() {
         assert_eq!(resumed.fence(), Some(fence));
         resumed.extend(Duration::from_secs(10)).await.unwrap();
         let key = resumed.key().to_vec();
+        // The release returns once a quorum is free: a node that never had the key counts.
         let report = resumed.release().await;
-        assert!(report.held >= 2, "{report:?}");
+        assert!(report.held >= 1, "{report:?}");
         worker.settle().await;
         for node in 0..3 {
             assert_eq!(stored(&servers, node, &key).await, None, "node {node}");
@@ -128,7 +134,11 @@ async fn a_set_resumes_whole_and_an_owners_or_a_readers_guard_stays() {
         assert_eq!(lease.resources, [b"a".to_vec(), b"b".to_vec()]);
         let resumed = lock.resume(&lease).await.unwrap();
         assert_eq!(resumed.resources().count(), 2);
-        assert!(resumed.release().await.held >= 2);
+        assert!(resumed.release().await.held >= 1);
+        lock.settle().await;
+        for node in 0..3 {
+            assert_eq!(key_count(&servers, node).await, 0, "node {node}");
+        }
 
         let owned = lock
             .acquire(Request::from("owned").owner(Owner::new()))
