@@ -142,6 +142,21 @@ pub enum Error {
         outcomes: Vec<NodeOutcome>,
     },
 
+    /// A candidate won its election's lock, but fewer than a quorum of nodes took its leader
+    /// record (they no longer held its key, or did not answer), so nobody could read it as the
+    /// leader. The lock was released: the candidate does not lead.
+    #[error(
+        "leader record of term {term} not published on a quorum; released ({})",
+        Summary(outcomes)
+    )]
+    #[non_exhaustive]
+    NotPublished {
+        /// The term the candidate would have led.
+        term: u64,
+        /// What each node said.
+        outcomes: Vec<NodeOutcome>,
+    },
+
     /// [`Lock::resume`](crate::Lock::resume) found no quorum of nodes still holding the
     /// lease's token (it expired, was released, or too few nodes answered), or its deadline had
     /// passed (then nothing was sent). Whatever of it was left on the nodes is released.
@@ -156,7 +171,7 @@ pub enum Error {
 impl Error {
     /// A short name of the kind of error, for spans and logs: `held`, `unavailable`,
     /// `validity_expired`, `cancelled`, `fence_unconfirmed`, `lost`, `extend_failed`,
-    /// `downgrade_failed`, `not_resumed`, `config`.
+    /// `downgrade_failed`, `not_resumed`, `not_published`, `config`.
     pub(crate) fn label(&self) -> &'static str {
         match self {
             Error::Config(_) => "config",
@@ -170,6 +185,7 @@ impl Error {
             Error::ExtendFailed { .. } => "extend_failed",
             Error::DowngradeFailed { .. } => "downgrade_failed",
             Error::NotResumed { .. } => "not_resumed",
+            Error::NotPublished { .. } => "not_published",
         }
     }
 
@@ -186,7 +202,8 @@ impl Error {
             | Error::FenceUnrecovered { outcomes, .. }
             | Error::ExtendFailed { outcomes, .. }
             | Error::DowngradeFailed { outcomes }
-            | Error::NotResumed { outcomes } => outcomes,
+            | Error::NotResumed { outcomes }
+            | Error::NotPublished { outcomes, .. } => outcomes,
         }
     }
 }
@@ -392,6 +409,26 @@ pub enum ConfigError {
         /// The lock's TTL.
         ttl: Duration,
     },
+    /// An [`ElectionOptions`](crate::ElectionOptions) whose settings are out of order: each
+    /// of the retry period, the renew deadline and the lease duration must be greater than
+    /// zero and shorter than the next.
+    #[error(
+        "invalid election timing (lease_duration {lease_duration:?}, renew_deadline {renew_deadline:?}, retry_period {retry_period:?}): {reason}"
+    )]
+    InvalidElection {
+        /// The lease duration asked for.
+        lease_duration: Duration,
+        /// The renew deadline asked for.
+        renew_deadline: Duration,
+        /// The retry period asked for.
+        retry_period: Duration,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
+    /// An [`Election`](crate::Election) over a lock without fencing
+    /// ([`LockOptions::fencing`](crate::LockOptions::fencing)): its terms are the fences.
+    #[error("an election needs a lock with fencing on: its terms are the quorum's fences")]
+    ElectionWithoutFencing,
     /// An extension or one acquisition asked for a TTL above `max_ttl`, which the restart guard
     /// would not cover: a node restarted without its data could vote again before such a key
     /// would have expired.

@@ -52,6 +52,9 @@ use crate::rules::renewal::{Schedule, default_interval, margin};
 pub struct KeepAlive {
     every: Option<Duration>,
     max_hold: Option<Duration>,
+    /// The least time before the validity ends that the lease stops being trusted: an
+    /// election's leader gives up its renew deadline after its last renewal (`election/`).
+    distrust: Duration,
 }
 
 impl KeepAlive {
@@ -76,6 +79,13 @@ impl KeepAlive {
         self
     }
 
+    /// Stops trusting the lease at least `before` its validity ends (and fires the lost signal
+    /// then), instead of the small default margin.
+    pub(crate) fn distrust(mut self, before: Duration) -> Self {
+        self.distrust = before;
+        self
+    }
+
     /// The schedule for a lock of `ttl`: the interval greater than zero and below the TTL, a
     /// `max_hold` greater than zero.
     fn schedule(&self, ttl: Duration) -> Result<Schedule, ConfigError> {
@@ -90,7 +100,7 @@ impl KeepAlive {
             ttl,
             every,
             max_hold: self.max_hold,
-            margin: margin(ttl),
+            margin: margin(ttl).max(self.distrust),
         })
     }
 }

@@ -96,6 +96,7 @@
 mod acquisition;
 mod custody;
 mod detached;
+mod election;
 mod error;
 mod fenced_write;
 mod guard;
@@ -128,6 +129,7 @@ pub mod model_rules {
 }
 
 pub use detached::Detached;
+pub use election::{Election, ElectionOptions, Leader, Leadership, Observer};
 pub use error::{ConfigError, Error, Lost};
 pub use fenced_write::{Fenced, FencedWrite};
 pub use guard::{Guard, ReleaseReport};

@@ -24,6 +24,7 @@
 //! - `write_back`: the fence's write-back (counter = max(counter, fence) while the key is ours).
 //! - `set`: a set of resources' acquire, release, extend and write-back, each one atomic script.
 //! - `delete_counter`: `DEL` of a retired resource's fence counter.
+//! - `leader`: an election's leader record, published where the lock key is ours, and read.
 
 pub(crate) mod acquire;
 mod acquire_scripts;
@@ -36,6 +37,7 @@ pub(crate) mod extend;
 pub(crate) mod extend_batch;
 mod history;
 mod identify;
+pub(crate) mod leader;
 mod member;
 pub(crate) mod pttl;
 mod redirect;

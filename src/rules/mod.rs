@@ -28,6 +28,7 @@ pub(crate) mod commands;
 #[cfg(feature = "chaos-defects")]
 pub(crate) mod defect;
 pub(crate) mod identity;
+pub(crate) mod leader;
 pub(crate) mod ordering;
 pub(crate) mod patience;
 pub(crate) mod permits;

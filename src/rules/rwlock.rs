@@ -63,7 +63,8 @@ pub(crate) fn mark_key(writer: &[u8]) -> Arc<[u8]> {
     suffixed(writer, b":rw-waiting")
 }
 
-fn suffixed(writer: &[u8], suffix: &[u8]) -> Arc<[u8]> {
+/// `writer` with `suffix` after it: a key of the same lock (in its hash slot on a cluster).
+pub(crate) fn suffixed(writer: &[u8], suffix: &[u8]) -> Arc<[u8]> {
     let mut key = Vec::with_capacity(writer.len().saturating_add(suffix.len()));
     key.extend_from_slice(writer);
     key.extend_from_slice(suffix);

@@ -15,6 +15,7 @@ mod configuration;
 #[cfg(feature = "chaos-defects")]
 mod defects;
 mod detached;
+mod election;
 mod exclusion;
 mod extend_release;
 mod failover;
