@@ -11,7 +11,8 @@
 //! [`write`](Request::write) side of a read-write lock, and where they differ from the lock's options
 //! its TTL, [`Patience`] and [`Owner`]) given to one of three
 //! verbs: [`Lock::acquire`], [`Lock::try_acquire`] and [`Lock::acquire_until`] (and
-//! [`Lock::with_lock`] runs work under a kept lock).
+//! [`Lock::with_lock`] runs work under a kept lock). An [`Election`] elects one leader at a
+//! time over the same nodes, each with a term larger than the last.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -77,7 +78,8 @@
 //! - The API at the top: [`Lock`] (`lock/`: construction, the verbs, waiting for a held lock,
 //!   `with_lock`), a [`Request`] (`request`) and its [`Patience`] (`rules/patience`), one acquisition's flow in
 //!   `acquisition`, sets of [`Resources`] in `resources`, a semaphore's slots in `semaphore/`,
-//!   a read-write lock's downgrade in `rwlock/`,
+//!   a read-write lock's downgrade in `rwlock/`, leader election ([`Election`]) in
+//!   `election/`, what each node holds of a resource ([`Lock::inspect`]) in `inspect`,
 //!   [`Guard`], [`KeptGuard`] and [`Lease`] (`keep_alive`, `lease`), [`LockOptions`]
 //!   (`options`, validated into `settings`), [`NodeConfig`] (`node_config`: a node
 //!   from a URL, the application's own `redis::Client`, or a Redis Cluster's seeds), [`Error`] (`error`) and what each
@@ -101,6 +103,7 @@ mod error;
 mod fenced_write;
 mod guard;
 mod hold;
+mod inspect;
 mod keep_alive;
 mod key_format;
 mod lease;
@@ -133,6 +136,7 @@ pub use election::{Election, ElectionOptions, Leader, Leadership, Observer};
 pub use error::{ConfigError, Error, Lost};
 pub use fenced_write::{Fenced, FencedWrite};
 pub use guard::{Guard, ReleaseReport};
+pub use inspect::{KeyState, NodeState};
 pub use keep_alive::{KeepAlive, KeptGuard};
 pub use key_format::KeyFormat;
 pub use lease::Lease;

@@ -53,6 +53,7 @@ pub struct Election {
     name: Arc<[u8]>,
     key: Arc<[u8]>,
     record_key: Arc<[u8]>,
+    fence_key: Arc<[u8]>,
     options: ElectionOptions,
 }
 
@@ -92,6 +93,7 @@ impl Election {
             lock: lock.clone(),
             name: Arc::from(name.as_ref()),
             record_key: record_key(&key),
+            fence_key: settings.fence_key(name.as_ref())?,
             key,
             options,
         })

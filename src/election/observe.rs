@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::Error;
-use crate::node::leader::read;
+use crate::node::inspect::read;
 use crate::node::subscription::{OnMessage, Subscription};
 use crate::outcome::{NodeOutcome, NodeReply};
 use crate::rules::leader::{View, leader, next_expiry};
@@ -108,7 +108,7 @@ impl Election {
             node_set
                 .nodes
                 .iter()
-                .map(|node| read(node, &self.key, &self.record_key)),
+                .map(|node| read(node, &self.key, &self.record_key, &self.fence_key)),
         )
         .await;
         let quorum = node_set.settings.quorum;

@@ -1,6 +1,6 @@
 //! An election's leader record on one node (`rules/leader.rs`): written by a leader only where
-//! its lock key holds its token, and announced on the record's channel so observers are woken;
-//! read with the lock key's token and `PTTL` in one script, so the three are of one instant.
+//! its lock key holds its token, and announced on the record's channel so observers are woken.
+//! It is read with the lock key in `inspect.rs`.
 
 use std::sync::LazyLock;
 
@@ -9,7 +9,6 @@ use redis::Script;
 use super::Node;
 use super::wire::one_or_zero;
 use crate::outcome::NodeError;
-use crate::rules::leader::{Record, View};
 
 /// Where `KEYS[1]` (the lock key) holds the token `ARGV[1]`, writes the record `KEYS[2]` (token,
 /// term `ARGV[2]`, value `ARGV[3]`), publishes on its name, and answers 1; else 0. The record
@@ -22,14 +21,6 @@ redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], 'token', ARGV[1], 'term', ARGV[2], 'value', ARGV[3])
 redis.call('PUBLISH', KEYS[2], ARGV[2])
 return 1",
-    )
-});
-
-/// The lock key `KEYS[1]`'s token and `PTTL`, and the record `KEYS[2]`'s fields.
-static READ: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"local record = redis.call('HMGET', KEYS[2], 'token', 'term', 'value')
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), record[1], record[2], record[3]}",
     )
 });
 
@@ -55,38 +46,4 @@ pub(crate) async fn publish(
     })
     .await
     .and_then(one_or_zero)
-}
-
-/// What `node` holds of the election whose lock key is `key`.
-pub(crate) async fn read(node: &Node, key: &[u8], record_key: &[u8]) -> Result<View, NodeError> {
-    type Reply = (
-        Option<String>,
-        i64,
-        Option<String>,
-        Option<String>,
-        Option<Vec<u8>>,
-    );
-    let (holder, pttl_ms, token, term, value) = node
-        .run(key, |mut connection, _generation| async move {
-            READ.key(key)
-                .key(record_key)
-                .invoke_async::<Reply>(&mut connection)
-                .await
-        })
-        .await?;
-    let record = match (token, term) {
-        (Some(token), Some(term)) => Some(Record {
-            token,
-            term: term.parse().map_err(|_| {
-                NodeError::Protocol(format!("leader record's term is not a number: {term}"))
-            })?,
-            value: value.unwrap_or_default(),
-        }),
-        _ => None,
-    };
-    Ok(View {
-        holder,
-        pttl_ms,
-        record,
-    })
 }

@@ -24,7 +24,8 @@
 //! - `write_back`: the fence's write-back (counter = max(counter, fence) while the key is ours).
 //! - `set`: a set of resources' acquire, release, extend and write-back, each one atomic script.
 //! - `delete_counter`: `DEL` of a retired resource's fence counter.
-//! - `leader`: an election's leader record, published where the lock key is ours, and read.
+//! - `leader`: an election's leader record, published where the lock key is ours.
+//! - `inspect`: what a node holds of a resource (token, PTTL, fence counter, leader record), in one read.
 
 pub(crate) mod acquire;
 mod acquire_scripts;
@@ -37,6 +38,7 @@ pub(crate) mod extend;
 pub(crate) mod extend_batch;
 mod history;
 mod identify;
+pub(crate) mod inspect;
 pub(crate) mod leader;
 mod member;
 pub(crate) mod pttl;

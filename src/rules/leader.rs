@@ -1,5 +1,5 @@
 //! Who leads an election, from what each node holds: its lock key's token and PTTL, and the
-//! leader record a leader publishes beside it (`node/leader.rs`). A leader is known once a
+//! leader record a leader publishes beside it (`node/leader.rs`, read by `node/inspect.rs`). A leader is known once a
 //! quorum of nodes hold its token and its record both, so a candidate that won the lock but has
 //! not yet published (or crashed before it did) leads nobody, and a record outliving its lock
 //! (released, expired, taken by the next leader) is never read as current.
@@ -32,6 +32,8 @@ pub(crate) struct View {
     pub(crate) pttl_ms: i64,
     /// The leader record there, if any.
     pub(crate) record: Option<Record>,
+    /// The resource's fence counter there, if any.
+    pub(crate) fence: Option<u64>,
 }
 
 /// The leader a quorum agrees on.
@@ -106,6 +108,7 @@ mod tests {
             holder: holder.map(str::to_owned),
             pttl_ms,
             record,
+            fence: None,
         }
     }
 
@@ -170,6 +173,7 @@ mod tests {
                     holder: token(*holder),
                     pttl_ms: *pttl,
                     record: token(*recorded).map(|token| Record { token, term: *term, value: Vec::new() }),
+                    fence: None,
                 })
                 .collect();
             if let Some(seen) = leader(&views, quorum) {

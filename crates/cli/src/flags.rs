@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use quorumlock::{Lock, LockOptions};
+
 /// The environment variable `--nodes` falls back to: comma-separated node URLs.
 pub(crate) const NODES_ENV: &str = "QUORUMLOCK_NODES";
 
@@ -10,6 +12,16 @@ pub(crate) const NODES_ENV: &str = "QUORUMLOCK_NODES";
 pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text)
         .map_err(|e| format!("{e}; durations look like 10s, 500ms or 2m"))
+}
+
+/// The lock over the nodes `--nodes` named (an empty entry, as an empty [`NODES_ENV`] or a
+/// trailing comma gives, names none); the message when there is none or the options fail.
+pub(crate) fn lock_over(mut nodes: Vec<String>, options: LockOptions) -> Result<Lock, String> {
+    nodes.retain(|url| !url.trim().is_empty());
+    if nodes.is_empty() {
+        return Err(format!("no nodes: give --nodes URL,... or set {NODES_ENV}"));
+    }
+    Lock::new(nodes, options).map_err(|error| error.to_string())
 }
 
 #[cfg(test)]

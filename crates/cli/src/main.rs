@@ -3,15 +3,17 @@
 //! scenarios.
 //!
 //! This file is the clap wiring only: each subcommand lives in its own module ([`demo`],
-//! [`run`], [`bench`], [`chaos`]), over what they share: the [`flags`] conventions, [`json`] output,
+//! [`run`], [`elect`], [`status`], [`bench`], [`chaos`]), over what they share: the [`flags`] conventions, [`json`] output,
 //! [`svg`] plot helpers and [`text_table`]s.
 
 mod bench;
 mod chaos;
 mod demo;
+mod elect;
 mod flags;
 mod json;
 mod run;
+mod status;
 mod svg;
 mod text_table;
 mod units;
@@ -43,6 +45,18 @@ enum Command {
     /// Exits with the command's status; 75 when the lock was not acquired, 69 when it was lost
     /// (see the exit statuses below). Needs --nodes or QUORUMLOCK_NODES.
     Run(run::RunArgs),
+    /// Run a command while this process leads an election: campaign (woken, never polling),
+    /// run the command with the term in QUORUMLOCK_TERM, stop it if leadership is lost,
+    /// resign when it exits. With --observe, print each change of leader.
+    ///
+    /// Exit statuses as `run`'s (69: leadership lost). Needs --nodes or QUORUMLOCK_NODES.
+    Elect(elect::ElectArgs),
+    /// Show who holds a resource (or leads an election), node by node: the holder's token
+    /// prefix, the time its key has left, the fence counter, a leader's value.
+    ///
+    /// Exits 1 when fewer than a quorum of nodes could be read. Needs --nodes or
+    /// QUORUMLOCK_NODES.
+    Status(status::StatusArgs),
     /// Benchmark the quorum lock against the single-node lock, side by side in one run.
     ///
     /// Without --nodes it starts local redis-server processes on 127.0.0.1 (some behind fault
@@ -74,6 +88,8 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(args).await,
         Command::Run(args) => return run::run(args).await,
+        Command::Elect(args) => return elect::run(args).await,
+        Command::Status(args) => status::run(args).await,
         Command::Bench(args) => bench::run(args).await,
         Command::Chaos(args) => chaos::run_chaos(args).await,
         Command::BenchWaiters(args) => bench::run_waiters(args).await,
@@ -88,11 +104,13 @@ async fn main() -> ExitCode {
 }
 
 /// Prints clap's message (or the help) and picks the status: clap's own, except that `run`
-/// reports bad usage as EX_USAGE (64), as flock(1) does, so that its usage errors are not 2,
+/// and `elect` report bad usage as EX_USAGE (64), as flock(1) does, so that its usage errors are not 2,
 /// which the command under it may return.
 fn parse_failure(error: &clap::Error) -> ExitCode {
     let _ = error.print();
-    let run_invoked = std::env::args_os().nth(1).is_some_and(|arg| arg == "run");
+    let run_invoked = std::env::args_os()
+        .nth(1)
+        .is_some_and(|arg| arg == "run" || arg == "elect");
     if error.use_stderr() && run_invoked {
         ExitCode::from(run::exit::USAGE)
     } else {

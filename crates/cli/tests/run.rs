@@ -7,15 +7,19 @@
 //! each command that wrote its group id to the scratch directory.
 //!
 //! Over 500 lines as one file on purpose: it is the one file the task names for these tests,
-//! and the scenarios share the cluster, scratch-directory and process helpers at its top.
+//! and the scenarios share the process and key helpers at its top (the cluster, the bound and
+//! the scratch directory are in `common/`, shared with `elect.rs`).
 
-use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use quorumlock_harness::{Backend, ClusterOptions, Persistence, TestCluster};
+mod common;
+
+use common::{BACKENDS, Scratch, bounded, cluster_on, finish, wait_for_file};
+use quorumlock_harness::{Backend, TestCluster};
 use redis::AsyncCommands;
-use rustix::process::{Pid, Signal, kill_process, kill_process_group};
+use rustix::process::{Pid, Signal, kill_process};
 use tokio::process::{Child, Command};
 
 /// `run`'s status for a lost lock.
@@ -24,71 +28,6 @@ const LOCK_LOST: i32 = 69;
 const NOT_ACQUIRED: i32 = 75;
 /// `run`'s status for bad usage.
 const USAGE: i32 = 64;
-
-const BACKENDS: [Backend; 2] = [Backend::Process, Backend::Docker];
-
-/// Three masters that persist every write (so the restart guard lets them vote at once, and
-/// fencing may use them), on `backend`; `None` when that backend is docker and docker cannot be
-/// used here (and is not required).
-async fn cluster_on(backend: Backend) -> Option<TestCluster> {
-    let options = ClusterOptions::default()
-        .nodes(3)
-        .persistence(Persistence::AofAlways)
-        .backend(backend);
-    TestCluster::start_if_usable(options).await.unwrap()
-}
-
-/// Fails the test if `test` takes longer than a minute.
-async fn bounded<F: Future>(test: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(60), test)
-        .await
-        .expect("the test did not finish within 60 s")
-}
-
-/// A temporary directory for the files the commands write. Dropped during a panic, it kills
-/// the process group named in every `*.pgid` file in it (a command writes `$$` there: it leads
-/// its own group), so that no command outlives a failed test.
-struct Scratch {
-    dir: tempfile::TempDir,
-}
-
-impl Scratch {
-    fn new() -> Scratch {
-        Scratch {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        // Only after a failure: on success every command has exited, and its id may be reused.
-        if !std::thread::panicking() {
-            return;
-        }
-        let Ok(entries) = std::fs::read_dir(self.dir.path()) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            if entry.path().extension().is_some_and(|ext| ext == "pgid") {
-                let group = std::fs::read_to_string(entry.path())
-                    .ok()
-                    .and_then(|text| text.trim().parse::<i32>().ok())
-                    .filter(|&pid| pid > 1)
-                    .and_then(Pid::from_raw);
-                if let Some(group) = group {
-                    let _ = kill_process_group(group, Signal::KILL);
-                    // And the process itself, should it not lead its group after all.
-                    let _ = kill_process(group, Signal::KILL);
-                }
-            }
-        }
-    }
-}
 
 /// Starts `quorumlock run --nodes <the cluster's> <flags> -- <command>`, with its output piped
 /// and no `QUORUMLOCK_*` variable of the test's own environment.
@@ -109,19 +48,6 @@ fn start_run(cluster: &TestCluster, flags: &[&str], command: &[&str]) -> Child {
         .kill_on_drop(true)
         .spawn()
         .unwrap()
-}
-
-/// Waits for `run` to exit; its status code and stderr.
-async fn finish(run: Child) -> (Option<i32>, String) {
-    let Output { status, stderr, .. } = run.wait_with_output().await.unwrap();
-    (status.code(), String::from_utf8_lossy(&stderr).into_owned())
-}
-
-/// Waits until `path` exists (a command wrote it), for at most 20 s.
-async fn wait_for_file(path: &Path) {
-    let written =
-        quorumlock_harness::eventually(Duration::from_secs(20), async || path.exists()).await;
-    assert!(written, "{} was not written within 20 s", path.display());
 }
 
 /// The nodes that hold the lock key of `resource`.

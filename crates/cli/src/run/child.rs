@@ -20,13 +20,20 @@ pub(crate) const SLOT_ENV: &str = "QUORUMLOCK_SLOT";
 
 /// What the command is told of the lock it runs under.
 pub(crate) struct Held<'a> {
+    /// The subcommand running it (`run`, `elect`), for its messages.
+    pub(crate) tool: &'static str,
     /// The resource given to `run`.
     pub(crate) resource: &'a str,
     /// With `--permits`, the slot held.
     pub(crate) slot: Option<&'a str>,
     /// With `--fencing`, the fence.
     pub(crate) fence: Option<u64>,
+    /// Under `elect`, the leader's term.
+    pub(crate) term: Option<u64>,
 }
+
+/// The environment variable that carries the leader's term to the command, under `elect`.
+pub(crate) const TERM_ENV: &str = "QUORUMLOCK_TERM";
 /// The environment variable that carries the fence to the command, with `--fencing`.
 pub(crate) const FENCE_ENV: &str = "QUORUMLOCK_FENCE";
 
@@ -64,6 +71,7 @@ impl Signals {
 pub(crate) struct RunningCommand {
     child: Child,
     group: Option<Pid>,
+    tool: &'static str,
 }
 
 /// How the command ended.
@@ -92,6 +100,10 @@ impl RunningCommand {
             Some(fence) => command.env(FENCE_ENV, fence.to_string()),
             None => command.env_remove(FENCE_ENV),
         };
+        match held.term {
+            Some(term) => command.env(TERM_ENV, term.to_string()),
+            None => command.env_remove(TERM_ENV),
+        };
         match held.slot {
             Some(slot) => command.env(SLOT_ENV, slot),
             None => command.env_remove(SLOT_ENV),
@@ -103,7 +115,11 @@ impl RunningCommand {
             .and_then(|pid| i32::try_from(pid).ok())
             .filter(|&pid| pid > 1)
             .and_then(Pid::from_raw);
-        Ok(RunningCommand { child, group })
+        Ok(RunningCommand {
+            child,
+            group,
+            tool: held.tool,
+        })
     }
 
     /// Waits for the command to exit, forwarding the signals `run` gets to its group, and,
@@ -132,7 +148,8 @@ impl RunningCommand {
                 },
                 reason = lease.lost(), if lost.is_none() => {
                     eprintln!(
-                        "quorumlock run: lock lost: {reason}; sending SIGTERM to the command"
+                        "quorumlock {}: lock lost: {reason}; sending SIGTERM to the command",
+                        self.tool
                     );
                     self.signal(Signal::TERM);
                     lost = Some(reason);
@@ -141,8 +158,9 @@ impl RunningCommand {
                 }
                 () = sleep_until(kill_at), if kill_at.is_some() => {
                     eprintln!(
-                        "quorumlock run: the command is still running {} after SIGTERM; \
+                        "quorumlock {}: the command is still running {} after SIGTERM; \
                          sending SIGKILL",
+                        self.tool,
                         humantime::format_duration(kill_after)
                     );
                     self.signal(Signal::KILL);
@@ -161,7 +179,8 @@ impl RunningCommand {
         match kill_process_group(group, signal) {
             Ok(()) | Err(rustix::io::Errno::SRCH) => {}
             Err(error) => eprintln!(
-                "quorumlock run: signalling the command's process group {}: {error}",
+                "quorumlock {}: signalling the command's process group {}: {error}",
+                self.tool,
                 group.as_raw_pid()
             ),
         }

@@ -4,7 +4,7 @@
 //!
 //! [`exit`] holds the exit statuses, [`child`] the command's process group and its signals.
 
-mod child;
+pub(crate) mod child;
 pub(crate) mod exit;
 
 use quorumlock::{Patience, Request};
@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use quorumlock::{KeepAlive, Lock, LockOptions};
+use quorumlock::{KeepAlive, LockOptions};
 
 use crate::flags::{self, NODES_ENV};
 use child::{Held, RunningCommand, Signals};
@@ -83,7 +83,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
 
 async fn run_locked(args: RunArgs) -> u8 {
     let RunArgs {
-        mut nodes,
+        nodes,
         resource,
         ttl,
         wait,
@@ -99,22 +99,9 @@ async fn run_locked(args: RunArgs) -> u8 {
     let Some((program, program_args)) = command.split_first() else {
         return fail(exit::USAGE, "no command given after --");
     };
-    // An empty QUORUMLOCK_NODES, or a trailing comma, names no node.
-    nodes.retain(|url| !url.trim().is_empty());
-    if nodes.is_empty() {
-        return fail(
-            exit::USAGE,
-            &format!("no nodes: give --nodes URL,... or set {NODES_ENV}"),
-        );
-    }
-    let options = LockOptions::new().ttl(ttl).fencing(fencing);
-    let lock = match nodes.as_slice() {
-        [single] => Lock::new([single.clone()], options),
-        _ => Lock::new(nodes, options),
-    };
-    let lock = match lock {
+    let lock = match flags::lock_over(nodes, LockOptions::new().ttl(ttl).fencing(fencing)) {
         Ok(lock) => lock,
-        Err(error) => return fail(exit::USAGE, &error.to_string()),
+        Err(message) => return fail(exit::USAGE, &message),
     };
     // Before acquiring: a signal from now on is ours to handle, so none can end `run` between
     // taking the lock and starting the command.
@@ -160,9 +147,11 @@ async fn run_locked(args: RunArgs) -> u8 {
 
     let slot = permits.map(|_| String::from_utf8_lossy(kept.lease().resource()).into_owned());
     let held = Held {
+        tool: "run",
         resource: &resource,
         slot: slot.as_deref(),
         fence: kept.fence(),
+        term: None,
     };
     let code = match RunningCommand::spawn(program, program_args, &held) {
         Err(error) => {
