@@ -10,7 +10,7 @@ use std::time::Duration;
 use quorumlock::{Election, ElectionOptions, Leader, LockOptions};
 
 use crate::flags::{self, NODES_ENV};
-use crate::run::child::{Held, RunningCommand, Signals};
+use crate::run::child::{Held, Signals, run_under};
 use crate::run::exit;
 
 /// Arguments of `quorumlock elect`.
@@ -129,27 +129,15 @@ async fn elect(args: ElectArgs) -> u8 {
         fence: Some(leadership.term()),
         term: Some(leadership.term()),
     };
-    let code = match RunningCommand::spawn(program, program_args, &held) {
-        Err(error) => {
-            let code = if error.kind() == std::io::ErrorKind::NotFound {
-                exit::NOT_FOUND
-            } else {
-                exit::CANNOT_EXECUTE
-            };
-            fail(code, &format!("cannot run {program:?}: {error}"))
-        }
-        Ok(running) => {
-            let lease = leadership.lease();
-            match running
-                .supervise(&lease, args.kill_after, &mut signals)
-                .await
-            {
-                Ok(ended) if ended.lost.is_some() => exit::LOCK_LOST,
-                Ok(ended) => exit::of_command(ended.status),
-                Err(error) => fail(exit::OS_ERROR, &format!("waiting for the command: {error}")),
-            }
-        }
-    };
+    let code = run_under(
+        program,
+        program_args,
+        &held,
+        &leadership.lease(),
+        args.kill_after,
+        &mut signals,
+    )
+    .await;
     leadership.resign().await;
     code
 }

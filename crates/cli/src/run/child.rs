@@ -187,6 +187,38 @@ impl RunningCommand {
     }
 }
 
+/// Runs `program` under `lease` as `run` and `elect` do: spawned with what it holds in its
+/// environment, supervised until it exits; its status, [`LOCK_LOST`](super::exit::LOCK_LOST)
+/// if the lease was lost meanwhile, or the status of what kept it from running (said on stderr).
+pub(crate) async fn run_under(
+    program: &OsString,
+    args: &[OsString],
+    held: &Held<'_>,
+    lease: &Lease,
+    kill_after: Duration,
+    signals: &mut Signals,
+) -> u8 {
+    use super::exit;
+    match RunningCommand::spawn(program, args, held) {
+        Err(error) => {
+            eprintln!("quorumlock {}: cannot run {program:?}: {error}", held.tool);
+            if error.kind() == io::ErrorKind::NotFound {
+                exit::NOT_FOUND
+            } else {
+                exit::CANNOT_EXECUTE
+            }
+        }
+        Ok(running) => match running.supervise(lease, kill_after, signals).await {
+            Ok(ended) if ended.lost.is_some() => exit::LOCK_LOST,
+            Ok(ended) => exit::of_command(ended.status),
+            Err(error) => {
+                eprintln!("quorumlock {}: waiting for the command: {error}", held.tool);
+                exit::OS_ERROR
+            }
+        },
+    }
+}
+
 /// Completes at `at`; never without one.
 async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use quorumlock::{KeepAlive, LockOptions};
 
 use crate::flags::{self, NODES_ENV};
-use child::{Held, RunningCommand, Signals};
+use child::{Held, Signals, run_under};
 
 /// Arguments of `quorumlock run`.
 #[derive(clap::Args, Debug)]
@@ -153,21 +153,15 @@ async fn run_locked(args: RunArgs) -> u8 {
         fence: kept.fence(),
         term: None,
     };
-    let code = match RunningCommand::spawn(program, program_args, &held) {
-        Err(error) => {
-            let code = if error.kind() == std::io::ErrorKind::NotFound {
-                exit::NOT_FOUND
-            } else {
-                exit::CANNOT_EXECUTE
-            };
-            fail(code, &format!("cannot run {program:?}: {error}"))
-        }
-        Ok(running) => match running.supervise(&kept, kill_after, &mut signals).await {
-            Ok(ended) if ended.lost.is_some() => exit::LOCK_LOST,
-            Ok(ended) => exit::of_command(ended.status),
-            Err(error) => fail(exit::OS_ERROR, &format!("waiting for the command: {error}")),
-        },
-    };
+    let code = run_under(
+        program,
+        program_args,
+        &held,
+        &kept.lease(),
+        kill_after,
+        &mut signals,
+    )
+    .await;
     kept.release().await;
     lock.settle().await;
     code
