@@ -34,6 +34,7 @@ pub struct Leadership {
     kept: KeptGuard,
     term: u64,
     value: Vec<u8>,
+    elected_at: std::time::Instant,
 }
 
 impl Leadership {
@@ -46,6 +47,12 @@ impl Leadership {
     /// The value published with it.
     pub fn value(&self) -> &[u8] {
         &self.value
+    }
+
+    /// When the quorum's decision that made this leader was made: leadership counts from
+    /// here (its validity was measured from the acquisition's start, before it).
+    pub fn elected_at(&self) -> std::time::Instant {
+        self.elected_at
     }
 
     /// A handle on the lease, for the code that leads.
@@ -97,6 +104,7 @@ impl Election {
             .patience(Patience::Wait(FOREVER));
         let guard = self.lock.acquire(request).await?;
         let term = guard.fence().unwrap_or(0);
+        let elected_at = guard.decided_at();
         if let Err(error) = self.publish(&guard, term, &value).await {
             guard.release().await;
             return Err(error);
@@ -107,7 +115,12 @@ impl Election {
                 .saturating_sub(self.options.renew_deadline),
         );
         let kept = guard.keep_alive(keep_alive)?;
-        Ok(Leadership { kept, term, value })
+        Ok(Leadership {
+            kept,
+            term,
+            value,
+            elected_at,
+        })
     }
 
     /// Waits to be elected as [`campaign`](Election::campaign) does, runs `work` while leading,

@@ -51,6 +51,9 @@
 //! (`checker/keep_alive.rs`): their lost signal came by the end of their validity
 //! ([`LateLoss`]), and no write of theirs was invoked after it ([`WriteAfterLoss`]).
 //!
+//! An election's leaders ([`Hold::term`]) are checked against its promise (`checker/terms.rs`):
+//! each leader's term larger than every earlier leader's ([`TermRegression`]).
+//!
 //! Calls that waited for the lock are checked against their deadline (`checker/waits.rs`): each
 //! returned by it plus the one attempt it may finish ([`LateWaiter`]).
 
@@ -59,6 +62,7 @@ mod fence_repeats;
 mod keep_alive;
 mod permits;
 mod sides;
+mod terms;
 mod waits;
 
 use std::collections::{BTreeMap, HashMap};
@@ -72,6 +76,7 @@ pub use fence_repeats::FenceRepeat;
 pub use keep_alive::{KeepAliveSummary, LateLoss, WriteAfterLoss};
 pub use permits::{OverPermits, PermitUse};
 pub use sides::{SideUse, WriterBeside};
+pub use terms::{TermRegression, TermUse};
 pub use waits::{LateWaiter, WaitSummary};
 
 /// One side of a [`Violation`].
@@ -278,6 +283,10 @@ pub struct CheckReport {
     pub writers_beside: Vec<WriterBeside>,
     /// Each read-write lock's holds by side and the most readers at once.
     pub sides: Vec<SideUse>,
+    /// Every election leader whose term was not larger than an earlier leader's.
+    pub term_regressions: Vec<TermRegression>,
+    /// Each election's leaders and terms.
+    pub terms: Vec<TermUse>,
     /// The holds kept alive: how many were extended, and lost (by reason).
     pub keep_alive: KeepAliveSummary,
     /// Every hold kept alive whose lost signal came after its validity ended, or never came
@@ -314,6 +323,7 @@ impl CheckReport {
         self.violations.is_empty()
             && self.over_permits.is_empty()
             && self.writers_beside.is_empty()
+            && self.term_regressions.is_empty()
             && self.stale_writes.is_empty()
             && self.lost_writes.is_empty()
             && self.interleaved.is_empty()
@@ -336,6 +346,7 @@ pub fn check(history: &History) -> CheckReport {
     let (late_losses, stalled_losses) = keep_alive::late_losses(&history.holds, &history.stalls);
     let (permits, over_permits) = permits::permits(history);
     let (sides, writers_beside) = sides::sides(history);
+    let (terms, term_regressions) = terms::terms(&history.holds);
     let ended_by_release = history
         .holds
         .iter()
@@ -363,6 +374,8 @@ pub fn check(history: &History) -> CheckReport {
         permits,
         writers_beside,
         sides,
+        term_regressions,
+        terms,
         late_losses,
         stalled_losses,
         stalls: StallSummary::of(&history.stalls),

@@ -87,6 +87,8 @@ pub struct Hold {
     /// What the keep-alive's lease said, for a hold kept alive (`None`: the holder kept the
     /// guard itself).
     pub keep_alive: Option<KeptLease>,
+    /// An election leader's term (`None`: a lock's hold).
+    pub term: Option<u64>,
 }
 
 /// What the lease of a hold kept alive said: how far its trusted deadline lies before the
@@ -164,7 +166,15 @@ impl Hold {
             extensions: 0,
             released_us: None,
             keep_alive: None,
+            term: None,
         }
+    }
+
+    /// Marks the hold as an election leader's, of `term`.
+    #[must_use]
+    pub fn led(mut self, term: u64) -> Hold {
+        self.term = Some(term);
+        self
     }
 
     /// Sets when the acquire call started.
@@ -803,6 +813,13 @@ impl Recorder {
         let mut history = self.lock();
         history.holds.push(hold);
         HoldId(history.holds.len() - 1)
+    }
+
+    /// Records that `hold` is an election leader's, of `term`.
+    pub fn term(&self, hold: HoldId, term: u64) {
+        if let Some(hold) = self.lock().holds.get_mut(hold.0) {
+            hold.term = Some(term);
+        }
     }
 
     /// Records that the holder of `hold` started to release at `released`.

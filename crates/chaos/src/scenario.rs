@@ -113,6 +113,12 @@ pub enum Scenario {
     /// a while; a writer writes to the resource's register. Safe: never a writer beside any other
     /// holder of its lock, and readers held together.
     ReadWrite,
+    /// One election per resource ([`Election`](quorumlock::Election)), every client a
+    /// candidate under the seeded nemesis of [`Random`](Scenario::Random): a leader writes to
+    /// the resource's register with its term as the fence, then resigns; with fencing (terms
+    /// are fences). Safe: one leader at a time, and each leader's term larger than every
+    /// earlier leader's.
+    Election,
     /// Many leases kept alive at once under the seeded nemesis of [`Random`](Scenario::Random):
     /// each client's holds of its contended resource are kept alive (as in
     /// [`KeepAliveLoss`](Scenario::KeepAliveLoss)), and its lock also keeps a lease on every
@@ -143,7 +149,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order `all` runs them.
-    pub const ALL: [Scenario; 28] = [
+    pub const ALL: [Scenario; 29] = [
         Scenario::Baseline,
         Scenario::MinorityCrash,
         Scenario::MinorityFreeze,
@@ -169,6 +175,7 @@ impl Scenario {
         Scenario::Sets,
         Scenario::Semaphore,
         Scenario::ReadWrite,
+        Scenario::Election,
         Scenario::ManyLeases,
         Scenario::NoLock,
         Scenario::Random,
@@ -207,6 +214,7 @@ impl Scenario {
             Scenario::Sets => "sets",
             Scenario::Semaphore => "semaphore",
             Scenario::ReadWrite => "rwlock",
+            Scenario::Election => "election",
             Scenario::ManyLeases => "many-leases",
             Scenario::NoLock => "no-lock",
             Scenario::Random => "random",
@@ -278,6 +286,9 @@ impl Scenario {
             Scenario::ReadWrite => {
                 "each client reads (3 in 4) or writes one read-write lock per resource; seeded nemesis as random"
             }
+            Scenario::Election => {
+                "every client campaigns in one election per resource and writes with its term; seeded nemesis as random"
+            }
             Scenario::ManyLeases => {
                 "kept holds, and a lease kept on every bulk resource a client wins (2 contenders each, 1,200 in all by default), TTL at least 1 s; seeded nemesis as random"
             }
@@ -341,10 +352,11 @@ impl Scenario {
     }
 
     /// Whether the clients' locks hand out fences, and the protected writes carry them, by
-    /// default: only in [`ClientStallFenced`](Scenario::ClientStallFenced)
+    /// default: only in [`ClientStallFenced`](Scenario::ClientStallFenced) and
+    /// [`Election`](Scenario::Election), whose terms are fences
     /// ([`RunOptions::fencing`](crate::RunOptions::fencing) turns them on everywhere).
     pub fn fencing(self) -> bool {
-        self == Scenario::ClientStallFenced
+        matches!(self, Scenario::ClientStallFenced | Scenario::Election)
     }
 
     /// Whether the clients' locks run with the restart guard by default: on (the library's
@@ -472,7 +484,7 @@ mod tests {
         for scenario in Scenario::ALL {
             assert_eq!(
                 scenario.fencing(),
-                scenario == Scenario::ClientStallFenced,
+                matches!(scenario, Scenario::ClientStallFenced | Scenario::Election),
                 "{scenario}"
             );
             let stall = matches!(

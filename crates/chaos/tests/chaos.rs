@@ -479,6 +479,27 @@ async fn a_writer_ignoring_the_readers_is_caught() {
     assert!(!report.check.is_safe());
 }
 
+/// One election per resource, every client a candidate under the seeded nemesis: one leader at
+/// a time (no two holds overlap), each leader's term larger than every earlier leader's, and
+/// hand-overs happened (the run's self-check fails unless an election had two leaders).
+// promise: election-term
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_election_under_the_nemesis_has_one_leader_per_term_and_terms_grow() {
+    let options = options().seed(NEMESIS_SEED).resources(2);
+    let report = assert_safe_with(Scenario::Election, &options).await;
+    assert!(
+        report.check.term_regressions.is_empty(),
+        "{:#?}",
+        report.check.term_regressions
+    );
+    assert_eq!(report.check.terms.len(), 2, "{:#?}", report.check.terms);
+    assert!(
+        report.check.terms.iter().any(|used| used.leaders >= 2),
+        "{:#?}",
+        report.check.terms
+    );
+}
+
 /// A seed whose 3 s schedule at the many-leases TTL (1 s) freezes a majority long enough for
 /// kept leases to be lost (SIGSTOP, then a black hole).
 const LEASES_LOST_SEED: u64 = 3;

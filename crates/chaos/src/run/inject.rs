@@ -195,6 +195,7 @@ impl Faults<'_> {
             | Scenario::Sets
             | Scenario::Semaphore
             | Scenario::ReadWrite
+            | Scenario::Election
             | Scenario::ManyLeases
             | Scenario::Waiters => {
                 if let Some(schedule) = self.nemesis {

@@ -48,8 +48,9 @@ use faults::Faults;
 use inject::waiters_in_turn;
 use store::Store;
 use workload::{
-    Client, ClientPlan, PAUSE_LABEL, SEMAPHORE, bulk_resources, keep_many, many_kept_at_once,
-    semaphore_full, sides_used, ttl_for_leases, waited_in_turn, warm_up_resource,
+    Client, ClientPlan, PAUSE_LABEL, SEMAPHORE, bulk_resources, keep_many, leaders_elected,
+    many_kept_at_once, semaphore_full, sides_used, ttl_for_leases, waited_in_turn,
+    warm_up_resource,
 };
 
 pub use cluster_members::{SHARD_KILLED_LABEL, SLOT_MIGRATED_LABEL};
@@ -160,12 +161,14 @@ fn cluster_options(scenario: Scenario, options: &RunOptions, clocks: bool) -> Cl
     }
 }
 
-/// What the nodes keep across a restart: everything in `restart-aof`, and in `random` when the
-/// restart guard is off (its kills stay safe only if no restarted node forgets a key; see
-/// [`crate::nemesis`]); nothing elsewhere.
+/// What the nodes keep across a restart: everything in `restart-aof`, in `election` (its terms
+/// are fences, which grow across restarts only on nodes that keep them: the nemesis restarts
+/// majorities at once, beyond what `fence_volatile_nodes` recovers from, `docs/fencing.md`),
+/// and in `random` when the restart guard is off (its kills stay safe only if no restarted node
+/// forgets a key; see [`crate::nemesis`]); nothing elsewhere.
 fn persistence(scenario: Scenario, options: &RunOptions) -> Persistence {
     match scenario {
-        Scenario::RestartAof => Persistence::AofAlways,
+        Scenario::RestartAof | Scenario::Election => Persistence::AofAlways,
         Scenario::Random
         | Scenario::Sets
         | Scenario::Semaphore
@@ -304,6 +307,8 @@ async fn run_on(
             clients.spawn(client.take_permits(lock, semaphore.clone()));
         } else if sides {
             clients.spawn(client.take_sides(lock));
+        } else if scenario == Scenario::Election {
+            clients.spawn(client.campaign(lock));
         } else {
             clients.spawn(client.run(lock));
         }
@@ -316,6 +321,7 @@ async fn run_on(
             | Scenario::Sets
             | Scenario::Semaphore
             | Scenario::ReadWrite
+            | Scenario::Election
             | Scenario::ManyLeases
     )
     .then(|| {
@@ -374,6 +380,9 @@ async fn run_on(
     }
     if sides {
         sides_used(&check, &mut notes)?;
+    }
+    if scenario == Scenario::Election {
+        leaders_elected(&check, &mut notes)?;
     }
     Ok(ScenarioReport {
         scenario,

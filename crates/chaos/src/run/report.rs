@@ -130,9 +130,11 @@ impl ScenarioReport {
         let late_waiters = self.check.late_waiters.iter().map(LateWaiter::due_us);
         let over_permits = self.check.over_permits.iter().map(|over| over.at_us);
         let writers_beside = self.check.writers_beside.iter().map(|beside| beside.at_us);
+        let terms = self.check.term_regressions.iter().map(|back| back.at_us);
         overlaps
             .chain(over_permits)
             .chain(writers_beside)
+            .chain(terms)
             .chain(stale)
             .chain(interleaved)
             .chain(late_losses)

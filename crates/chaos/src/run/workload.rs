@@ -12,13 +12,15 @@
 //! (`workload/sets.rs`); in [`Scenario::Semaphore`](crate::Scenario::Semaphore) each takes
 //! one or two permits of one semaphore (`workload/permits.rs`); in
 //! [`Scenario::ReadWrite`](crate::Scenario::ReadWrite) each reads or writes its resource's
-//! read-write lock (`workload/sides.rs`); in [`Scenario::ManyLeases`](crate::Scenario::ManyLeases) each lock
+//! read-write lock (`workload/sides.rs`); in [`Scenario::Election`](crate::Scenario::Election)
+//! each campaigns in its resource's election (`workload/leaders.rs`); in [`Scenario::ManyLeases`](crate::Scenario::ManyLeases) each lock
 //! also keeps many bulk leases (`workload/many.rs`).
 //!
 //! (Just over 500 lines: the behaviours, the stall and the writes all work on one client's
 //! state and timing constants, which are easier to check side by side.)
 
 mod kept;
+mod leaders;
 mod many;
 mod permits;
 mod sets;
@@ -34,6 +36,7 @@ use tokio::sync::watch;
 
 use super::store::StoreClient;
 use crate::history::{HoldId, Outcome, Recorder, StampedWrite};
+pub(super) use leaders::leaders_elected;
 pub(super) use many::{bulk_resources, keep_many, many_kept_at_once, ttl_for_leases};
 pub(super) use permits::{SEMAPHORE, semaphore_full};
 pub(super) use sides::sides_used;

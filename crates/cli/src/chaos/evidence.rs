@@ -78,9 +78,16 @@ pub(super) fn evidence(report: &ScenarioReport) -> Vec<String> {
             beside.at_us
         )
     });
+    let terms = check.term_regressions.iter().take(SHOWN).map(|back| {
+        format!(
+            "  election {}: leader {} of term {} elected at {} µs after leader {} of term {}",
+            back.election, back.later.0, back.later.1, back.at_us, back.earlier.0, back.earlier.1
+        )
+    });
     violations
         .chain(over_permits)
         .chain(writers_beside)
+        .chain(terms)
         .chain(stale)
         .collect()
 }

@@ -361,7 +361,8 @@ fn summarize(
             ExpectedVsObserved::UnexpectedViolation => {
                 println!(
                     "FAIL {}: expected safe, but {} violation(s), {} time(s) over a semaphore's \
-                     permits, {} writer(s) beside another holder, {} stale write(s), {} lost \
+                     permits, {} writer(s) beside another holder, {} term(s) not above an \
+                     earlier leader's, {} stale write(s), {} lost \
                      write(s), {} interleaving(s), {} fence regression(s), {} fence \
                      repeat(s), {} late lost signal(s), {} write(s) after a lost signal and {} \
                      late waiter(s){}",
@@ -369,6 +370,7 @@ fn summarize(
                     report.check.violations.len(),
                     report.check.over_permits.len(),
                     report.check.writers_beside.len(),
+                    report.check.term_regressions.len(),
                     report.check.stale_writes.len(),
                     report.check.lost_writes.len(),
                     report.check.interleaved.len(),

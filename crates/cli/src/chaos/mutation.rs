@@ -68,6 +68,7 @@ pub(super) fn score_table(defects: &[Defect], reports: &[ScenarioReport]) -> Str
                 let findings = report.check.violations.len()
                     + report.check.over_permits.len()
                     + report.check.writers_beside.len()
+                    + report.check.term_regressions.len()
                     + report.check.stale_writes.len();
                 format!("{} ({findings})", report.scenario)
             })

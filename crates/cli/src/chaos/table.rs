@@ -92,10 +92,13 @@ pub(super) fn table(reports: &[ScenarioReport]) -> String {
             report.scenario.name().to_owned(),
             expected(report).to_owned(),
             observed.to_owned(),
-            // A semaphore over its permits, a writer beside another holder: violations of their
-            // bounds.
-            (check.violations.len() + check.over_permits.len() + check.writers_beside.len())
-                .to_string(),
+            // A semaphore over its permits, a writer beside another holder, a term led twice or
+            // going back: violations of their bounds.
+            (check.violations.len()
+                + check.over_permits.len()
+                + check.writers_beside.len()
+                + check.term_regressions.len())
+            .to_string(),
             check.stale_writes.len().to_string(),
             check.rejected_writes.to_string(),
             check.lost_writes.len().to_string(),
