@@ -3,6 +3,7 @@
 //! where the assumption is dropped, in which the checker finds the counterexample named here. A
 //! change to the checker's answer fails the scenario's test.
 
+use quorumlock_model::protocols::election::TERMS_GROW;
 use quorumlock_model::protocols::lease::{MUTUAL_EXCLUSION, QUORUM_BACKED};
 use quorumlock_model::protocols::rwlock::EXCLUSIVE_WRITER;
 use quorumlock_model::protocols::semaphore::PERMITS_BOUND;
@@ -101,4 +102,18 @@ fn a_read_write_lock_never_lets_a_writer_hold_beside_anyone() {
 #[test]
 fn a_downgrade_that_stays_exclusive_until_a_majority_converted_lets_a_reader_in() {
     expect(Protocol::RwLockLateDowngrade, &[EXCLUSIVE_WRITER]);
+}
+
+// promise: model-protocols
+// promise: election-term
+#[test]
+fn an_elections_terms_from_the_quorum_grow_with_one_leader_at_a_time() {
+    let report = expect(Protocol::Election, &[]);
+    assert!(report.exhaustive);
+}
+
+// promise: model-protocols
+#[test]
+fn a_term_taken_from_one_node_is_led_twice() {
+    expect(Protocol::ElectionTermFromOneNode, &[TERMS_GROW]);
 }

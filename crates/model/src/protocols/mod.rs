@@ -1,14 +1,15 @@
 //! The lock's other protocols, each a small model of its own beside the fencing model: the
 //! batched keep-alive that writes a missing key back, waiting woken on release, failover
 //! detection (`lease.rs`, one model with each protocol's assumption as a parameter), sets of
-//! resources (`sets.rs`), semaphores (`semaphore.rs`), and the read-write lock's design
-//! (`rwlock.rs`). Each scenario names what it assumes; for every protocol one scenario
+//! resources (`sets.rs`), semaphores (`semaphore.rs`), the read-write lock's design
+//! (`rwlock.rs`), and leader election's terms (`election.rs`). Each scenario names what it assumes; for every protocol one scenario
 //! keeps its assumptions and holds, and one drops an assumption and finds a counterexample.
 //!
 //! These models are smaller than the fencing model: no symmetry reduction, and a counterexample
 //! is the list of actions that leads to it. The quorum tally and the validity are the library's
 //! (`quorumlock::model_rules`).
 
+pub mod election;
 pub mod lease;
 pub mod rwlock;
 pub mod semaphore;
@@ -52,11 +53,16 @@ pub enum Protocol {
     RwLock,
     /// As [`Protocol::RwLock`], a downgrading writer exclusive until a majority converted.
     RwLockLateDowngrade,
+    /// Leader election: a leader holds the lock on a majority, its term the highest counter of
+    /// the granting nodes, written back before it leads.
+    Election,
+    /// As [`Protocol::Election`], the term taken from one granting node.
+    ElectionTermFromOneNode,
 }
 
 impl Protocol {
     /// Every protocol scenario, in the order the docs present them.
-    pub const ALL: [Protocol; 12] = [
+    pub const ALL: [Protocol; 14] = [
         Protocol::KeepAlive,
         Protocol::KeepAliveFillUnguarded,
         Protocol::Waiting,
@@ -69,6 +75,8 @@ impl Protocol {
         Protocol::SemaphoreCounter,
         Protocol::RwLock,
         Protocol::RwLockLateDowngrade,
+        Protocol::Election,
+        Protocol::ElectionTermFromOneNode,
     ];
 
     /// The name on the command line.
@@ -86,6 +94,8 @@ impl Protocol {
             Protocol::SemaphoreCounter => "semaphore-counter",
             Protocol::RwLock => "rwlock",
             Protocol::RwLockLateDowngrade => "rwlock-late-downgrade",
+            Protocol::Election => "election",
+            Protocol::ElectionTermFromOneNode => "election-term-from-one-node",
         }
     }
 
@@ -143,6 +153,13 @@ impl Protocol {
                 "as rwlock, but a downgrading writer takes itself for the writer until its \
                  downgrade has landed on a majority"
             }
+            Protocol::Election => {
+                "three candidates; a leader holds the lock on a majority, its term the highest \
+                 fence counter of the nodes that granted, written back before it leads; it resigns"
+            }
+            Protocol::ElectionTermFromOneNode => {
+                "as election, but the term is the counter of the first node that granted"
+            }
         }
     }
 
@@ -154,7 +171,8 @@ impl Protocol {
             | Protocol::Failover
             | Protocol::Sets
             | Protocol::Semaphore
-            | Protocol::RwLock => &[],
+            | Protocol::RwLock
+            | Protocol::Election => &[],
             Protocol::KeepAliveFillUnguarded | Protocol::FailoverUndetected => {
                 &[lease::MUTUAL_EXCLUSION]
             }
@@ -162,6 +180,7 @@ impl Protocol {
             Protocol::SetsSplitStep => &[sets::EXCLUSION],
             Protocol::SemaphoreCounter => &[semaphore::PERMITS_BOUND],
             Protocol::RwLockLateDowngrade => &[rwlock::EXCLUSIVE_WRITER],
+            Protocol::ElectionTermFromOneNode => &[election::TERMS_GROW],
         }
     }
 
@@ -174,6 +193,8 @@ impl Protocol {
             Protocol::SemaphoreCounter => explore(self, semaphore::SemaphoreModel::new(true)),
             Protocol::RwLock => explore(self, rwlock::RwLockModel::new(false)),
             Protocol::RwLockLateDowngrade => explore(self, rwlock::RwLockModel::new(true)),
+            Protocol::Election => explore(self, election::ElectionModel::new(false)),
+            Protocol::ElectionTermFromOneNode => explore(self, election::ElectionModel::new(true)),
             lease => explore(self, lease::LeaseModel::new(lease::LeaseConfig::of(lease))),
         }
     }
