@@ -14,6 +14,7 @@ mod alloc;
 mod cdf;
 mod contended;
 mod contender;
+mod election;
 mod faults;
 mod fencing;
 mod kept;
@@ -71,6 +72,7 @@ Examples:
   quorumlock bench --only kept
   quorumlock bench --only verbs
   quorumlock bench --only rwlock
+  quorumlock bench --only election
   quorumlock bench --nodes redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379")]
 pub struct BenchArgs {
     /// Comma-separated node URLs of your own deployment (redis://host:port). The first one is
@@ -125,6 +127,9 @@ enum Section {
     /// A read-write lock on five local nodes: a free read against a free lock, and one writer
     /// among 15 readers.
     Rwlock,
+    /// Leader election on five local nodes: the hand-over after a resignation, what an
+    /// observer hears, the fail-over when the leader's process is killed.
+    Election,
 }
 
 /// The longest `--ttl`.
@@ -171,6 +176,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         Some(Section::Kept) => return kept_alone::run(args.quick, &args.leases).await,
         Some(Section::Verbs) => return run_verbs_alone(args.quick).await,
         Some(Section::Rwlock) => return run_rwlock_alone(args).await,
+        Some(Section::Election) => return run_election_alone(args.quick).await,
         None => {}
     }
     let ttl = args.ttl;
@@ -506,6 +512,22 @@ async fn run_rwlock_alone(args: BenchArgs) -> Result<(), String> {
         args.ttl.as_millis()
     );
     print!("{}", rwlock::render(&bench));
+    print!("{}", render_targets(&bench.targets()));
+    drop(cluster);
+    Ok(())
+}
+
+/// `--only election`: the election section alone, on five fresh local nodes.
+async fn run_election_alone(quick: bool) -> Result<(), String> {
+    let (cluster, urls, version) = five_local_nodes().await?;
+    let bench = election::election(&urls, quick).await?;
+    let nproc = std::thread::available_parallelism().map_or(0, usize::from);
+    println!(
+        "\nquorumlock bench --only election ({}) — {nproc} CPUs ({}), redis {version}",
+        if quick { "quick" } else { "full" },
+        cpu_model(),
+    );
+    print!("{}", election::render(&bench));
     print!("{}", render_targets(&bench.targets()));
     drop(cluster);
     Ok(())

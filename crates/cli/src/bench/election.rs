@@ -1,0 +1,345 @@
+//! The election section (issue 34), on five local nodes that persist every write: the quorum
+//! round trip (a free key's `try_acquire`); the hand-over after a resignation (the leader
+//! resigns, a candidate waiting in another `Lock` is elected); what an observer in a third
+//! `Lock` hears, and how long after the new leader was elected; and the fail-over when the
+//! leader's process is killed (a `quorumlock elect` child, SIGKILL: nothing resigns, the
+//! candidate is elected once the lease has run out). Every loop is bounded in count and time.
+
+use std::fmt::Write as _;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use quorumlock::{Election, ElectionOptions, Lock, LockOptions, Patience};
+use rustix::process::{Pid, Signal, kill_process, kill_process_group};
+use serde::Serialize;
+
+use super::stats::{Row, Tally, record};
+use super::targets::{Target, at_most};
+use crate::text_table::aligned;
+use crate::units::fmt_us;
+
+/// The hand-over rows' lease: long, so that only a wake-up elects the next leader in time.
+const SLOW_LEASE: Duration = Duration::from_secs(30);
+/// The fail-over rows' lease, renew deadline and retry period.
+const FAILOVER_LEASE: Duration = Duration::from_secs(1);
+/// How long any one wait in the section lasts at most.
+const CAP: Duration = Duration::from_secs(20);
+
+/// What the section measured.
+#[derive(Debug, Serialize)]
+pub(super) struct ElectionBench {
+    /// A free key's `try_acquire` (one quorum round trip), then its release.
+    rtt: Row,
+    /// From the leader's `resign()` call to the waiting candidate's `campaign` returning.
+    after_resign: Row,
+    /// From a new leader's `campaign` returning to an observer's `changed()` returning it.
+    observed: Row,
+    /// From SIGKILL to the leader's process to the waiting candidate's `campaign` returning.
+    failover: Row,
+}
+
+/// Runs the section on the five nodes at `urls` (they persist every write).
+pub(super) async fn election(urls: &[String], quick: bool) -> Result<ElectionBench, String> {
+    let (handovers, failovers, cycles) = if quick {
+        (20, 3, 300)
+    } else {
+        (100, 10, 2_000)
+    };
+    let run = format!("{:08x}", rand::random::<u32>());
+    let lock = |ttl: Duration| {
+        Lock::new(
+            urls.iter().cloned(),
+            LockOptions::new()
+                .ttl(ttl)
+                .fencing(true)
+                .key_prefix(format!("quorumlock-bench-election:{run}:"))
+                .fence_prefix(format!("quorumlock-bench-election-fence:{run}:")),
+        )
+        .map_err(|e| format!("election: {e}"))
+    };
+    // One quorum round trip: an unfenced lock's acquisition (a fenced one adds its write-back).
+    let unfenced = Lock::new(
+        urls.iter().cloned(),
+        LockOptions::new()
+            .ttl(SLOW_LEASE)
+            .key_prefix(format!("quorumlock-bench-election:{run}:")),
+    )
+    .map_err(|e| format!("election: {e}"))?;
+    let rtt = round_trip(&unfenced, cycles).await;
+    let (after_resign, observed) = handovers_of(
+        [lock(SLOW_LEASE)?, lock(SLOW_LEASE)?, lock(SLOW_LEASE)?],
+        handovers,
+    )
+    .await?;
+    // The child `quorumlock elect` uses the default key prefixes: so does its candidate, under
+    // a name of this run's.
+    let failover_lock = Lock::new(
+        urls.iter().cloned(),
+        LockOptions::new().ttl(FAILOVER_LEASE).fencing(true),
+    )
+    .map_err(|e| format!("election: {e}"))?;
+    let failover =
+        failovers_of(&failover_lock, urls, &format!("failover-{run}"), failovers).await?;
+    Ok(ElectionBench {
+        rtt: Row::new(
+            "election/rtt",
+            "free key, 1 task",
+            "quorum-5",
+            "try_acquire",
+            rtt,
+        ),
+        after_resign: Row::new(
+            "election/after-resign",
+            "leader resigns, 1 candidate waiting",
+            "quorum-5",
+            "hand-over",
+            after_resign,
+        ),
+        observed: Row::new(
+            "election/observed",
+            "1 observer, after each hand-over",
+            "quorum-5",
+            "heard",
+            observed,
+        ),
+        failover: Row::new(
+            "election/failover",
+            "leader's process killed, lease 1 s",
+            "quorum-5",
+            "fail-over",
+            failover,
+        ),
+    })
+}
+
+/// `cycles` acquisitions of free keys, timed, each released.
+async fn round_trip(lock: &Lock, cycles: u64) -> Tally {
+    let mut tally = Tally::new();
+    let cap = Instant::now() + CAP;
+    for n in 0..cycles {
+        let key = format!("rtt:{n}");
+        let request = quorumlock::Request::from(key.as_str()).patience(Patience::Once);
+        let started = Instant::now();
+        match lock.acquire(request).await {
+            Ok(guard) => {
+                record(&mut tally.hist, started.elapsed());
+                guard.release().await;
+            }
+            Err(_) => tally.errors += 1,
+        }
+        if Instant::now() > cap {
+            break;
+        }
+    }
+    tally
+}
+
+/// The election timing of a lease of `lease`.
+fn options(lease: Duration) -> ElectionOptions {
+    ElectionOptions::new()
+        .lease_duration(lease)
+        .renew_deadline(lease * 2 / 3)
+        .retry_period(lease / 4)
+}
+
+/// `rounds` hand-overs between the first two locks (each resigns to the other in turn), the
+/// third observing: the hand-over times and the observer's delays.
+async fn handovers_of(locks: [Lock; 3], rounds: u64) -> Result<(Tally, Tally), String> {
+    let elect =
+        |lock: &Lock| Election::new(lock, "leader", options(SLOW_LEASE)).map_err(|e| e.to_string());
+    let elections = [elect(&locks[0])?, elect(&locks[1])?];
+    let (heard_tx, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    let mut observer = elect(&locks[2])?.observe().await;
+    let watching = tokio::spawn(async move {
+        for _ in 0..rounds.saturating_mul(4) {
+            // Nobody leads for a moment between two leaders; a failed read is tried again.
+            if let Ok(Some(leader)) = observer.changed().await
+                && heard_tx.send((leader.term, Instant::now())).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let (mut after_resign, mut observed) = (Tally::new(), Tally::new());
+    let mut leader = elections[0]
+        .campaign("0")
+        .await
+        .map_err(|e| format!("election: first campaign: {e}"))?;
+    for round in 0..rounds {
+        let next = &elections[usize::from(round % 2 == 0)];
+        let waiting = &locks[usize::from(round % 2 == 0)];
+        let candidate = next.clone();
+        let campaign = tokio::spawn(async move {
+            let result = candidate.campaign("next").await;
+            (result, Instant::now())
+        });
+        // The candidate waits (its first attempt refused) before the leader resigns.
+        let cap = Instant::now() + CAP;
+        while waiting.waiters("leader") == 0 && Instant::now() < cap {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        let resigned = Instant::now();
+        leader.resign().await;
+        let (result, elected) = campaign.await.map_err(|e| e.to_string())?;
+        leader = result.map_err(|e| format!("election: campaign: {e}"))?;
+        record(&mut after_resign.hist, elected - resigned);
+        // What the observer heard of this term (skipping "no leader" and older terms).
+        let until = Instant::now() + CAP;
+        while let Ok(Some((term, at))) = tokio::time::timeout_at(until.into(), heard.recv()).await {
+            if term == leader.term() {
+                record(&mut observed.hist, at.saturating_duration_since(elected));
+                break;
+            }
+        }
+    }
+    leader.resign().await;
+    watching.abort();
+    for lock in &locks {
+        lock.settle().await;
+    }
+    Ok((after_resign, observed))
+}
+
+/// `rounds` fail-overs: a `quorumlock elect` child leads (its command is `sleep`), a candidate
+/// waits, the child gets SIGKILL: the time until the candidate is elected.
+async fn failovers_of(
+    lock: &Lock,
+    urls: &[String],
+    name: &str,
+    rounds: u64,
+) -> Result<Tally, String> {
+    let election = Election::new(lock, name, options(FAILOVER_LEASE)).map_err(|e| e.to_string())?;
+    let program = std::env::current_exe().map_err(|e| format!("election: {e}"))?;
+    let mut tally = Tally::new();
+    let ms = |d: Duration| format!("{}ms", d.as_millis());
+    for _ in 0..rounds {
+        // The child's command prints its process group, then sleeps.
+        let mut child = tokio::process::Command::new(&program)
+            .args(["elect", name, "--nodes", &urls.join(",")])
+            .args(["--lease-duration", &ms(FAILOVER_LEASE)])
+            .args(["--renew-deadline", &ms(FAILOVER_LEASE * 2 / 3)])
+            .args(["--retry-period", &ms(FAILOVER_LEASE / 4)])
+            .args(["--", "sh", "-c", "echo $$; exec sleep 60"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("election: starting the leader: {e}"))?;
+        let group = read_group(&mut child).await;
+        let candidate = election.clone();
+        let campaign = tokio::spawn(async move {
+            let result = candidate.campaign("candidate").await;
+            (result, Instant::now())
+        });
+        let cap = Instant::now() + CAP;
+        while lock.waiters(name) == 0 && Instant::now() < cap {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let killed = Instant::now();
+        let pid = child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .and_then(Pid::from_raw);
+        if let Some(pid) = pid {
+            let _ = kill_process(pid, Signal::KILL);
+        }
+        if let Some(group) = group {
+            let _ = kill_process_group(group, Signal::KILL);
+        }
+        let _ = child.wait().await;
+        match tokio::time::timeout(CAP, campaign).await {
+            Ok(Ok((Ok(leadership), elected))) => {
+                record(&mut tally.hist, elected - killed);
+                leadership.resign().await;
+            }
+            _ => tally.errors += 1,
+        }
+    }
+    lock.settle().await;
+    Ok(tally)
+}
+
+/// The process group the child's command printed (it leads its own), once the child leads.
+async fn read_group(child: &mut tokio::process::Child) -> Option<Pid> {
+    use tokio::io::AsyncBufReadExt;
+    let stdout = child.stdout.take()?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(CAP, lines.next_line())
+        .await
+        .ok()?
+        .ok()??;
+    line.trim()
+        .parse::<i32>()
+        .ok()
+        .filter(|&pid| pid > 1)
+        .and_then(Pid::from_raw)
+}
+
+impl ElectionBench {
+    /// Issue 34's targets: the hand-over after a resignation against the round trip, the
+    /// fail-over against the lease and a round trip (what is left of the worst one once the
+    /// lease is taken off, in round trips), an observer's p99.
+    pub(super) fn targets(&self) -> Vec<Target> {
+        let rtt = self.rtt.p50_us;
+        let lease_us = FAILOVER_LEASE.as_secs_f64() * 1e6;
+        vec![
+            at_most(
+                "election: hand-over after a resignation p50 / quorum round trip p50".to_owned(),
+                (rtt > 0.0).then(|| self.after_resign.p50_us / rtt),
+                2.5,
+                "2.5",
+            ),
+            at_most(
+                "election: fail-over (leader killed) max, less the lease, in quorum round trips"
+                    .to_owned(),
+                (self.failover.samples > 0 && rtt > 0.0)
+                    .then(|| (self.failover.max_us - lease_us) / rtt),
+                1.0,
+                "1",
+            ),
+            at_most(
+                "election: an observer hears the new leader, p99 (ms)".to_owned(),
+                (self.observed.samples > 0).then(|| self.observed.p99_us / 1e3),
+                5.0,
+                "5",
+            ),
+        ]
+    }
+}
+
+/// The section's table.
+pub(super) fn render(bench: &ElectionBench) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nleader election (Election), 5 local nodes (AOF always)\n"
+    );
+    let mut table: Vec<Vec<String>> = vec![
+        ["row", "samples", "err", "p50", "p90", "p99", "max"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
+    ];
+    for (label, row) in [
+        ("quorum round trip (free key, try_acquire)", &bench.rtt),
+        ("hand-over after resign (lease 30 s)", &bench.after_resign),
+        ("observer hears the new leader", &bench.observed),
+        (
+            "fail-over, leader's process killed (lease 1 s)",
+            &bench.failover,
+        ),
+    ] {
+        table.push(vec![
+            label.to_owned(),
+            row.samples.to_string(),
+            row.errors.to_string(),
+            fmt_us(row.p50_us),
+            fmt_us(row.p90_us),
+            fmt_us(row.p99_us),
+            fmt_us(row.max_us),
+        ]);
+    }
+    out.push_str(&aligned(&table, 1));
+    out
+}
