@@ -13,6 +13,9 @@ use crate::flags::{self, NODES_ENV};
 use crate::run::child::{Held, Signals, run_under};
 use crate::run::exit;
 
+/// How long a campaign goes on before `elect` says it is still campaigning, and why it may be.
+const NOTICE_AFTER: Duration = Duration::from_secs(10);
+
 /// Arguments of `quorumlock elect`.
 #[derive(clap::Args, Debug)]
 #[command(after_help = after_help())]
@@ -23,6 +26,11 @@ pub struct ElectArgs {
     /// persist every write (AOF, appendfsync always): terms are fences.
     #[arg(long, value_delimiter = ',', env = NODES_ENV)]
     nodes: Vec<String>,
+    /// Let nodes that do not persist every write vote (fence_volatile_nodes): terms grow while
+    /// at most a minority of them loses its data at once; a node that (re)started sits out for
+    /// the lease duration and the drift first.
+    #[arg(long)]
+    volatile_nodes: bool,
     /// What this candidate publishes as the leader's value (an address, say).
     #[arg(long, default_value = "")]
     value: String,
@@ -85,7 +93,10 @@ async fn elect(args: ElectArgs) -> u8 {
         .lease_duration(args.lease_duration)
         .renew_deadline(args.renew_deadline)
         .retry_period(args.retry_period);
-    let lock_options = LockOptions::new().ttl(args.lease_duration).fencing(true);
+    let lock_options = LockOptions::new()
+        .ttl(args.lease_duration)
+        .fencing(true)
+        .fence_volatile_nodes(args.volatile_nodes);
     let election = match flags::lock_over(args.nodes, lock_options).and_then(|lock| {
         Election::new(&lock, &args.name, options).map_err(|error| error.to_string())
     }) {
@@ -107,10 +118,25 @@ async fn elect(args: ElectArgs) -> u8 {
     let Some((program, program_args)) = args.command.split_first() else {
         return fail(exit::USAGE, "no command given after --");
     };
-    let campaign = tokio::select! {
-        biased;
-        signal = signals.next() => Err(signal),
-        result = election.campaign(args.value) => Ok(result),
+    let campaign = election.campaign(args.value);
+    let mut campaign = std::pin::pin!(campaign);
+    let mut notice = std::pin::pin!(tokio::time::sleep(NOTICE_AFTER));
+    let mut noticed = false;
+    let campaign = loop {
+        tokio::select! {
+            biased;
+            signal = signals.next() => break Err(signal),
+            result = &mut campaign => break Ok(result),
+            () = &mut notice, if !noticed => {
+                noticed = true;
+                eprintln!(
+                    "quorumlock elect: still campaigning after {}: another process leads, or \
+                     too few nodes vote (terms are fences: the nodes must persist every write, \
+                     or give --volatile-nodes)",
+                    humantime::format_duration(NOTICE_AFTER)
+                );
+            }
+        }
     };
     let leadership = match campaign {
         Ok(Ok(leadership)) => leadership,
