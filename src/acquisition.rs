@@ -23,10 +23,11 @@ use crate::owner::Owner;
 use crate::round::NodeSet;
 use crate::round::acquire::acquire;
 use crate::round::fan_out::{Round, Until, fan_out};
-use crate::round::fencing::{highest_fence, recover_fence, write_back_all};
+use crate::round::fencing::{agreed, highest_fence, recover_fence, write_back_all};
 use crate::round::ledger::Ledger;
 use crate::round::release::{release_all, release_in_background};
 use crate::rules::clock::Moment;
+use crate::rules::leader::Publication;
 use crate::rules::quorum::Verdict;
 use crate::rules::resources::Keys;
 use crate::rules::retry::RetryPolicy;
@@ -53,6 +54,8 @@ pub(crate) struct Acquisition<'a> {
     owner: Option<(Owner, Arc<Owners>)>,
     /// For a side of a read-write lock, which, and the lock's keys.
     rw: Option<(Side, Arc<RwKeys>)>,
+    /// For an election's candidate, the leader record its grants write.
+    publication: Option<Publication>,
 }
 
 impl<'a> Acquisition<'a> {
@@ -79,6 +82,7 @@ impl<'a> Acquisition<'a> {
             ledger: Arc::new(Ledger::new(node_set.nodes.len())),
             owner: None,
             rw: None,
+            publication: None,
         }
     }
 
@@ -100,6 +104,13 @@ impl<'a> Acquisition<'a> {
     /// resource re-enter its hold.
     pub(crate) fn for_owner(mut self, owner: Option<(Owner, Arc<Owners>)>) -> Self {
         self.owner = owner;
+        self
+    }
+
+    /// The same acquisition, for an election's candidate: each grant also writes its leader
+    /// record (`node/leader.rs`). Only for one key with fencing on, which `Election` ensures.
+    pub(crate) fn publishing(mut self, publication: Option<Publication>) -> Self {
+        self.publication = publication;
         self
     }
 
@@ -266,6 +277,10 @@ impl<'a> Acquisition<'a> {
             ttl_ms: whole_millis(self.ttl),
             renew_leftover,
             rw,
+            record: self
+                .publication
+                .as_ref()
+                .map(|publication| (&publication.record_key[..], &publication.value[..])),
         }));
         let round = fan_out(
             &self.node_set.nodes,
@@ -302,8 +317,9 @@ impl<'a> Acquisition<'a> {
     }
 
     /// A quorum took the key: let the slower nodes' requests finish in the background, with
-    /// fencing write the fence back to a quorum, and hand out what is left of the TTL (ttl −
-    /// elapsed − drift, elapsed counted from before the first request to the last decision).
+    /// fencing write the fence back to a quorum (unless every granting node took it already),
+    /// and hand out what is left of the TTL (ttl − elapsed − drift, elapsed counted from before
+    /// the first request to the last decision).
     async fn won<C>(
         &self,
         round: Round,
@@ -316,7 +332,6 @@ impl<'a> Acquisition<'a> {
         C: Future<Output = ()> + ?Sized,
     {
         let node_set = self.node_set;
-        let settings = &node_set.settings;
         // More nodes then hold the key should one of the quorum crash; a release to such a node
         // waits until its request has finished (the ledger), should this attempt still fail.
         if let Some(unanswered) = round.unanswered {
@@ -326,6 +341,16 @@ impl<'a> Acquisition<'a> {
             (Some(fence_keys), Some(fences)) => {
                 let mut cancel = cancel;
                 let fence = match highest_fence(&fences, &round.outcomes) {
+                    // A set's script answers the highest of its counters: the others may be
+                    // lower, and only the write-back raises them all. A volatile node may have
+                    // lost its grant since: the write-back's check of the key leaves it out.
+                    Some(fence)
+                        if matches!(self.keys, Keys::One(_))
+                            && !node_set.settings.volatile_counters()
+                            && agreed(&fences, &round.outcomes, fence) =>
+                    {
+                        return self.grant(started, decided, round.outcomes, Some(fence));
+                    }
                     Some(fence) => fence,
                     None => {
                         let trusted = fences.iter().map(|f| f.load(Ordering::Relaxed)).max();
@@ -333,15 +358,34 @@ impl<'a> Acquisition<'a> {
                         recover_fence(node_set, fence_keys, trusted, cancel.as_mut()).await?
                     }
                 };
-                let (decided, outcomes) =
-                    write_back_all(node_set, &self.keys, fence_keys, &self.token, fence, cancel)
-                        .await?;
+                let (decided, outcomes) = write_back_all(
+                    node_set,
+                    &self.keys,
+                    fence_keys,
+                    &self.token,
+                    fence,
+                    self.publication.as_ref(),
+                    cancel,
+                )
+                .await?;
                 (decided, outcomes, Some(fence))
             }
             _ => (decided, round.outcomes, None),
         };
+        self.grant(started, decided, outcomes, fence)
+    }
+
+    /// What is left of the TTL of a grant decided at `decided` (ttl − elapsed − drift, elapsed
+    /// counted from `started`, before the first request), or [`Error::ValidityExpired`].
+    fn grant(
+        &self,
+        started: Moment,
+        decided: Moment,
+        outcomes: Vec<NodeOutcome>,
+        fence: Option<u64>,
+    ) -> Result<(Grant, Vec<NodeOutcome>), Error> {
         let elapsed = decided.saturating_duration_since(started);
-        let Some(left) = settings.validity(self.ttl, elapsed) else {
+        let Some(left) = self.node_set.settings.validity(self.ttl, elapsed) else {
             return Err(Error::ValidityExpired {
                 ttl: self.ttl,
                 elapsed,

@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::error::{ConfigError, Error};
 use crate::owner::Owner;
 use crate::resources::Resources;
+use crate::rules::leader::Publication;
 use crate::rules::patience::Patience;
 use crate::rules::resources::{Keys, MAX_RESOURCES};
 #[cfg(test)]
@@ -51,6 +52,8 @@ pub struct Request<'a> {
     permits: Option<u32>,
     take: Option<u32>,
     side: Option<Side>,
+    /// An election's candidate's record, written with each grant.
+    publication: Option<Publication>,
 }
 
 /// What a request locks.
@@ -70,6 +73,7 @@ impl<'a> Request<'a> {
             permits: None,
             take: None,
             side: None,
+            publication: None,
         }
     }
 
@@ -209,6 +213,12 @@ impl<'a> Request<'a> {
         self
     }
 
+    /// The same request, for an election's candidate: each grant also writes `publication`.
+    pub(crate) fn publishing(mut self, publication: Publication) -> Self {
+        self.publication = Some(publication);
+        self
+    }
+
     /// Checks the request against `settings` and makes its keys, before anything is sent.
     /// `patience` overrides the request's and the lock's.
     pub(crate) fn prepare(
@@ -261,6 +271,7 @@ impl<'a> Request<'a> {
             ttl,
             patience,
             owner: self.owner,
+            publication: self.publication.clone(),
         })
     }
 
@@ -312,6 +323,7 @@ pub(crate) struct Prepared<'r> {
     pub(crate) ttl: Duration,
     pub(crate) patience: Patience,
     pub(crate) owner: Option<Owner>,
+    pub(crate) publication: Option<Publication>,
 }
 
 /// A resource name by reference: `&str`, `&String`, `&[u8]`, `&Vec<u8>`, `&[u8; N]`, and a

@@ -6,18 +6,16 @@
 use std::future::Future;
 use std::ops::Deref;
 use std::pin::pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Lost};
-use crate::guard::{Guard, ReleaseReport};
+use crate::guard::ReleaseReport;
 use crate::keep_alive::{KeepAlive, KeptGuard};
 use crate::lease::Lease;
-use crate::node::leader::publish;
-use crate::outcome::NodeReply;
 use crate::request::Request;
-use crate::round::fan_out::{Until, fan_out};
+use crate::rules::leader::Publication;
 use crate::rules::patience::Patience;
-use crate::rules::quorum::Verdict;
 
 use super::Election;
 
@@ -99,16 +97,29 @@ impl Election {
     /// [`Guard::keep_alive`](crate::Guard::keep_alive).
     pub async fn campaign(&self, value: impl Into<Vec<u8>>) -> Result<Leadership, Error> {
         let value = value.into();
+        // The grants write the record, or the fence's write-back when it raises the term: by
+        // the time the lock is won, a quorum holds the record with the term.
         let request = Request::from(&*self.name)
             .ttl(self.options.lease_duration)
-            .patience(Patience::Wait(FOREVER));
-        let guard = self.lock.acquire(request).await?;
+            .patience(Patience::Wait(FOREVER))
+            .publishing(Publication {
+                record_key: Arc::clone(&self.record_key),
+                value: Arc::from(&value[..]),
+            });
+        let guard = match self.lock.acquire(request).await {
+            Ok(guard) => guard,
+            Err(Error::FenceUnconfirmed {
+                fence, outcomes, ..
+            }) => {
+                return Err(Error::NotPublished {
+                    term: fence,
+                    outcomes,
+                });
+            }
+            Err(error) => return Err(error),
+        };
         let term = guard.fence().unwrap_or(0);
         let elected_at = guard.decided_at();
-        if let Err(error) = self.publish(&guard, term, &value).await {
-            guard.release().await;
-            return Err(error);
-        }
         let keep_alive = KeepAlive::new().every(self.options.retry_period).distrust(
             self.options
                 .lease_duration
@@ -148,40 +159,5 @@ impl Election {
         };
         leadership.resign().await;
         outcome.map_err(Error::Lost)
-    }
-
-    /// Writes the leader record of `guard`'s holder on every node where its key holds; a
-    /// quorum must take it, else the lock is released.
-    async fn publish(&self, guard: &Guard, term: u64, value: &[u8]) -> Result<(), Error> {
-        let node_set = self.lock.node_set();
-        let token = guard.token().as_str().to_owned();
-        let round = fan_out(
-            &node_set.nodes,
-            node_set.settings.quorum,
-            Until::Decided,
-            pin!(std::future::pending::<()>()),
-            "publish_leader",
-            |node| {
-                let (key, record_key) = (self.key.clone(), self.record_key.clone());
-                let (token, value) = (token.clone(), value.to_vec());
-                async move {
-                    NodeReply::from_flag(
-                        publish(&node, &key, &record_key, &token, term, &value).await,
-                    )
-                }
-            },
-        )
-        .await;
-        if let Some(unanswered) = round.unanswered {
-            // The slower nodes take the record too, so a reader there sees it.
-            node_set.background.finish_unanswered(unanswered);
-        }
-        if round.verdict == Some(Verdict::Won) {
-            return Ok(());
-        }
-        Err(Error::NotPublished {
-            term,
-            outcomes: round.outcomes,
-        })
     }
 }

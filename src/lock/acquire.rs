@@ -195,6 +195,7 @@ impl Lock {
         )
         .for_owner(self.owned_by(prepared.owner))
         .for_side(prepared.rw.clone())
+        .publishing(prepared.publication.clone())
     }
 
     /// Another guard of `owner`'s hold of `keys`, if it has one still valid.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use redis::{Cmd, RedisResult, Value};
 
-use super::acquire_scripts::{ACQUIRE_FENCED, ACQUIRE_OR_RENEW};
+use super::acquire_scripts::{ACQUIRE_FENCED, ACQUIRE_LEADER, ACQUIRE_OR_RENEW};
 use super::rwlock::{acquire_read, acquire_write};
 use super::set::{acquire_set_command, acquire_set_refused, read_acquire_set};
 use super::wire::sized;
@@ -31,6 +31,9 @@ pub(crate) struct AcquireRequest<'a> {
     pub(crate) renew_leftover: bool,
     /// For a side of a read-write lock, which, and the lock's keys (`rwlock.rs`).
     pub(crate) rw: Option<(Side, &'a RwKeys)>,
+    /// For an election's candidate (one key, fencing on), the leader record's key and the
+    /// value to write in it with each grant (`leader.rs`).
+    pub(crate) record: Option<(&'a [u8], &'a [u8])>,
 }
 
 /// An acquire request as one command (`SET NX PX`, or one of the two scripts), built once per
@@ -74,6 +77,7 @@ impl AcquireCommand {
             ttl_ms,
             renew_leftover,
             rw,
+            record,
         } = *request;
         if let Some((side, rw)) = rw {
             let fence = fence_keys.map(|fence_keys| (fence_keys.first(), renew_leftover, volatile));
@@ -120,17 +124,33 @@ impl AcquireCommand {
         let fence_key = fence_keys.map(Keys::first);
         let (mut command, reply) = match (fence_key, renew_leftover) {
             (Some(fence_key), _) => {
+                let script = if record.is_some() {
+                    ACQUIRE_LEADER.as_str()
+                } else {
+                    ACQUIRE_FENCED.as_str()
+                };
+                let (record_key, value) = record.unwrap_or_default();
                 let mut command = sized(
-                    7,
-                    &[ACQUIRE_FENCED.as_bytes(), key, fence_key, token.as_bytes()],
+                    9 + 2 * usize::from(record.is_some()),
+                    &[
+                        script.as_bytes(),
+                        key,
+                        fence_key,
+                        token.as_bytes(),
+                        record_key,
+                        value,
+                    ],
                 );
                 command
                     .arg("EVAL")
-                    .arg(ACQUIRE_FENCED.as_str())
-                    .arg(2)
+                    .arg(script)
+                    .arg(if record.is_some() { 3 } else { 2 })
                     .arg(key)
-                    .arg(fence_key)
-                    .arg(token);
+                    .arg(fence_key);
+                if record.is_some() {
+                    command.arg(record_key);
+                }
+                command.arg(token);
                 (command, AcquireReply::Fenced)
             }
             (None, true) => {
@@ -154,6 +174,9 @@ impl AcquireCommand {
             command
                 .arg(if renew_leftover { "1" } else { "0" })
                 .arg(if volatile { "1" } else { "0" });
+            if let Some((_, value)) = record {
+                command.arg(value);
+            }
         }
         AcquireCommand {
             command,

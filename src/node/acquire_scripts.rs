@@ -1,9 +1,11 @@
-//! The lock's two acquire scripts, apart from the command that sends them (`acquire.rs`) so
-//! that a read-write lock's writer (`rwlock.rs`) can put its check in front of them.
+//! The lock's acquire scripts, apart from the command that sends them (`acquire.rs`) so that a
+//! read-write lock's writer (`rwlock.rs`) can put its check in front of them, and an election's
+//! candidate (`leader.rs`) its record behind them.
 
 use std::sync::LazyLock;
 
 use super::counter::{COUNTER_LUA, NO_RUN_ID};
+use super::leader::record_lua;
 
 /// Sets the key to our token, or, when it already holds our token (a leftover of an earlier
 /// attempt of the same acquisition), renews its expiry: our own leftovers count for us.
@@ -23,7 +25,17 @@ return 0";
 /// acquisition recovers the fence. A counter that is not a positive integer (someone else
 /// wrote it) is an error reply; the key it set is then released like any other of a failed
 /// acquisition.
-pub(super) static ACQUIRE_FENCED: LazyLock<String> = LazyLock::new(|| {
+pub(super) static ACQUIRE_FENCED: LazyLock<String> = LazyLock::new(|| fenced(""));
+
+/// An election candidate's [`ACQUIRE_FENCED`]: with a trusted fence, also writes the leader
+/// record `KEYS[3]` with the value `ARGV[5]` and this node's fence as the term (`leader.rs`).
+/// When every node of the deciding quorum took the same fence, the records are the leader's
+/// publication and no other round is needed (`round/fencing.rs`).
+pub(super) static ACQUIRE_LEADER: LazyLock<String> =
+    LazyLock::new(|| fenced(&record_lua("ARGV[5]")));
+
+/// [`ACQUIRE_FENCED`], with `then` run once the key is ours and the fence taken.
+fn fenced(then: &str) -> String {
     format!(
         r"{COUNTER_LUA}if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 if ARGV[3] ~= '1' or redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
@@ -42,6 +54,6 @@ else
   if fence >= 1 then fence_write(KEYS[2], fence, run) end
 end
 if fence < 1 then return redis.error_reply('FENCE the fence counter is not positive') end
-return fence"
+{then}return fence"
     )
-});
+}

@@ -273,7 +273,7 @@ mod tests {
         assert!(up >= Duration::from_secs(2), "{up:?}");
         let node = crate::node::test_node(0, &servers.urls()[0], &settings);
         assert_eq!(
-            write_back(&node, b"k", b"f", "t", 1, false).await,
+            write_back(&node, (b"k", b"f"), "t", 1, false, None).await,
             Ok(false)
         );
         let proxy = servers.proxy(0).unwrap();
@@ -285,7 +285,7 @@ mod tests {
 
         let mut refused = None;
         for _ in 0..2 {
-            match write_back(&node, b"k", b"f", "t", 1, false).await {
+            match write_back(&node, (b"k", b"f"), "t", 1, false, None).await {
                 Err(error @ NodeError::Replaced { .. }) => {
                     refused = Some(error);
                     break;

@@ -104,6 +104,7 @@ pub(super) mod tests {
             ttl_ms,
             renew_leftover,
             rw: None,
+            record: None,
         };
         let taken = acquire(node, &AcquireCommand::new(&request), ledger, attempt).await?;
         Ok(taken == Taken::Ours(None))

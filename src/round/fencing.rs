@@ -21,12 +21,15 @@ use crate::node::set::write_back_set;
 use crate::node::write_back::write_back;
 use crate::outcome::{NodeOutcome, NodeReply};
 use crate::rules::clock::Moment;
+use crate::rules::leader::Publication;
 use crate::rules::quorum::Verdict;
 use crate::rules::resources::Keys;
 use crate::rules::token::Token;
 
 /// The fence's write-back over every node: raises the counter to `fence` wherever our key still
-/// holds (for a set, every counter of it wherever every key still holds), and returns when a quorum has confirmed (with the moment it did), else fails with
+/// holds (for a set, every counter of it wherever every key still holds; for an election's
+/// candidate, also writes its record with `fence` as the term), and returns when a quorum has
+/// confirmed (with the moment it did), else fails with
 /// [`Error::FenceUnconfirmed`] (or [`Error::Cancelled`]). The write-backs to slower nodes finish
 /// in the background.
 pub(crate) async fn write_back_all<C>(
@@ -35,6 +38,7 @@ pub(crate) async fn write_back_all<C>(
     fence_keys: &Keys,
     token: &Token,
     fence: u64,
+    record: Option<&Publication>,
     cancel: Pin<&mut C>,
 ) -> Result<(Moment, Vec<NodeOutcome>), Error>
 where
@@ -49,11 +53,15 @@ where
         "write_back",
         |node| {
             let (keys, fence_keys, token) = (keys.clone(), fence_keys.clone(), token.clone());
+            let record = record.cloned();
             async move {
                 let (keys, fence_keys, token) = (keys.all(), fence_keys.all(), token.as_str());
+                let record = record
+                    .as_ref()
+                    .map(|record| (&record.record_key[..], &record.value[..]));
                 NodeReply::from_flag(match (keys, fence_keys) {
                     ([key], [fence_key]) => {
-                        write_back(&node, key, fence_key, token, fence, volatile).await
+                        write_back(&node, (key, fence_key), token, fence, volatile, record).await
                     }
                     _ => write_back_set(&node, keys, fence_keys, token, fence, volatile).await,
                 })
@@ -95,6 +103,21 @@ pub(crate) fn highest_fence(fences: &[AtomicU64], outcomes: &[NodeOutcome]) -> O
         highest = highest.max(fence);
     }
     Some(highest)
+}
+
+/// Whether every node that granted the round took `fence` itself: the counter is then `fence`
+/// on a quorum holding our key already, which is all the write-back would make it, so the
+/// write-back is not needed (and an election's records, written with each grant, agree on
+/// the term). The usual case: nodes that miss no grant keep their counters in step.
+pub(crate) fn agreed(fences: &[AtomicU64], outcomes: &[NodeOutcome], fence: u64) -> bool {
+    outcomes
+        .iter()
+        .filter(|outcome| outcome.reply == NodeReply::Ours)
+        .all(|outcome| {
+            fences
+                .get(outcome.node)
+                .is_some_and(|taken| taken.load(Ordering::Relaxed) == fence)
+        })
 }
 
 /// Recovers the fence of a won round in which a node's counter was not trusted: reads the
@@ -230,6 +253,7 @@ mod tests {
                 ttl_ms: 60_000,
                 renew_leftover,
                 rw: None,
+                record: None,
             })
         };
 
@@ -243,19 +267,19 @@ mod tests {
         assert_eq!(taken, Ok(Taken::Ours(Some(2))), "our own leftover, renewed");
 
         assert_eq!(
-            write_back(&node, b"lock", b"fence", "a", 7, false).await,
+            write_back(&node, (b"lock", b"fence"), "a", 7, false, None).await,
             Ok(true)
         );
         let counter: u64 = direct.get("fence").await.unwrap();
         assert_eq!(counter, 7);
         assert_eq!(
-            write_back(&node, b"lock", b"fence", "a", 3, false).await,
+            write_back(&node, (b"lock", b"fence"), "a", 3, false, None).await,
             Ok(true)
         );
         let counter: u64 = direct.get("fence").await.unwrap();
         assert_eq!(counter, 7, "never lowered");
         assert_eq!(
-            write_back(&node, b"lock", b"fence", "b", 9, false).await,
+            write_back(&node, (b"lock", b"fence"), "b", 9, false, None).await,
             Ok(false)
         );
         let counter: u64 = direct.get("fence").await.unwrap();

@@ -1,8 +1,10 @@
 //! Who leads an election, from what each node holds: its lock key's token and PTTL, and the
-//! leader record a leader publishes beside it (`node/leader.rs`, read by `node/inspect.rs`). A leader is known once a
-//! quorum of nodes hold its token and its record both, so a candidate that won the lock but has
-//! not yet published (or crashed before it did) leads nobody, and a record outliving its lock
-//! (released, expired, taken by the next leader) is never read as current.
+//! leader record written beside it (`node/leader.rs`, read by `node/inspect.rs`). A candidate's
+//! grants write its record with each node's fence as the term, and the fence's write-back
+//! rewrites it with the quorum's term where the nodes took different ones. A leader is known
+//! once a quorum of nodes hold its token and the same record (token and term): a candidate
+//! whose grants disagree on the term leads nobody until its write-back settles it, and a record
+//! outliving its lock (released, expired, taken by the next leader) is never read as current.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +15,15 @@ use crate::rules::rwlock::suffixed;
 /// leader's publication is announced on the channel of that name.
 pub(crate) fn record_key(writer: &[u8]) -> Arc<[u8]> {
     suffixed(writer, b":leader")
+}
+
+/// What an election's candidate asks its acquisition to write beside the lock key on each node
+/// that grants it: the record's key and the leader's value (the term is the node's fence, and
+/// the quorum's fence where the write-back raises it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Publication {
+    pub(crate) record_key: Arc<[u8]>,
+    pub(crate) value: Arc<[u8]>,
 }
 
 /// A leader's record on one node: its token, its term and its value.
@@ -57,7 +68,7 @@ pub(crate) fn leader(views: &[View], quorum: usize) -> Option<Seen> {
         let mut agreeing: Vec<(&Record, i64)> = views
             .iter()
             .filter_map(|view| current(view).map(|record| (record, view.pttl_ms)))
-            .filter(|(record, _)| record.token == candidate.token)
+            .filter(|(record, _)| record.token == candidate.token && record.term == candidate.term)
             .collect();
         if agreeing.len() < quorum.max(1) {
             return None;
@@ -66,14 +77,8 @@ pub(crate) fn leader(views: &[View], quorum: usize) -> Option<Seen> {
         let held_ms = agreeing
             .get(quorum.max(1).saturating_sub(1))
             .map_or(0, |(_, pttl)| *pttl);
-        // One leader writes one term and one value on every node; the largest is kept should
-        // a node disagree all the same.
-        let record = agreeing
-            .iter()
-            .map(|(record, _)| *record)
-            .max_by_key(|record| record.term)?;
         Some(Seen {
-            record: record.clone(),
+            record: candidate.clone(),
             held_for: Duration::from_millis(u64::try_from(held_ms).unwrap_or(0)),
         })
     })
@@ -136,6 +141,22 @@ mod tests {
     }
 
     #[test]
+    fn a_leader_whose_grants_took_different_terms_leads_once_a_quorum_holds_one() {
+        // Its grants wrote each node's own fence; the write-back has rewritten one so far.
+        let mut views = [
+            view(Some("a"), 900, Some(record("a", 11))),
+            view(Some("a"), 900, Some(record("a", 21))),
+            view(Some("a"), 900, Some(record("a", 31))),
+        ];
+        assert_eq!(leader(&views, 2), None);
+        views[0].record = Some(record("a", 21));
+        assert_eq!(
+            leader(&views, 2).map(|seen| seen.record),
+            Some(record("a", 21))
+        );
+    }
+
+    #[test]
     fn a_record_on_a_minority_is_no_leader() {
         let views = [
             view(Some("a"), 900, Some(record("a", 7))),
@@ -157,8 +178,8 @@ mod tests {
     }
 
     proptest! {
-        /// Whatever the nodes hold, a leader found is held, token and record, by a quorum,
-        /// and for no longer than the quorum-th longest key.
+        /// Whatever the nodes hold, a leader found is held, token and record (with its term),
+        /// by a quorum, and for no longer than the quorum-th longest key.
         // promise: election-term
         #[test]
         fn a_leader_found_is_held_by_a_quorum(
@@ -180,7 +201,7 @@ mod tests {
                 let holding: Vec<&View> = views
                     .iter()
                     .filter(|view| view.holder.as_deref() == Some(seen.record.token.as_str()))
-                    .filter(|view| view.record.as_ref().is_some_and(|r| r.token == seen.record.token))
+                    .filter(|view| view.record.as_ref() == Some(&seen.record))
                     .collect();
                 prop_assert!(holding.len() >= quorum);
                 let longer = holding

@@ -78,6 +78,39 @@ async fn a_resignation_elects_the_waiting_candidate_with_a_larger_term() {
     .await;
 }
 
+/// Nodes whose counters are out of step (10, 20, 30) each grant with a fence of their own, so
+/// each writes the candidate's record with a term of its own: the write-back rewrites them with
+/// the quorum's term, and the leader read is the candidate's term, never one node's.
+// promise: election-term
+#[tokio::test]
+async fn a_term_the_grants_disagree_on_is_settled_by_the_write_back() {
+    bounded(async {
+        let servers = cluster(3).await;
+        let (lock_options, options) = slow();
+        for node in 0..3 {
+            let mut direct = servers.connection(node).await.unwrap();
+            let () = redis::cmd("SET")
+                .arg("quorumlock-fence:scheduler")
+                .arg((node + 1) * 10)
+                .query_async(&mut direct)
+                .await
+                .unwrap();
+        }
+        let lock = Lock::new(servers.urls(), lock_options).unwrap();
+        let election = Election::new(&lock, "scheduler", options).unwrap();
+        let leadership = election.campaign("a:8080").await.unwrap();
+        assert!(
+            matches!(leadership.term(), 21 | 31),
+            "the highest of the deciding grants: {}",
+            leadership.term()
+        );
+        let leader = election.leader().await.unwrap().expect("a leader");
+        assert_eq!(leader.term, leadership.term());
+        leadership.resign().await;
+    })
+    .await;
+}
+
 /// `lead` runs the work with the term as the lease's fence, and resigns when it ends: the
 /// next candidate is elected at once.
 // promise: election-resign

@@ -183,7 +183,8 @@ async fn a_later_quorum_without_the_highest_counter_still_gets_a_larger_fence() 
 
 /// The write-back is refused on every node (the ACL user may run `EVAL`, which acquires, but not
 /// `EVALSHA`, which the write-back uses): no fence is handed out, the error names the fence
-/// that was not confirmed, and no lock key is left behind.
+/// that was not confirmed, and no lock key is left behind. The counters start out of step (10,
+/// 20, 30), so that no two granting nodes take the same fence and the write-back is needed.
 // promise: fences-grow
 #[tokio::test]
 async fn a_fence_no_quorum_confirmed_is_not_handed_out_and_the_keys_are_released() {
@@ -195,6 +196,10 @@ async fn a_fence_no_quorum_confirmed_is_not_handed_out_and_the_keys_are_released
             let () = redis::cmd("ACL")
                 .arg(&["SETUSER", "fencer", "on", ">pw", "~*", "+@all", "-evalsha"][..])
                 .query_async(&mut admin)
+                .await
+                .unwrap();
+            let () = admin
+                .set(counter_key("unconfirmed"), (node + 1) * 10)
                 .await
                 .unwrap();
             urls.push(format!(
@@ -213,7 +218,11 @@ async fn a_fence_no_quorum_confirmed_is_not_handed_out_and_the_keys_are_released
         else {
             panic!("expected FenceUnconfirmed, got {error}");
         };
-        assert_eq!((*fence, *quorum), (1, 2));
+        assert!(
+            matches!(fence, 21 | 31),
+            "the highest of two grants: {fence}"
+        );
+        assert_eq!(*quorum, 2);
         assert!(
             outcomes
                 .iter()
@@ -227,6 +236,35 @@ async fn a_fence_no_quorum_confirmed_is_not_handed_out_and_the_keys_are_released
                 None
             );
         }
+    })
+    .await;
+}
+
+/// Nodes whose counters are in step all take the same fence: it is on a quorum with the grant,
+/// and no write-back is sent. The same ACL user as above, who cannot run the write-back, gets
+/// its fence.
+// promise: fences-grow
+#[tokio::test]
+async fn a_fence_every_granting_node_took_needs_no_write_back() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        let mut urls = Vec::new();
+        for node in 0..cluster.len() {
+            let mut admin = cluster.connection(node).await.unwrap();
+            let () = redis::cmd("ACL")
+                .arg(&["SETUSER", "fencer", "on", ">pw", "~*", "+@all", "-evalsha"][..])
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            let () = admin.set(counter_key("in-step"), 41).await.unwrap();
+            urls.push(format!(
+                "redis://fencer:pw@127.0.0.1:{}",
+                cluster.port(node).unwrap()
+            ));
+        }
+        let lock = Lock::new(urls, fenced()).unwrap();
+        let guard = lock.try_acquire("in-step").await.unwrap();
+        assert_eq!(guard.fence(), Some(42));
     })
     .await;
 }

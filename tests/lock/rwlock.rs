@@ -247,13 +247,21 @@ async fn a_read_guard_extends_and_its_release_leaves_nothing() {
         );
         reader.extend(Duration::from_secs(30)).await.unwrap();
         assert!(reader.remaining() > Duration::from_secs(2));
-        let mut connection = cluster.connection(0).await.unwrap();
-        let left: i64 = redis::cmd("PTTL")
-            .arg(reader.key())
-            .query_async(&mut connection)
-            .await
-            .unwrap();
-        assert!(left > 2_000, "the reader's own key was extended: {left} ms");
+        // On a quorum: a request not yet sent when the acquisition was decided never is.
+        let mut extended = 0;
+        for node in 0..3 {
+            let mut connection = cluster.connection(node).await.unwrap();
+            let left: i64 = redis::cmd("PTTL")
+                .arg(reader.key())
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            extended += usize::from(left > 2_000);
+        }
+        assert!(
+            extended >= 2,
+            "the reader's own key was extended on {extended} nodes"
+        );
         let report = reader.release().await;
         assert!(report.held >= 2);
         assert_no_keys(&cluster, 0..3).await;

@@ -101,6 +101,8 @@ pub(crate) enum Event {
         token: Token,
         ours: NodeSet,
         fence: Fence,
+        /// Whether every grant took `fence`, so that no write-back follows.
+        agreed: bool,
     },
     QuorumLost {
         token: Token,

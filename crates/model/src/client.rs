@@ -36,6 +36,9 @@ pub enum Phase {
         ours: NodeSet,
         /// The largest counter among `ours`.
         fence: Fence,
+        /// The smallest counter among `ours` (`Fence::MAX` before the first): equal to
+        /// `fence` when every grant took the same, and then no write-back is needed.
+        lowest: Fence,
     },
     /// Step 4: the quorum said ours with fence `fence`, which is being written back to `ours`.
     WritingBack {

@@ -5,8 +5,10 @@
 //! walk a client through them read best next to them.
 
 use crate::action::{Action, Event, Log};
+use crate::bounded::Bounded;
 use crate::client::{Client, Phase, Tally, tally, valid_until};
-use crate::ids::{ClientId, NodeId, NodeSet, Tick, as_node_id};
+use crate::config::Config;
+use crate::ids::{ClientId, Fence, MAX_GRANTS, NodeId, NodeSet, Tick, Token, as_node_id};
 use crate::model::FencingModel;
 use crate::node::{AcquireReply, Restart, WriteBackReply};
 use crate::state::{Grant, State};
@@ -128,6 +130,7 @@ impl FencingModel {
             answered: NodeSet::EMPTY,
             ours: NodeSet::EMPTY,
             fence: 0,
+            lowest: Fence::MAX,
         };
         log.note(Event::Began {
             token: client.token(),
@@ -154,6 +157,7 @@ impl FencingModel {
             answered,
             mut ours,
             mut fence,
+            mut lowest,
         } = client.phase
         else {
             return None;
@@ -174,6 +178,7 @@ impl FencingModel {
             if let AcquireReply::Ours { counter } = reply {
                 ours = ours.with(node_id);
                 fence = fence.max(counter);
+                lowest = lowest.min(counter);
             }
         } else {
             log.note(Event::Recovering {
@@ -194,9 +199,35 @@ impl FencingModel {
                 answered,
                 ours,
                 fence,
+                lowest,
             },
+            Tally::Won if lowest == fence && !self.config().counter_recovery => {
+                // Every grant took the same counter: it is on a quorum already, which is all
+                // the write-back would make it (`round/fencing.rs`). Not on volatile nodes: one
+                // that lost its data after its grant would count, and the write-back's check
+                // of the key is what leaves it out.
+                log.note(Event::QuorumWon {
+                    token,
+                    ours,
+                    fence,
+                    agreed: true,
+                });
+                granted(
+                    &mut state.grants,
+                    state.lost_data,
+                    self.config(),
+                    now,
+                    (token, t0, fence, ours),
+                    log,
+                )?
+            }
             Tally::Won => {
-                log.note(Event::QuorumWon { token, ours, fence });
+                log.note(Event::QuorumWon {
+                    token,
+                    ours,
+                    fence,
+                    agreed: false,
+                });
                 Phase::WritingBack {
                     t0,
                     fence,
@@ -269,31 +300,14 @@ impl FencingModel {
                 answered,
                 confirmed,
             },
-            Tally::Won => {
-                let valid_until = valid_until(t0, self.config().ttl, self.config().drift);
-                if now < valid_until {
-                    let grant = Grant {
-                        token,
-                        fence,
-                        t0,
-                        valid_until,
-                        counted_data_loss: !ours.intersection(state.lost_data).is_empty(),
-                    };
-                    let index = u8::try_from(state.grants.len()).ok()?;
-                    if !state.grants.push(grant) {
-                        return None;
-                    }
-                    log.note(Event::Granted { grant });
-                    Phase::Holding {
-                        grant: index,
-                        keys: ours,
-                        writes_left: self.config().writes_per_grant,
-                    }
-                } else {
-                    log.note(Event::GrantTooLate { token, valid_until });
-                    release_phase(ours)
-                }
-            }
+            Tally::Won => granted(
+                &mut state.grants,
+                state.lost_data,
+                self.config(),
+                now,
+                (token, t0, fence, ours),
+                log,
+            )?,
             Tally::Lost => {
                 log.note(Event::WriteBackLost { token });
                 release_phase(ours)
@@ -401,6 +415,40 @@ fn finish_if_idle(client: &Client, log: &mut Log<'_>) {
     }
 }
 
+/// A quorum confirmed `fence` (by its grants alone, or by its write-back): the grant if its
+/// validity is left, else its keys released.
+fn granted(
+    grants: &mut Bounded<Grant, MAX_GRANTS>,
+    lost_data: NodeSet,
+    config: &Config,
+    now: Tick,
+    (token, t0, fence, ours): (Token, Tick, Fence, NodeSet),
+    log: &mut Log<'_>,
+) -> Option<Phase> {
+    let valid_until = valid_until(t0, config.ttl, config.drift);
+    if now >= valid_until {
+        log.note(Event::GrantTooLate { token, valid_until });
+        return Some(release_phase(ours));
+    }
+    let grant = Grant {
+        token,
+        fence,
+        t0,
+        valid_until,
+        counted_data_loss: !ours.intersection(lost_data).is_empty(),
+    };
+    let index = u8::try_from(grants.len()).ok()?;
+    if !grants.push(grant) {
+        return None;
+    }
+    log.note(Event::Granted { grant });
+    Some(Phase::Holding {
+        grant: index,
+        keys: ours,
+        writes_left: config.writes_per_grant,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use stateright::Model;
@@ -453,17 +501,37 @@ mod tests {
     }
 
     #[test]
-    fn a_write_back_completed_after_the_validity_ended_grants_nothing_and_releases() {
+    fn grants_that_all_took_the_same_counter_grant_without_a_write_back() {
         let model = model();
         let state = after(
             &model,
             &[
                 Action::Acquire { client: A, node: 0 },
                 Action::Acquire { client: A, node: 1 },
+            ],
+        );
+        let grant = state.grants[0];
+        assert_eq!((grant.token, grant.fence), (Token::new(A, 1), 1));
+        assert!(matches!(state.clients[0].phase, Phase::Holding { .. }));
+    }
+
+    #[test]
+    fn a_write_back_completed_after_the_validity_ended_grants_nothing_and_releases() {
+        let model = model();
+        // B's expired key leaves n2's counter at 1: A's grants take 1 and 2, and write back.
+        let state = after(
+            &model,
+            &[
+                Action::Acquire { client: B, node: 2 },
+                Action::Tick,
+                Action::Tick,
+                Action::Tick,
+                Action::Acquire { client: A, node: 0 },
+                Action::Acquire { client: A, node: 2 },
                 Action::WriteBack { client: A, node: 0 },
                 Action::Tick,
                 Action::Tick,
-                Action::WriteBack { client: A, node: 1 },
+                Action::WriteBack { client: A, node: 2 },
             ],
         );
         assert!(state.grants.is_empty());

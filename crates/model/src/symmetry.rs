@@ -89,11 +89,13 @@ impl Renaming {
                 answered,
                 ours,
                 fence,
+                lowest,
             } => Phase::Acquiring {
                 t0,
                 answered: self.set(answered),
                 ours: self.set(ours),
                 fence,
+                lowest,
             },
             Phase::WritingBack {
                 t0,

@@ -181,8 +181,18 @@ fn describe(event: &Event) -> String {
             reply: AcquireReply::Held { by },
             ..
         } => format!("n{node} holds {by}'s key: not ours for {token}"),
-        Event::QuorumWon { token, ours, fence } => {
-            format!("{token} won on {ours}: fence F = {fence}, writing it back")
+        Event::QuorumWon {
+            token,
+            ours,
+            fence,
+            agreed,
+        } => {
+            let then = if agreed {
+                "every grant took it, no write-back"
+            } else {
+                "writing it back"
+            };
+            format!("{token} won on {ours}: fence F = {fence}, {then}")
         }
         Event::QuorumLost { token } => format!("{token} cannot reach a quorum: lost"),
         Event::WroteBack {
