@@ -19,6 +19,33 @@ fn counter_key(resource: &str) -> String {
     format!("quorumlock-fence:{resource}")
 }
 
+/// URLs of a user who may run `EVAL` (the acquire script) but not `EVALSHA` (the write-back),
+/// with `resource`'s counter set to `counter(node)` on each node.
+async fn without_evalsha(
+    cluster: &quorumlock_harness::TestCluster,
+    resource: &str,
+    counter: impl Fn(usize) -> usize,
+) -> Vec<String> {
+    let mut urls = Vec::new();
+    for node in 0..cluster.len() {
+        let mut admin = cluster.connection(node).await.unwrap();
+        let () = redis::cmd("ACL")
+            .arg(&["SETUSER", "fencer", "on", ">pw", "~*", "+@all", "-evalsha"][..])
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let () = admin
+            .set(counter_key(resource), counter(node))
+            .await
+            .unwrap();
+        urls.push(format!(
+            "redis://fencer:pw@127.0.0.1:{}",
+            cluster.port(node).unwrap()
+        ));
+    }
+    urls
+}
+
 fn fenced() -> LockOptions {
     once().fencing(true)
 }
@@ -190,23 +217,7 @@ async fn a_later_quorum_without_the_highest_counter_still_gets_a_larger_fence() 
 async fn a_fence_no_quorum_confirmed_is_not_handed_out_and_the_keys_are_released() {
     bounded(async {
         let cluster = cluster(3).await;
-        let mut urls = Vec::new();
-        for node in 0..cluster.len() {
-            let mut admin = cluster.connection(node).await.unwrap();
-            let () = redis::cmd("ACL")
-                .arg(&["SETUSER", "fencer", "on", ">pw", "~*", "+@all", "-evalsha"][..])
-                .query_async(&mut admin)
-                .await
-                .unwrap();
-            let () = admin
-                .set(counter_key("unconfirmed"), (node + 1) * 10)
-                .await
-                .unwrap();
-            urls.push(format!(
-                "redis://fencer:pw@127.0.0.1:{}",
-                cluster.port(node).unwrap()
-            ));
-        }
+        let urls = without_evalsha(&cluster, "unconfirmed", |node| (node + 1) * 10).await;
         let lock = Lock::new(urls, fenced()).unwrap();
         let error = lock.try_acquire("unconfirmed").await.unwrap_err();
         let Error::FenceUnconfirmed {
@@ -248,20 +259,7 @@ async fn a_fence_no_quorum_confirmed_is_not_handed_out_and_the_keys_are_released
 async fn a_fence_every_granting_node_took_needs_no_write_back() {
     bounded(async {
         let cluster = cluster(3).await;
-        let mut urls = Vec::new();
-        for node in 0..cluster.len() {
-            let mut admin = cluster.connection(node).await.unwrap();
-            let () = redis::cmd("ACL")
-                .arg(&["SETUSER", "fencer", "on", ">pw", "~*", "+@all", "-evalsha"][..])
-                .query_async(&mut admin)
-                .await
-                .unwrap();
-            let () = admin.set(counter_key("in-step"), 41).await.unwrap();
-            urls.push(format!(
-                "redis://fencer:pw@127.0.0.1:{}",
-                cluster.port(node).unwrap()
-            ));
-        }
+        let urls = without_evalsha(&cluster, "in-step", |_| 41).await;
         let lock = Lock::new(urls, fenced()).unwrap();
         let guard = lock.try_acquire("in-step").await.unwrap();
         assert_eq!(guard.fence(), Some(42));
