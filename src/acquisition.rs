@@ -277,10 +277,7 @@ impl<'a> Acquisition<'a> {
             ttl_ms: whole_millis(self.ttl),
             renew_leftover,
             rw,
-            record: self
-                .publication
-                .as_ref()
-                .map(|publication| (&publication.record_key[..], &publication.value[..])),
+            record: self.publication.as_ref(),
         }));
         let round = fan_out(
             &self.node_set.nodes,

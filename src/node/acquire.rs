@@ -11,6 +11,7 @@ use super::acquire_scripts::{ACQUIRE_FENCED, ACQUIRE_LEADER, ACQUIRE_OR_RENEW};
 use super::rwlock::{acquire_read, acquire_write};
 use super::set::{acquire_set_command, acquire_set_refused, read_acquire_set};
 use super::wire::sized;
+use crate::rules::leader::Publication;
 use crate::rules::resources::Keys;
 use crate::rules::rwlock::{RwKeys, Side};
 
@@ -31,9 +32,9 @@ pub(crate) struct AcquireRequest<'a> {
     pub(crate) renew_leftover: bool,
     /// For a side of a read-write lock, which, and the lock's keys (`rwlock.rs`).
     pub(crate) rw: Option<(Side, &'a RwKeys)>,
-    /// For an election's candidate (one key, fencing on), the leader record's key and the
-    /// value to write in it with each grant (`leader.rs`).
-    pub(crate) record: Option<(&'a [u8], &'a [u8])>,
+    /// For an election's candidate (one key, fencing on), the leader record to write with each
+    /// grant (`leader.rs`).
+    pub(crate) record: Option<&'a Publication>,
 }
 
 /// An acquire request as one command (`SET NX PX`, or one of the two scripts), built once per
@@ -124,12 +125,11 @@ impl AcquireCommand {
         let fence_key = fence_keys.map(Keys::first);
         let (mut command, reply) = match (fence_key, renew_leftover) {
             (Some(fence_key), _) => {
-                let script = if record.is_some() {
-                    ACQUIRE_LEADER.as_str()
-                } else {
-                    ACQUIRE_FENCED.as_str()
+                let (script, record_key) = match record {
+                    Some(record) => (ACQUIRE_LEADER.as_str(), Some(&record.record_key[..])),
+                    None => (ACQUIRE_FENCED.as_str(), None),
                 };
-                let (record_key, value) = record.unwrap_or_default();
+                let value = record.map_or(&[][..], |record| &record.value[..]);
                 let mut command = sized(
                     9 + 2 * usize::from(record.is_some()),
                     &[
@@ -137,17 +137,17 @@ impl AcquireCommand {
                         key,
                         fence_key,
                         token.as_bytes(),
-                        record_key,
+                        record_key.unwrap_or_default(),
                         value,
                     ],
                 );
                 command
                     .arg("EVAL")
                     .arg(script)
-                    .arg(if record.is_some() { 3 } else { 2 })
+                    .arg(2 + usize::from(record_key.is_some()))
                     .arg(key)
                     .arg(fence_key);
-                if record.is_some() {
+                if let Some(record_key) = record_key {
                     command.arg(record_key);
                 }
                 command.arg(token);
@@ -174,8 +174,8 @@ impl AcquireCommand {
             command
                 .arg(if renew_leftover { "1" } else { "0" })
                 .arg(if volatile { "1" } else { "0" });
-            if let Some((_, value)) = record {
-                command.arg(value);
+            if let Some(record) = record {
+                command.arg(&record.value[..]);
             }
         }
         AcquireCommand {

@@ -12,6 +12,7 @@ use super::vote::Counted;
 use super::wire::one_or_zero;
 use super::{Lane, Node};
 use crate::outcome::NodeError;
+use crate::rules::leader::Publication;
 
 /// The fence's write-back: while the key `KEYS[1]` holds our token, raises the counter `KEYS[2]`
 /// to at least the fence `ARGV[2]` (on a volatile node, `ARGV[3]` = `1`, also marks it written
@@ -48,7 +49,7 @@ pub(crate) async fn write_back(
     token: &str,
     fence: u64,
     volatile: bool,
-    record: Option<(&[u8], &[u8])>,
+    record: Option<&Publication>,
 ) -> Result<bool, NodeError> {
     node.run_counted(
         key,
@@ -60,15 +61,15 @@ pub(crate) async fn write_back(
                 None => WRITE_BACK.key(key),
             };
             invocation.key(fence_key);
-            if let Some((record_key, _)) = record {
-                invocation.key(record_key);
+            if let Some(record) = record {
+                invocation.key(&record.record_key[..]);
             }
             invocation
                 .arg(token)
                 .arg(fence)
                 .arg(if volatile { "1" } else { "0" });
-            if let Some((_, value)) = record {
-                invocation.arg(value);
+            if let Some(record) = record {
+                invocation.arg(&record.value[..]);
             }
             invocation.invoke_async(&mut connection).await
         },

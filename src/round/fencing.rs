@@ -56,9 +56,7 @@ where
             let record = record.cloned();
             async move {
                 let (keys, fence_keys, token) = (keys.all(), fence_keys.all(), token.as_str());
-                let record = record
-                    .as_ref()
-                    .map(|record| (&record.record_key[..], &record.value[..]));
+                let record = record.as_ref();
                 NodeReply::from_flag(match (keys, fence_keys) {
                     ([key], [fence_key]) => {
                         write_back(&node, (key, fence_key), token, fence, volatile, record).await

@@ -471,6 +471,17 @@ mod tests {
             })
     }
 
+    /// B's key on n2 expires and leaves n2's counter at 1; A then wins n0 and n2 with counters
+    /// 1 and 2, out of step, so its fence (2) must be written back.
+    const OUT_OF_STEP: [Action; 6] = [
+        Action::Acquire { client: B, node: 2 },
+        Action::Tick,
+        Action::Tick,
+        Action::Tick,
+        Action::Acquire { client: A, node: 0 },
+        Action::Acquire { client: A, node: 2 },
+    ];
+
     fn model() -> FencingModel {
         let mut config = Config::assumptions_hold();
         config.expiry_shortfall = vec![0, 0, 0];
@@ -480,19 +491,16 @@ mod tests {
     #[test]
     fn a_quorum_that_confirms_its_fence_in_time_grants_the_lock_with_the_largest_counter() {
         let model = model();
-        // B's key on n2 expires and leaves n2's counter at 1.
         let state = after(
             &model,
             &[
-                Action::Acquire { client: B, node: 2 },
-                Action::Tick,
-                Action::Tick,
-                Action::Tick,
-                Action::Acquire { client: A, node: 0 },
-                Action::Acquire { client: A, node: 2 },
-                Action::WriteBack { client: A, node: 0 },
-                Action::WriteBack { client: A, node: 2 },
-            ],
+                &OUT_OF_STEP[..],
+                &[
+                    Action::WriteBack { client: A, node: 0 },
+                    Action::WriteBack { client: A, node: 2 },
+                ],
+            ]
+            .concat(),
         );
         let grant = state.grants[0];
         assert_eq!((grant.token, grant.fence), (Token::new(A, 1), 2));
@@ -518,21 +526,18 @@ mod tests {
     #[test]
     fn a_write_back_completed_after_the_validity_ended_grants_nothing_and_releases() {
         let model = model();
-        // B's expired key leaves n2's counter at 1: A's grants take 1 and 2, and write back.
         let state = after(
             &model,
             &[
-                Action::Acquire { client: B, node: 2 },
-                Action::Tick,
-                Action::Tick,
-                Action::Tick,
-                Action::Acquire { client: A, node: 0 },
-                Action::Acquire { client: A, node: 2 },
-                Action::WriteBack { client: A, node: 0 },
-                Action::Tick,
-                Action::Tick,
-                Action::WriteBack { client: A, node: 2 },
-            ],
+                &OUT_OF_STEP[..],
+                &[
+                    Action::WriteBack { client: A, node: 0 },
+                    Action::Tick,
+                    Action::Tick,
+                    Action::WriteBack { client: A, node: 2 },
+                ],
+            ]
+            .concat(),
         );
         assert!(state.grants.is_empty());
         assert!(
