@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! cargo build --release -p quorumlock-cli --example profile_cycles
-//! # SUBJECT: single | raw-1 | quorum-5 | raw-5; CYCLES: how many counted cycles
+//! # SUBJECT: single | raw-1 | quorum-5 | read-5 | raw-5; CYCLES: how many counted cycles
 //! target/release/examples/profile_cycles SUBJECT CYCLES [--tasks N] [--tcp-nodelay BOOL] [URL ...]
 //! valgrind --tool=callgrind target/release/examples/profile_cycles quorum-5 3000 URL1 … URL5
 //! ```
@@ -19,6 +19,7 @@
 //!   logic (`quorumlock_harness::RawFloor`, the floor under `single` that `quorumlock bench`
 //!   measures too);
 //! - `quorum-5`: `Lock::quorum` over five nodes;
+//! - `read-5`: the same lock's reads (`Request::read`), the read side of a read-write lock;
 //! - `raw-5`: the same commands fanned out to five connections, deciding at the third yes (the
 //!   floor under `quorum-5`).
 //!
@@ -37,7 +38,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quorumlock::{Lock, LockOptions};
+use quorumlock::{Lock, LockOptions, Request};
 use quorumlock_harness::{ClusterOptions, CountingAllocator, Persistence, RawFloor, TestCluster};
 
 #[global_allocator]
@@ -55,6 +56,7 @@ enum Subject {
     Single,
     Raw1,
     Quorum5,
+    Read5,
     Raw5,
 }
 
@@ -64,6 +66,7 @@ impl Subject {
             "single" => Some(Subject::Single),
             "raw-1" => Some(Subject::Raw1),
             "quorum-5" => Some(Subject::Quorum5),
+            "read-5" => Some(Subject::Read5),
             "raw-5" => Some(Subject::Raw5),
             _ => None,
         }
@@ -72,14 +75,15 @@ impl Subject {
     fn nodes(self) -> usize {
         match self {
             Subject::Single | Subject::Raw1 => 1,
-            Subject::Quorum5 | Subject::Raw5 => QUORUM_NODES,
+            Subject::Quorum5 | Subject::Read5 | Subject::Raw5 => QUORUM_NODES,
         }
     }
 }
 
 /// One acquire+release cycle of a subject, on a key of its own.
 enum Client {
-    Lock(Lock),
+    /// A lock, and whether its cycles are reads.
+    Lock(Lock, bool),
     Raw(RawFloor),
 }
 
@@ -88,7 +92,7 @@ impl Client {
         let subject = run.subject;
         let urls = run.urls.get(..subject.nodes()).ok_or("too few URLs")?;
         match subject {
-            Subject::Single | Subject::Quorum5 => {
+            Subject::Single | Subject::Quorum5 | Subject::Read5 => {
                 let prefix = format!("profile:{}:", std::process::id());
                 // The timeouts are raised from the defaults (50 ms each with this TTL) only
                 // because a client under valgrind runs some 50 times slower: the code path is
@@ -107,7 +111,8 @@ impl Client {
                 } else {
                     Lock::new(urls.iter().cloned(), options)
                 };
-                lock.map(Client::Lock).map_err(|e| e.to_string())
+                lock.map(|lock| Client::Lock(lock, subject == Subject::Read5))
+                    .map_err(|e| e.to_string())
             }
             Subject::Raw1 | Subject::Raw5 => RawFloor::connect(urls, run.tcp_nodelay)
                 .await
@@ -119,12 +124,21 @@ impl Client {
     /// One cycle; true when it acquired and released.
     async fn cycle(&self, key: &str) -> bool {
         match self {
-            Client::Lock(lock) => match lock.try_acquire(key).await {
+            Client::Lock(lock, read) => match lock.try_acquire(request(key, *read)).await {
                 Ok(guard) => guard.release().await.held >= lock.quorum_size(),
                 Err(_) => false,
             },
             Client::Raw(floor) => floor.cycle(key).await,
         }
+    }
+}
+
+/// A lock's request for `key`: a read of it, or the lock itself.
+fn request(key: &str, read: bool) -> Request<'_> {
+    if read {
+        Request::from(key).read()
+    } else {
+        Request::from(key)
     }
 }
 
@@ -154,7 +168,7 @@ struct Run {
 }
 
 impl Run {
-    const USAGE: &str = "usage: profile_cycles single|raw-1|quorum-5|raw-5 CYCLES \
+    const USAGE: &str = "usage: profile_cycles single|raw-1|quorum-5|read-5|raw-5 CYCLES \
                          [--tasks N] [--tcp-nodelay true|false] [URL ...]";
 
     fn parse(mut args: impl Iterator<Item = String>) -> Result<Run, String> {
@@ -228,7 +242,7 @@ async fn run(run: &Run) -> Result<(), String> {
     };
     let wall = started.elapsed();
     let allocations = ALLOC.allocations().saturating_sub(before);
-    if let Client::Lock(lock) = &*client {
+    if let Client::Lock(lock, _) = &*client {
         let _ = tokio::time::timeout(Duration::from_secs(5), lock.settle()).await;
     }
     let cycles = cycles / tasks * tasks;
