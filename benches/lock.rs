@@ -4,8 +4,9 @@
 //! Run with `cargo bench --bench lock` (about three minutes on 2 cores). Groups:
 //!
 //! - `cycle`: one task, acquire + release (a fresh key each cycle); `single` vs `quorum-3/5/7`,
-//!   and `quorum-5-fenced`: `quorum-5` with fencing on (the fence's write-back, one more round
-//!   trip), on the same nodes in the same run.
+//!   and `quorum-5-fenced`: `quorum-5` with fencing on (the fenced acquire script; its
+//!   write-back round only where the counters disagree, never on a fresh key), on the same nodes
+//!   in the same run.
 //! - `raw-floor`: the same commands over redis-rs alone, no lock logic, on 1 and 5 nodes: the
 //!   floor under `cycle/single` and `cycle/quorum-5` on this machine.
 //! - `throughput/{1,16,64}`: that many tasks cycling on distinct keys; the reported time is

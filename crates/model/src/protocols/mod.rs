@@ -155,7 +155,9 @@ impl Protocol {
             }
             Protocol::Election => {
                 "three candidates; a leader holds the lock on a majority, its term the highest \
-                 fence counter of the nodes that granted, written back before it leads; it resigns"
+                 fence counter of the nodes that granted, written back with the leader record \
+                 before it leads unless they agree; late requests land after the decision; a \
+                 reader names a leader from a quorum's records; it resigns"
             }
             Protocol::ElectionTermFromOneNode => {
                 "as election, but the term is the counter of the first node that granted"
@@ -180,7 +182,7 @@ impl Protocol {
             Protocol::SetsSplitStep => &[sets::EXCLUSION],
             Protocol::SemaphoreCounter => &[semaphore::PERMITS_BOUND],
             Protocol::RwLockLateDowngrade => &[rwlock::EXCLUSIVE_WRITER],
-            Protocol::ElectionTermFromOneNode => &[election::TERMS_GROW],
+            Protocol::ElectionTermFromOneNode => &[election::TERMS_GROW, election::LEADER_READ],
         }
     }
 
