@@ -17,11 +17,25 @@ pub struct StatusArgs {
     /// Comma-separated node URLs (redis://[user:password@]host:port[/db]).
     #[arg(long, value_delimiter = ',', env = NODES_ENV)]
     nodes: Vec<String>,
+    /// The key prefix the lock was made with (`LockOptions::key_prefix`; default `quorumlock:`).
+    #[arg(long, value_name = "PREFIX")]
+    key_prefix: Option<String>,
+    /// The fence counters' prefix the lock was made with (`LockOptions::fence_prefix`; default
+    /// `quorumlock-fence:`).
+    #[arg(long, value_name = "PREFIX")]
+    fence_prefix: Option<String>,
 }
 
 /// Prints the table and the verdict; an error when fewer than a quorum of nodes could be read.
 pub async fn run(args: StatusArgs) -> Result<(), String> {
-    let lock = flags::lock_over(args.nodes, LockOptions::new())?;
+    let mut options = LockOptions::new();
+    if let Some(prefix) = args.key_prefix {
+        options = options.key_prefix(prefix);
+    }
+    if let Some(prefix) = args.fence_prefix {
+        options = options.fence_prefix(prefix);
+    }
+    let lock = flags::lock_over(args.nodes, options)?;
     let states = lock
         .inspect(&args.resource)
         .await

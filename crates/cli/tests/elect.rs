@@ -235,3 +235,54 @@ async fn status_shows_the_holder_node_by_node() {
     })
     .await;
 }
+
+/// `status --key-prefix --fence-prefix` finds a lock and its fence made with prefixes of their
+/// own, which the default prefixes do not see.
+#[tokio::test]
+async fn status_reads_a_lock_under_its_own_key_prefix() {
+    bounded(async {
+        let cluster = cluster_on(Backend::Process).await.unwrap();
+        let lock = quorumlock::Lock::new(
+            cluster.urls(),
+            quorumlock::LockOptions::new()
+                .key_prefix("app:")
+                .fence_prefix("app-fence:")
+                .fencing(true),
+        )
+        .unwrap();
+        let guard = lock.try_acquire("job").await.unwrap();
+        let status = |args: &'static [&'static str]| {
+            let child = start(&cluster, args);
+            async move {
+                let output = child.wait_with_output().await.unwrap();
+                (
+                    output.status.code(),
+                    String::from_utf8_lossy(&output.stdout).into_owned(),
+                )
+            }
+        };
+        let (code, stdout) = status(&[
+            "status",
+            "job",
+            "--key-prefix",
+            "app:",
+            "--fence-prefix",
+            "app-fence:",
+        ])
+        .await;
+        assert_eq!(code, Some(0), "{stdout}");
+        assert!(stdout.contains("held by "), "{stdout}");
+        // node, addr, holder, leader value, ttl, fence: the fence read under its own prefix.
+        let fence = guard.fence().unwrap().to_string();
+        let fenced = stdout
+            .lines()
+            .filter(|line| line.split_whitespace().nth(5) == Some(fence.as_str()))
+            .count();
+        assert!(fenced >= 2, "the fence on a quorum:\n{stdout}");
+        let (code, stdout) = status(&["status", "job"]).await;
+        assert_eq!(code, Some(0), "{stdout}");
+        assert!(stdout.ends_with("free\n"), "{stdout}");
+        guard.release().await;
+    })
+    .await;
+}
