@@ -1,10 +1,10 @@
 //! The read-write lock section (issue 33), on five local nodes: a read acquisition of a free
-//! read-write lock against a lock's acquisition of a free key (one task, the two alternating
-//! call by call, so that a slow spell of the machine falls on both alike); and 15 readers and
-//! 1 writer of one read-write lock in one process, every call waiting (`Patience::Wait`),
-//! readers holding 1–10 ms one after another without a pause (the stream that starves a
-//! writer under reader preference), the writer 1 ms every 5–20 ms: the writer's wait against the longest read hold, and exclusion counted in the process. Every
-//! loop is bounded in count and time.
+//! read-write lock against a lock's acquisition of a free key (one task, the two alternating call
+//! by call, so that a slow spell of the machine falls on both alike); and 15 readers and 1 writer
+//! of one read-write lock in one process, every call waiting (`Patience::Wait`), readers holding
+//! 1–10 ms one after another without a pause (the stream that starves a writer under reader
+//! preference), the writer 1 ms every 5–20 ms: the writer's wait against the longest read hold, and
+//! exclusion counted in the process. Every loop is bounded in count and time.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
