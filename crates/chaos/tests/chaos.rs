@@ -443,20 +443,26 @@ async fn a_slot_past_the_permits_is_caught() {
 }
 
 /// One read-write lock per resource, read and written by every client under the seeded
-/// nemesis: never a writer beside any other holder, and both sides were put to the test (the
-/// run's self-check fails unless every lock was written, and read by two at once).
+/// nemesis: never a writer beside any other holder, every lock held, and both sides put to the
+/// test on some lock (written, and read by two at once), as the run's self-check asks. Not on
+/// every lock: under faults on a majority one lock of two may see a single reader (CI, 5 Dec).
 // promise: rwlock-sides
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_write_lock_under_the_nemesis_never_has_a_writer_beside_another_holder() {
     let options = options().seed(NEMESIS_SEED).resources(2);
     let report = assert_safe_with(Scenario::ReadWrite, &options).await;
-    assert_eq!(report.check.sides.len(), 2, "{:#?}", report.check.sides);
-    for used in &report.check.sides {
-        assert!(
-            used.writes > 0 && used.most_readers_at_once >= 2,
-            "{used:#?}"
-        );
-    }
+    let sides = &report.check.sides;
+    assert_eq!(sides.len(), 2, "{sides:#?}");
+    assert!(
+        sides.iter().all(|used| used.reads + used.writes > 0),
+        "{sides:#?}"
+    );
+    assert!(
+        sides
+            .iter()
+            .any(|used| used.writes > 0 && used.most_readers_at_once >= 2),
+        "{sides:#?}"
+    );
 }
 
 /// A writer that ignores the readers holds beside them, and the checker says so: the side
