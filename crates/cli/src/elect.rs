@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use quorumlock::{Election, ElectionOptions, Leader, LockOptions};
 
-use crate::flags::{self, NODES_ENV};
+use crate::flags::{self, NODES_ENV, Prefixes};
 use crate::run::child::{Held, Signals, run_under};
 use crate::run::exit;
 
@@ -34,6 +34,9 @@ pub struct ElectArgs {
     /// What this candidate publishes as the leader's value (an address, say).
     #[arg(long, default_value = "")]
     value: String,
+    /// The prefixes every candidate and observer of the election uses.
+    #[command(flatten)]
+    prefixes: Prefixes,
     /// How long the others wait for a leader that vanished without resigning.
     #[arg(long, default_value = "15s", value_parser = flags::duration)]
     lease_duration: Duration,
@@ -93,10 +96,12 @@ async fn elect(args: ElectArgs) -> u8 {
         .lease_duration(args.lease_duration)
         .renew_deadline(args.renew_deadline)
         .retry_period(args.retry_period);
-    let lock_options = LockOptions::new()
-        .ttl(args.lease_duration)
-        .fencing(true)
-        .fence_volatile_nodes(args.volatile_nodes);
+    let lock_options = args.prefixes.apply(
+        LockOptions::new()
+            .ttl(args.lease_duration)
+            .fencing(true)
+            .fence_volatile_nodes(args.volatile_nodes),
+    );
     let election = match flags::lock_over(args.nodes, lock_options).and_then(|lock| {
         Election::new(&lock, &args.name, options).map_err(|error| error.to_string())
     }) {

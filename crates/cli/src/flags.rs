@@ -1,5 +1,6 @@
 //! What every subcommand's flags share: one syntax for durations (`10s`, `500ms`, `2m`,
-//! `1m 30s`, parsed by humantime) and node URLs from `--nodes` or [`NODES_ENV`].
+//! `1m 30s`, parsed by humantime), node URLs from `--nodes` or [`NODES_ENV`], and the key
+//! prefixes a lock was made with ([`Prefixes`]).
 
 use std::time::Duration;
 
@@ -12,6 +13,31 @@ pub(crate) const NODES_ENV: &str = "QUORUMLOCK_NODES";
 pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text)
         .map_err(|e| format!("{e}; durations look like 10s, 500ms or 2m"))
+}
+
+/// The key prefixes of `run`, `elect` and `status`: a lock's keys are found only under the
+/// prefixes it was made with, so every tool that meets the lock must be given the same ones.
+#[derive(clap::Args, Debug, Default)]
+pub(crate) struct Prefixes {
+    /// The lock keys' prefix (`LockOptions::key_prefix`; default `quorumlock:`).
+    #[arg(long, value_name = "PREFIX")]
+    key_prefix: Option<String>,
+    /// The fence counters' prefix (`LockOptions::fence_prefix`; default `quorumlock-fence:`).
+    #[arg(long, value_name = "PREFIX")]
+    fence_prefix: Option<String>,
+}
+
+impl Prefixes {
+    /// `options` with the prefixes given (the defaults where none is).
+    pub(crate) fn apply(self, mut options: LockOptions) -> LockOptions {
+        if let Some(prefix) = self.key_prefix {
+            options = options.key_prefix(prefix);
+        }
+        if let Some(prefix) = self.fence_prefix {
+            options = options.fence_prefix(prefix);
+        }
+        options
+    }
 }
 
 /// The lock over the nodes `--nodes` named (an empty entry, as an empty [`NODES_ENV`] or a

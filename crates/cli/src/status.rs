@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use quorumlock::{LockOptions, NodeState};
 
-use crate::flags::{self, NODES_ENV};
+use crate::flags::{self, NODES_ENV, Prefixes};
 use crate::text_table::aligned;
 
 /// Arguments of `quorumlock status`.
@@ -17,25 +17,14 @@ pub struct StatusArgs {
     /// Comma-separated node URLs (redis://[user:password@]host:port[/db]).
     #[arg(long, value_delimiter = ',', env = NODES_ENV)]
     nodes: Vec<String>,
-    /// The key prefix the lock was made with (`LockOptions::key_prefix`; default `quorumlock:`).
-    #[arg(long, value_name = "PREFIX")]
-    key_prefix: Option<String>,
-    /// The fence counters' prefix the lock was made with (`LockOptions::fence_prefix`; default
-    /// `quorumlock-fence:`).
-    #[arg(long, value_name = "PREFIX")]
-    fence_prefix: Option<String>,
+    /// The prefixes the lock was made with.
+    #[command(flatten)]
+    prefixes: Prefixes,
 }
 
 /// Prints the table and the verdict; an error when fewer than a quorum of nodes could be read.
 pub async fn run(args: StatusArgs) -> Result<(), String> {
-    let mut options = LockOptions::new();
-    if let Some(prefix) = args.key_prefix {
-        options = options.key_prefix(prefix);
-    }
-    if let Some(prefix) = args.fence_prefix {
-        options = options.fence_prefix(prefix);
-    }
-    let lock = flags::lock_over(args.nodes, options)?;
+    let lock = flags::lock_over(args.nodes, args.prefixes.apply(LockOptions::new()))?;
     let states = lock
         .inspect(&args.resource)
         .await

@@ -236,8 +236,50 @@ async fn status_shows_the_holder_node_by_node() {
     .await;
 }
 
+/// `elect --key-prefix --fence-prefix` keeps its key and term counter under the prefixes given:
+/// its term is the counter under `app-fence:`, and nothing is left under the defaults.
+#[tokio::test]
+async fn elect_keeps_its_keys_under_the_prefixes_given() {
+    bounded(async {
+        let cluster = cluster_on(Backend::Process).await.unwrap();
+        let child = start(
+            &cluster,
+            &[
+                "elect",
+                "sched",
+                "--key-prefix",
+                "app:",
+                "--fence-prefix",
+                "app-fence:",
+                "--",
+                "sh",
+                "-c",
+                "echo \"$QUORUMLOCK_TERM\"",
+            ],
+        );
+        let output = child.wait_with_output().await.unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert_eq!(output.status.code(), Some(0), "{stdout}");
+        let term: i64 = stdout.trim().parse().unwrap();
+        let mut counters = 0;
+        for node in 0..cluster.len() {
+            let mut connection = cluster.connection(node).await.unwrap();
+            let counter: Option<i64> = connection.get("app-fence:sched").await.unwrap();
+            counters += usize::from(counter == Some(term));
+            let defaults: usize = connection
+                .exists(&["quorumlock:sched", "quorumlock-fence:sched"])
+                .await
+                .unwrap();
+            assert_eq!(defaults, 0, "node {node}");
+        }
+        assert!(counters >= 2, "the term on a quorum's counters");
+    })
+    .await;
+}
+
 /// `status --key-prefix --fence-prefix` finds a lock and its fence made with prefixes of their
 /// own, which the default prefixes do not see.
+// promise: status-cli
 #[tokio::test]
 async fn status_reads_a_lock_under_its_own_key_prefix() {
     bounded(async {

@@ -482,3 +482,28 @@ async fn sigterm_to_run_reaches_the_command_and_the_lock_is_released_after_it() 
     })
     .await;
 }
+
+/// `--key-prefix` names the lock `run` takes: a lock held under `app:` keeps out a `run` given
+/// that prefix, not one without it (whose key is another).
+#[tokio::test]
+async fn key_prefix_names_the_lock_run_takes() {
+    bounded(async {
+        let cluster = cluster_on(Backend::Process).await.unwrap();
+        let lock = quorumlock::Lock::new(
+            cluster.urls(),
+            quorumlock::LockOptions::new().key_prefix("app:"),
+        )
+        .unwrap();
+        let guard = lock.try_acquire("job").await.unwrap();
+        let flags = ["--resource", "job", "--wait", "0"];
+        let prefixed = [&flags[..], &["--key-prefix", "app:"]].concat();
+        let (code, stderr) = finish(start_run(&cluster, &prefixed, &["true"])).await;
+        assert_eq!(code, Some(NOT_ACQUIRED), "{stderr}");
+        let (code, stderr) = finish(start_run(&cluster, &flags, &["true"])).await;
+        assert_eq!(code, Some(0), "{stderr}");
+        guard.release().await;
+        let (code, stderr) = finish(start_run(&cluster, &prefixed, &["true"])).await;
+        assert_eq!(code, Some(0), "{stderr}");
+    })
+    .await;
+}

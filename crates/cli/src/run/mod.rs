@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use quorumlock::{KeepAlive, LockOptions};
 
-use crate::flags::{self, NODES_ENV};
+use crate::flags::{self, NODES_ENV, Prefixes};
 use child::{Held, Signals, run_under};
 
 /// Arguments of `quorumlock run`.
@@ -47,6 +47,9 @@ pub struct RunArgs {
     /// Every run of the resource must give the same N.
     #[arg(long, value_name = "N")]
     permits: Option<u32>,
+    /// The prefixes every `run` of the resource (and any other client of the lock) uses.
+    #[command(flatten)]
+    prefixes: Prefixes,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<OsString>,
@@ -90,6 +93,7 @@ async fn run_locked(args: RunArgs) -> u8 {
         kill_after,
         fencing,
         permits,
+        prefixes,
         command,
     } = args;
     let fail = |code: u8, message: &str| {
@@ -99,7 +103,10 @@ async fn run_locked(args: RunArgs) -> u8 {
     let Some((program, program_args)) = command.split_first() else {
         return fail(exit::USAGE, "no command given after --");
     };
-    let lock = match flags::lock_over(nodes, LockOptions::new().ttl(ttl).fencing(fencing)) {
+    let lock = match flags::lock_over(
+        nodes,
+        prefixes.apply(LockOptions::new().ttl(ttl).fencing(fencing)),
+    ) {
         Ok(lock) => lock,
         Err(message) => return fail(exit::USAGE, &message),
     };
