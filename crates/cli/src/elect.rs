@@ -108,14 +108,9 @@ async fn elect(args: ElectArgs) -> u8 {
         Ok(election) => election,
         Err(message) => return fail(exit::USAGE, &message),
     };
-    let mut signals = match Signals::install() {
+    let mut signals = match Signals::install("elect") {
         Ok(signals) => signals,
-        Err(error) => {
-            return fail(
-                exit::OS_ERROR,
-                &format!("installing signal handlers: {error}"),
-            );
-        }
+        Err(code) => return code,
     };
     if args.observe {
         return observe(&election, &mut signals).await;

@@ -13,10 +13,9 @@ use quorumlock::{Election, ElectionOptions, Lock, LockOptions, Patience};
 use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use serde::Serialize;
 
-use super::stats::{Row, Tally, record};
+use super::stats::{Row, Tally, latency_table, record};
 use super::targets::{Target, at_most};
 use crate::text_table::aligned;
-use crate::units::fmt_us;
 
 /// The hand-over rows' lease: long, so that only a wake-up elects the next leader in time.
 const SLOW_LEASE: Duration = Duration::from_secs(30);
@@ -315,13 +314,7 @@ pub(super) fn render(bench: &ElectionBench) -> String {
         out,
         "\nleader election (Election), 5 local nodes (AOF always)\n"
     );
-    let mut table: Vec<Vec<String>> = vec![
-        ["row", "samples", "err", "p50", "p90", "p99", "max"]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect(),
-    ];
-    for (label, row) in [
+    let rows = [
         ("quorum round trip (free key, try_acquire)", &bench.rtt),
         ("hand-over after resign (lease 30 s)", &bench.after_resign),
         ("observer hears the new leader", &bench.observed),
@@ -329,17 +322,8 @@ pub(super) fn render(bench: &ElectionBench) -> String {
             "fail-over, leader's process killed (lease 1 s)",
             &bench.failover,
         ),
-    ] {
-        table.push(vec![
-            label.to_owned(),
-            row.samples.to_string(),
-            row.errors.to_string(),
-            fmt_us(row.p50_us),
-            fmt_us(row.p90_us),
-            fmt_us(row.p99_us),
-            fmt_us(row.max_us),
-        ]);
-    }
-    out.push_str(&aligned(&table, 1));
+    ];
+    let rows = rows.map(|(label, row)| (label.to_owned(), row));
+    out.push_str(&aligned(&latency_table("samples", rows), 1));
     out
 }

@@ -15,10 +15,9 @@ use hdrhistogram::Histogram;
 use quorumlock::{Lock, LockOptions, Patience, Request};
 use serde::Serialize;
 
-use super::stats::{Row, Tally, new_histogram, record};
+use super::stats::{Row, Tally, latency_table, new_histogram, record};
 use super::targets::{Target, at_most};
 use crate::text_table::aligned;
-use crate::units::fmt_us;
 
 /// Readers of the mixed rows, and the longest a reader holds.
 const READERS: usize = 15;
@@ -338,12 +337,6 @@ pub(super) fn render(bench: &RwBench) -> String {
         out,
         "\nread-write lock (Request::read / Request::write), 5 local nodes\n"
     );
-    let mut table: Vec<Vec<String>> = vec![
-        ["row", "calls", "err", "p50", "p90", "p99", "max"]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect(),
-    ];
     let rows = bench
         .free
         .iter()
@@ -358,18 +351,7 @@ pub(super) fn render(bench: &RwBench) -> String {
                 &bench.reader_wait,
             ),
         ]);
-    for (label, row) in rows {
-        table.push(vec![
-            label,
-            row.samples.to_string(),
-            row.errors.to_string(),
-            fmt_us(row.p50_us),
-            fmt_us(row.p90_us),
-            fmt_us(row.p99_us),
-            fmt_us(row.max_us),
-        ]);
-    }
-    out.push_str(&aligned(&table, 2));
+    out.push_str(&aligned(&latency_table("calls", rows), 2));
     let _ = writeln!(
         out,
         "\nmixed rows: readers hold 1–10 ms and call again at once, the writer holds 1 ms every \

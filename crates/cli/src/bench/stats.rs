@@ -7,6 +7,8 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::units::fmt_us;
+
 /// Ratios of one row to a baseline row (row ÷ baseline).
 #[derive(Debug, Clone, Copy, Serialize)]
 pub(super) struct Ratios {
@@ -95,6 +97,18 @@ fn us(nanos: u64) -> f64 {
 }
 
 impl Row {
+    /// Its samples, errors, p50, p90, p99 and max, as table cells.
+    pub(super) fn cells(&self) -> [String; 6] {
+        [
+            self.samples.to_string(),
+            self.errors.to_string(),
+            fmt_us(self.p50_us),
+            fmt_us(self.p90_us),
+            fmt_us(self.p99_us),
+            fmt_us(self.max_us),
+        ]
+    }
+
     pub(super) fn new(id: &str, scenario: &str, lock: &str, measured: &str, tally: Tally) -> Row {
         let Tally { hist, errors, wall } = tally;
         let samples = hist.len();
@@ -199,4 +213,17 @@ pub(super) fn fill_ratios(rows: &mut [Row]) {
             row.vs_plain = Some(ratios(row, base));
         }
     }
+}
+
+/// The latency table of a section's rows: a header (`count` names the samples' column), then
+/// per row its label, samples, errors, p50, p90, p99 and max.
+pub(super) fn latency_table<'r>(
+    count: &str,
+    rows: impl IntoIterator<Item = (String, &'r Row)>,
+) -> Vec<Vec<String>> {
+    let header = ["row", count, "err", "p50", "p90", "p99", "max"].map(str::to_owned);
+    let lines = rows
+        .into_iter()
+        .map(|(label, row)| std::iter::once(label).chain(row.cells()).collect());
+    std::iter::once(header.to_vec()).chain(lines).collect()
 }

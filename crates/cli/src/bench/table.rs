@@ -1,7 +1,6 @@
 //! The printed result: the table of every row with its ratios, and the targets evaluated on
 //! this run (see [`targets`](super::targets)).
 
-use crate::units::fmt_us;
 use std::fmt::Write as _;
 
 use super::report::Report;
@@ -60,15 +59,9 @@ pub(super) fn render(report: &Report) -> String {
     ];
     let mut table: Vec<Vec<String>> = vec![header.iter().map(|s| (*s).to_owned()).collect()];
     for r in &report.rows {
-        table.push(vec![
-            r.scenario.clone(),
-            r.lock.clone(),
-            r.samples.to_string(),
-            r.errors.to_string(),
-            fmt_us(r.p50_us),
-            fmt_us(r.p90_us),
-            fmt_us(r.p99_us),
-            fmt_us(r.max_us),
+        let mut line = vec![r.scenario.clone(), r.lock.clone()];
+        line.extend(r.cells());
+        line.extend([
             format!("{:.0}", r.ops_per_s),
             r.allocs_per_cycle
                 .map_or_else(|| "-".to_owned(), |a| format!("{a:.0}")),
@@ -78,6 +71,7 @@ pub(super) fn render(report: &Report) -> String {
             fmt_ratio(r.vs_healthy.map(|x| x.p50)),
             fmt_ratio(r.vs_healthy.map(|x| x.p99)),
         ]);
+        table.push(line);
     }
     out.push_str(&aligned(&table, 2));
     let _ = writeln!(

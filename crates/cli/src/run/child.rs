@@ -46,12 +46,20 @@ pub(crate) struct Signals {
 }
 
 impl Signals {
-    /// Installs the handlers (from now on these signals no longer end `run` by themselves).
-    pub(crate) fn install() -> io::Result<Signals> {
-        Ok(Signals {
-            terminate: signal(SignalKind::terminate())?,
-            interrupt: signal(SignalKind::interrupt())?,
-            hangup: signal(SignalKind::hangup())?,
+    /// Installs the handlers (from now on these signals no longer end the process by
+    /// themselves); if that fails, says so on stderr as `quorumlock <command>` and gives the
+    /// exit status for it.
+    pub(crate) fn install(command: &str) -> Result<Signals, u8> {
+        let install = || -> io::Result<Signals> {
+            Ok(Signals {
+                terminate: signal(SignalKind::terminate())?,
+                interrupt: signal(SignalKind::interrupt())?,
+                hangup: signal(SignalKind::hangup())?,
+            })
+        };
+        install().map_err(|error| {
+            eprintln!("quorumlock {command}: installing signal handlers: {error}");
+            super::exit::OS_ERROR
         })
     }
 

@@ -112,14 +112,9 @@ async fn run_locked(args: RunArgs) -> u8 {
     };
     // Before acquiring: a signal from now on is ours to handle, so none can end `run` between
     // taking the lock and starting the command.
-    let mut signals = match Signals::install() {
+    let mut signals = match Signals::install("run") {
         Ok(signals) => signals,
-        Err(error) => {
-            return fail(
-                exit::OS_ERROR,
-                &format!("installing signal handlers: {error}"),
-            );
-        }
+        Err(code) => return code,
     };
 
     // Woken when the holder releases or its keys expire, not by polling; `--wait 0` tries once.
