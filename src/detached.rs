@@ -61,19 +61,19 @@ impl Detached {
     /// The lease of `resource` holding `token`, valid until `valid_until`, without TTL or fence
     /// (set them with [`ttl`](Detached::ttl) and [`fence`](Detached::fence)).
     pub fn new(resource: impl Into<Vec<u8>>, token: Token, valid_until: SystemTime) -> Detached {
-        Detached {
-            resources: vec![resource.into()],
-            token,
-            valid_until,
-            ttl: None,
-            fence: None,
-        }
+        Detached::of(vec![resource.into()], token, valid_until)
     }
 
     /// The lease of a set of resources, all of them holding `token`.
     pub fn of_set(resources: &Resources, token: Token, valid_until: SystemTime) -> Detached {
+        let resources = resources.iter().map(<[u8]>::to_vec).collect();
+        Detached::of(resources, token, valid_until)
+    }
+
+    /// The lease of `resources` with neither TTL nor fence given.
+    fn of(resources: Vec<Vec<u8>>, token: Token, valid_until: SystemTime) -> Detached {
         Detached {
-            resources: resources.iter().map(<[u8]>::to_vec).collect(),
+            resources,
             token,
             valid_until,
             ttl: None,
