@@ -107,15 +107,8 @@ pub(super) fn late_losses(holds: &[Hold], stalls: &[Stall]) -> (Vec<LateLoss>, V
         };
         let lost_us = lease.lost.map(|lost| lost.at_us);
         // When the holder stopped relying on the lock: it saw the signal, or it released.
-        let Some(seen_us) = lost_us.or(hold.released_us) else {
-            late.push(LateLoss {
-                hold: HoldRef::of(hold),
-                validity_end_us,
-                lost_us,
-            });
-            continue;
-        };
-        if seen_us <= validity_end_us {
+        let seen_us = lost_us.or(hold.released_us);
+        if seen_us.is_some_and(|seen_us| seen_us <= validity_end_us) {
             continue;
         }
         let loss = LateLoss {
@@ -123,7 +116,10 @@ pub(super) fn late_losses(holds: &[Hold], stalls: &[Stall]) -> (Vec<LateLoss>, V
             validity_end_us,
             lost_us,
         };
-        if stalled(validity_end_us, seen_us, lease.margin_us, stalls) {
+        // Never seen is late, whatever stalled.
+        let excusable = seen_us
+            .is_some_and(|seen_us| stalled(validity_end_us, seen_us, lease.margin_us, stalls));
+        if excusable {
             excused.push(loss);
         } else {
             late.push(loss);
