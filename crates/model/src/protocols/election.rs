@@ -82,7 +82,8 @@ pub type Record = Option<(u8, u8)>;
 
 /// The model's state: per node the key's owner, the counter and the record; per candidate its
 /// phase, its requests still in flight and the nodes its release has still to reach, and the
-/// term it led with (0: never led); how many led, and whether a term ever failed to grow.
+/// term it led with (0: never led: each candidate campaigns once); and whether a term ever
+/// failed to grow.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ElectionState {
     owner: [Option<u8>; NODES],
@@ -92,7 +93,6 @@ pub struct ElectionState {
     late: [u8; CLIENTS],
     releasing: [u8; CLIENTS],
     led: [u8; CLIENTS],
-    leaders: u8,
     regressed: bool,
 }
 
@@ -122,8 +122,12 @@ impl ElectionState {
             self.regressed = true;
         }
         self.led[usize::from(client)] = term;
-        self.leaders = self.leaders.saturating_add(1);
         Phase::Leading { term }
+    }
+
+    /// How many candidates led so far.
+    fn leaders(&self) -> usize {
+        self.led.iter().filter(|&&term| term != 0).count()
     }
 
     /// Node `at` answers `client`'s acquire request: the fenced acquire script, which takes a
@@ -227,7 +231,6 @@ impl Model for ElectionModel {
             late: [0; CLIENTS],
             releasing: [0; CLIENTS],
             led: [0; CLIENTS],
-            leaders: 0,
             regressed: false,
         }]
     }
@@ -302,32 +305,33 @@ impl Model for ElectionModel {
                 let answered = answered | bit(node);
                 let unanswered = NODES - answered.count_ones() as usize;
                 let quorum = quorumlock::model_rules::majority(NODES);
-                next.clients[usize::from(client)] =
-                    match tally(NODES, ours.count_ones() as usize, unanswered, quorum) {
-                        Tally::Open => Phase::Campaigning {
-                            answered,
-                            ours,
-                            term,
-                            lowest,
-                        },
-                        Tally::Won => {
-                            next.late[usize::from(client)] = all & !answered;
-                            // Every grant took the term already: its records are the leader's.
-                            if lowest == term {
-                                next.lead(client, term)
-                            } else {
-                                Phase::WritingBack {
-                                    term,
-                                    pending: ours,
-                                }
+                let decided = tally(NODES, ours.count_ones() as usize, unanswered, quorum);
+                if !matches!(decided, Tally::Open) {
+                    next.late[usize::from(client)] = all & !answered;
+                }
+                next.clients[usize::from(client)] = match decided {
+                    Tally::Open => Phase::Campaigning {
+                        answered,
+                        ours,
+                        term,
+                        lowest,
+                    },
+                    Tally::Won => {
+                        // Every grant took the term already: its records are the leader's.
+                        if lowest == term {
+                            next.lead(client, term)
+                        } else {
+                            Phase::WritingBack {
+                                term,
+                                pending: ours,
                             }
                         }
-                        Tally::Lost => {
-                            next.late[usize::from(client)] = all & !answered;
-                            next.releasing[usize::from(client)] = all;
-                            Phase::Done
-                        }
-                    };
+                    }
+                    Tally::Lost => {
+                        next.releasing[usize::from(client)] = all;
+                        Phase::Done
+                    }
+                };
             }
             ElectionAction::Late { client, node } => {
                 next.late[usize::from(client)] &= !bit(node);
@@ -411,7 +415,7 @@ impl Model for ElectionModel {
                 },
             ),
             Property::sometimes(HANDOVER, |model: &ElectionModel, state: &ElectionState| {
-                model.first.report(4, state.leaders >= 2)
+                model.first.report(4, state.leaders() >= 2)
             }),
         ]
     }
