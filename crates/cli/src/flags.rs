@@ -17,7 +17,7 @@ pub(crate) fn duration(text: &str) -> Result<Duration, String> {
 
 /// The key prefixes of `run`, `elect` and `status`: a lock's keys are found only under the
 /// prefixes it was made with, so every tool that meets the lock must be given the same ones.
-#[derive(clap::Args, Debug, Default)]
+#[derive(clap::Args, Debug)]
 pub(crate) struct Prefixes {
     /// The lock keys' prefix (`LockOptions::key_prefix`; default `quorumlock:`).
     #[arg(long, value_name = "PREFIX")]
