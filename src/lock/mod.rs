@@ -5,6 +5,7 @@
 //! One acquisition's attempts, verdicts and cleanup are in `acquisition.rs`, below.
 
 mod acquire;
+mod sleep;
 mod wait;
 mod with_lock;
 

@@ -167,10 +167,12 @@ impl Lock {
                                 }
                             };
                             let sleep = expiry.unwrap_or(prepared.ttl);
-                            tokio::time::sleep(
-                                settings.recheck.map_or(sleep, |bound| bound.min(sleep)),
-                            )
-                            .await;
+                            let sleep = settings.recheck.map_or(sleep, |bound| bound.min(sleep));
+                            // Past the caller's deadline the select below has already returned.
+                            let until = Instant::now()
+                                .checked_add(sleep)
+                                .map_or(deadline, |until| until.min(deadline));
+                            super::sleep::sleep_until(until).await;
                         })
                     }
                     Err(error) => {

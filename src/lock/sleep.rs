@@ -1,0 +1,33 @@
+//! A waiter's sleep until a held lock's keys expire, ended on time. Tokio's timer counts whole
+//! milliseconds and parks its driver in them, so its sleeps end up to about 2 ms late; sleeping
+//! out a crashed holder's lease, that lateness adds to every fail-over. So the last few
+//! milliseconds are slept by a thread of Tokio's blocking pool, whose `nanosleep` ends within
+//! tens of microseconds. Only the last stretch: a waiter keeps no thread for the long part of
+//! its sleep, and one dropped while that thread sleeps costs the thread those milliseconds.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How long before the end the sleep moves from Tokio's timer to a thread: more than Tokio's
+/// lateness, so the first part does not already end past the deadline.
+const LAST_STRETCH: Duration = Duration::from_millis(3);
+
+/// Sleeps until `deadline`, ending within tens of microseconds of it unless the machine is
+/// too busy to run the thread or the task on time.
+pub(super) async fn sleep_until(deadline: Instant) {
+    if let Some(start) = deadline.checked_sub(LAST_STRETCH) {
+        tokio::time::sleep_until(start).await;
+    }
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return;
+    }
+    // A blocking pool that cannot run it (the runtime shutting down) leaves Tokio's timer.
+    if tokio::task::spawn_blocking(move || std::thread::sleep(left))
+        .await
+        .is_err()
+    {
+        tokio::time::sleep_until(deadline).await;
+    }
+}
