@@ -1,18 +1,89 @@
-//! `PTTL` of a lock key on one node: how long the key there has left, for a waiter's bound on
-//! when to try again without a wake-up (`rules/wait.rs`). Read-only, so it passes no gate.
+//! How long a lock key has left on one node, for a waiter's bound on when to try again without
+//! a wake-up (`rules/wait.rs`). Read-only, so it passes no gate.
+//!
+//! `PTTL` alone counts whole milliseconds, and Redis expires a key only once its millisecond
+//! clock has passed the deadline, so a bound from it alone must add a millisecond. Read with the
+//! server's `TIME` in one script, the bound knows where in that millisecond the server is.
+
+use std::sync::LazyLock;
+
+use redis::Script;
 
 use super::Node;
 use crate::outcome::NodeError;
 use crate::rules::wait::KeyTtl;
 
-/// The key's remaining time on `node`.
+/// `PTTL` of `KEYS[1]`, then the microseconds into the server's current millisecond. `PTTL` is
+/// read first: were the clock to pass a millisecond between the two, the bound comes out late,
+/// never early.
+static PTTL_AND_PHASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"local left = redis.call('PTTL', KEYS[1])
+return {left, tonumber(redis.call('TIME')[2]) % 1000}",
+    )
+});
+
+/// The key's remaining time on `node`. A server that refuses the script (an ACL without
+/// `+time`, say) is asked for `PTTL` alone.
 pub(crate) async fn pttl(node: &Node, key: &[u8]) -> Result<KeyTtl, NodeError> {
-    node.run(key, |mut connection, _generation| async move {
-        redis::cmd("PTTL")
-            .arg(key)
-            .query_async::<i64>(&mut connection)
+    let read = node
+        .run(key, |mut connection, _generation| async move {
+            PTTL_AND_PHASE
+                .key(key)
+                .invoke_async::<(i64, i64)>(&mut connection)
+                .await
+        })
+        .await;
+    match read {
+        Ok((left, phase)) => Ok(KeyTtl::from_pttl(left, Some(phase))),
+        Err(NodeError::NoPermission(_) | NodeError::Server { .. } | NodeError::Protocol(_)) => node
+            .run(key, |mut connection, _generation| async move {
+                redis::cmd("PTTL")
+                    .arg(key)
+                    .query_async::<i64>(&mut connection)
+                    .await
+            })
             .await
-    })
-    .await
-    .map(KeyTtl::from_pttl)
+            .map(|left| KeyTtl::from_pttl(left, None)),
+        Err(error) => Err(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LockOptions;
+    use quorumlock_harness::{ClusterOptions, TestCluster};
+    use redis::AsyncCommands;
+    use std::time::Duration;
+
+    /// Against a real server: a key's remaining time is read to the microsecond (the server's
+    /// place in its millisecond taken off), within the millisecond past `PTTL` that Redis waits;
+    /// no key and no expiry read as what they are.
+    #[tokio::test]
+    async fn a_keys_time_left_is_read_below_the_millisecond() {
+        let cluster = TestCluster::start(ClusterOptions::default().nodes(1))
+            .await
+            .unwrap();
+        let settings = LockOptions::new().validate(1).unwrap();
+        let node = crate::node::test_node(0, &cluster.urls()[0], &settings);
+        let mut direct = cluster.connection(0).await.unwrap();
+        let _: () = direct.pset_ex("expiring", "token", 60_000).await.unwrap();
+        let _: () = direct.set("forever", "token").await.unwrap();
+
+        assert_eq!(pttl(&node, b"absent").await.unwrap(), KeyTtl::Absent);
+        assert_eq!(pttl(&node, b"forever").await.unwrap(), KeyTtl::Persistent);
+        let mut whole_ms = 0;
+        for _ in 0..5 {
+            let KeyTtl::Expires(left) = pttl(&node, b"expiring").await.unwrap() else {
+                panic!("a key with an expiry reads as expiring");
+            };
+            assert!(left <= Duration::from_millis(60_001), "{left:?}");
+            assert!(left > Duration::from_millis(59_000), "{left:?}");
+            whole_ms += usize::from(left.subsec_micros() % 1000 == 0);
+        }
+        // Each read lands on a whole millisecond one time in a thousand; without the server's
+        // phase, every one does.
+        assert!(whole_ms < 5, "no read knew the phase");
+    }
 }
