@@ -185,6 +185,9 @@ async fn a_peers_release_that_publishes_nothing_is_found_by_the_recheck() {
     .await;
 }
 
+/// Nobody releases: the waiter sleeps until the keys expire, reading their time left after its
+/// refused attempt, not again and again. (Broken on purpose by ending the expiry sleep at once:
+/// node 0 is asked for the key's `PTTL` hundreds of times.)
 // promise: waiters-woken
 #[tokio::test]
 async fn a_waiter_is_woken_when_the_holders_keys_expire() {
@@ -196,6 +199,11 @@ async fn a_waiter_is_woken_when_the_holders_keys_expire() {
             .acquire(Request::from("job").patience(Patience::Wait(Duration::from_secs(20))))
             .await
             .expect("no release is ever published: woken by the keys' expiry");
+        let reads = command_calls(&cluster, 0, "pttl").await;
+        assert!(
+            (1..=3).contains(&reads),
+            "{reads} reads of the expiry: one after each refused attempt"
+        );
         guard.release().await;
     })
     .await;
