@@ -159,6 +159,11 @@ impl Observer {
     /// current one): a new term, or `None` when nobody leads any more. Woken by the nodes'
     /// messages, and by the expiry of the keys it read.
     ///
+    /// A leader whose grants took different fences may be returned twice: first with the
+    /// fence a quorum of its grants took, then with its term once its write-back has landed
+    /// ([`Leadership::term`](crate::Leadership::term)). Both are its own and larger than every
+    /// earlier leader's term.
+    ///
     /// # Errors
     ///
     /// [`Error::Unavailable`] when a read found fewer than a quorum of nodes; the next call

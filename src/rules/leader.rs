@@ -3,7 +3,10 @@
 //! grants write its record with each node's fence as the term, and the fence's write-back
 //! rewrites it with the quorum's term where the nodes took different ones. A leader is known
 //! once a quorum of nodes hold its token and the same record (token and term): a candidate
-//! whose grants disagree on the term leads nobody until its write-back settles it, and a record
+//! whose grants disagree on the term leads nobody until its write-back settles it, unless a
+//! quorum of its grants took the same smaller fence (3, 3, 2, 2, 2): then it is read with that
+//! one until the write-back lands, a term still its alone and above every earlier leader's. A
+//! largest-term rule would hide a leader for good behind a late grant's larger fence. A record
 //! outliving its lock (released, expired, taken by the next leader) is never read as current.
 
 use std::sync::Arc;
@@ -153,6 +156,27 @@ mod tests {
         assert_eq!(
             leader(&views, 2).map(|seen| seen.record),
             Some(record("a", 21))
+        );
+    }
+
+    #[test]
+    fn a_quorum_of_grants_on_one_smaller_fence_is_read_until_the_write_back() {
+        // The grants took fences 3, 3, 2, 2, 2: the term is 3; three nodes hold 2 for now.
+        let mut views = [
+            view(Some("b"), 900, Some(record("b", 3))),
+            view(Some("b"), 900, Some(record("b", 3))),
+            view(Some("b"), 900, Some(record("b", 2))),
+            view(Some("b"), 900, Some(record("b", 2))),
+            view(Some("b"), 900, Some(record("b", 2))),
+        ];
+        assert_eq!(
+            leader(&views, 3).map(|seen| seen.record),
+            Some(record("b", 2))
+        );
+        views[2].record = Some(record("b", 3));
+        assert_eq!(
+            leader(&views, 3).map(|seen| seen.record),
+            Some(record("b", 3))
         );
     }
 
