@@ -3,16 +3,22 @@
 //! resigns, a candidate waiting in another `Lock` is elected); what an observer in a third
 //! `Lock` hears, and how long after the new leader was elected; and the fail-over when the
 //! leader's process is killed (a `quorumlock elect` child, SIGKILL: nothing resigns, the
-//! candidate is elected once the lease has run out). Every loop is bounded in count and time.
+//! candidate is elected once the lease has run out). The round trip and the hand-over are
+//! measured again through the nodes' proxies, each delaying every byte by a millisecond each
+//! way: there the network sets the pace, not five servers and the client sharing the machine's
+//! CPUs. Every loop is bounded in count and time.
 
 use std::fmt::Write as _;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use quorumlock::{Election, ElectionOptions, Lock, LockOptions, Patience};
+use quorumlock_harness::TestCluster;
 use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use serde::Serialize;
 
+use super::faults::set_latency;
+use super::plan::NET_ONE_WAY;
 use super::stats::{Row, Tally, latency_table, record};
 use super::targets::{Target, at_most};
 use crate::text_table::aligned;
@@ -35,41 +41,32 @@ pub(super) struct ElectionBench {
     observed: Row,
     /// From SIGKILL to the leader's process to the waiting candidate's `campaign` returning.
     failover: Row,
+    /// As `rtt`, through the proxies (a millisecond each way).
+    net_rtt: Row,
+    /// As `after_resign`, through the proxies.
+    net_after_resign: Row,
 }
 
-/// Runs the section on the five nodes at `urls` (they persist every write).
-pub(super) async fn election(urls: &[String], quick: bool) -> Result<ElectionBench, String> {
+/// Runs the section on `cluster`'s five nodes (they persist every write, each behind a proxy
+/// that adds no delay until the rows through the proxies).
+pub(super) async fn election(cluster: &TestCluster, quick: bool) -> Result<ElectionBench, String> {
     let (handovers, failovers, cycles) = if quick {
         (20, 3, 300)
     } else {
         (100, 10, 2_000)
     };
+    let urls = (0..cluster.len())
+        .map(|i| cluster.direct_url(i))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("election: {e}"))?;
     let run = format!("{:08x}", rand::random::<u32>());
-    let lock = |ttl: Duration| {
-        Lock::new(
-            urls.iter().cloned(),
-            LockOptions::new()
-                .ttl(ttl)
-                .fencing(true)
-                .key_prefix(format!("quorumlock-bench-election:{run}:"))
-                .fence_prefix(format!("quorumlock-bench-election-fence:{run}:")),
-        )
-        .map_err(|e| format!("election: {e}"))
-    };
-    // One quorum round trip: an unfenced lock's acquisition (a fenced one adds its write-back).
-    let unfenced = Lock::new(
-        urls.iter().cloned(),
-        LockOptions::new()
-            .ttl(SLOW_LEASE)
-            .key_prefix(format!("quorumlock-bench-election:{run}:")),
-    )
-    .map_err(|e| format!("election: {e}"))?;
-    let rtt = round_trip(&unfenced, cycles).await;
-    let (after_resign, observed) = handovers_of(
-        [lock(SLOW_LEASE)?, lock(SLOW_LEASE)?, lock(SLOW_LEASE)?],
-        handovers,
-    )
-    .await?;
+    let (rtt, (after_resign, observed)) =
+        round_trip_and_handovers(&urls, &run, cycles, handovers).await?;
+    let proxied = cluster.urls();
+    set_latency(cluster, NET_ONE_WAY);
+    let net = round_trip_and_handovers(&proxied, &run, cycles / 10, handovers / 2).await;
+    set_latency(cluster, Duration::ZERO);
+    let (net_rtt, (net_after_resign, _)) = net?;
     // The child `quorumlock elect` uses the default key prefixes: so does its candidate, under
     // a name of this run's.
     let failover_lock = Lock::new(
@@ -78,7 +75,7 @@ pub(super) async fn election(urls: &[String], quick: bool) -> Result<ElectionBen
     )
     .map_err(|e| format!("election: {e}"))?;
     let failover =
-        failovers_of(&failover_lock, urls, &format!("failover-{run}"), failovers).await?;
+        failovers_of(&failover_lock, &urls, &format!("failover-{run}"), failovers).await?;
     Ok(ElectionBench {
         rtt: Row::new(
             "election/rtt",
@@ -108,7 +105,57 @@ pub(super) async fn election(urls: &[String], quick: bool) -> Result<ElectionBen
             "fail-over",
             failover,
         ),
+        net_rtt: Row::new(
+            "election/net-rtt",
+            "free key, 1 task, 1 ms each way",
+            "quorum-5",
+            "try_acquire",
+            net_rtt,
+        ),
+        net_after_resign: Row::new(
+            "election/net-after-resign",
+            "leader resigns, 1 candidate waiting, 1 ms each way",
+            "quorum-5",
+            "hand-over",
+            net_after_resign,
+        ),
     })
+}
+
+/// On the nodes at `urls`: `cycles` quorum round trips, then `handovers` hand-overs after a
+/// resignation (with an observer's delays).
+async fn round_trip_and_handovers(
+    urls: &[String],
+    run: &str,
+    cycles: u64,
+    handovers: u64,
+) -> Result<(Tally, (Tally, Tally)), String> {
+    let lock = |ttl: Duration| {
+        Lock::new(
+            urls.iter().cloned(),
+            LockOptions::new()
+                .ttl(ttl)
+                .fencing(true)
+                .key_prefix(format!("quorumlock-bench-election:{run}:"))
+                .fence_prefix(format!("quorumlock-bench-election-fence:{run}:")),
+        )
+        .map_err(|e| format!("election: {e}"))
+    };
+    // One quorum round trip: an unfenced lock's acquisition (a fenced one adds its write-back).
+    let unfenced = Lock::new(
+        urls.iter().cloned(),
+        LockOptions::new()
+            .ttl(SLOW_LEASE)
+            .key_prefix(format!("quorumlock-bench-election:{run}:")),
+    )
+    .map_err(|e| format!("election: {e}"))?;
+    let rtt = round_trip(&unfenced, cycles).await;
+    let handovers = handovers_of(
+        [lock(SLOW_LEASE)?, lock(SLOW_LEASE)?, lock(SLOW_LEASE)?],
+        handovers,
+    )
+    .await?;
+    Ok((rtt, handovers))
 }
 
 /// `cycles` acquisitions of free keys, timed, each released.
@@ -298,6 +345,15 @@ impl ElectionBench {
                 "1",
             ),
             at_most(
+                "election: hand-over after a resignation p50 / quorum round trip p50, \
+                 1 ms each way"
+                    .to_owned(),
+                (self.net_rtt.p50_us > 0.0)
+                    .then(|| self.net_after_resign.p50_us / self.net_rtt.p50_us),
+                2.5,
+                "2.5",
+            ),
+            at_most(
                 "election: an observer hears the new leader, p99 (ms)".to_owned(),
                 (self.observed.samples > 0).then(|| self.observed.p99_us / 1e3),
                 5.0,
@@ -321,6 +377,11 @@ pub(super) fn render(bench: &ElectionBench) -> String {
         (
             "fail-over, leader's process killed (lease 1 s)",
             &bench.failover,
+        ),
+        ("round trip, 1 ms each way", &bench.net_rtt),
+        (
+            "hand-over after resign, 1 ms each way",
+            &bench.net_after_resign,
         ),
     ];
     let rows = rows.map(|(label, row)| (label.to_owned(), row));

@@ -247,7 +247,7 @@ async fn simulated_network(
 }
 
 /// Sets the added one-way delay on every node's proxy.
-fn set_latency(cluster: &TestCluster, latency: Duration) {
+pub(super) fn set_latency(cluster: &TestCluster, latency: Duration) {
     for i in 0..cluster.len() {
         if let Some(proxy) = cluster.proxy(i) {
             proxy.set_latency(latency);

@@ -373,7 +373,8 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         Some(_) => {
             let five = urls.get(..TARGET_NODES).unwrap_or(&urls);
             let prefix = format!("quorumlock-bench-contended:{run}:");
-            Some(contended::contended(five, ttl, &prefix, &plan, &progress).await?)
+            let net = proxied.as_ref();
+            Some(contended::contended(five, net, ttl, &prefix, &plan, &progress).await?)
         }
         None => {
             notes.push(
@@ -396,7 +397,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         Some(_) => {
             progress.step("read-write lock".to_owned());
             let five = urls.get(..TARGET_NODES).unwrap_or(&urls);
-            Some(rwlock::rwlock(five, ttl, args.quick).await?)
+            Some(rwlock::rwlock(five, proxied.as_ref(), ttl, args.quick).await?)
         }
         None => None,
     };
@@ -486,6 +487,27 @@ async fn five_local_nodes() -> Result<(TestCluster, Vec<String>, String), String
     Ok((cluster, urls, version))
 }
 
+/// Five fresh local nodes as `five_local_nodes`, each behind a proxy that adds no delay until
+/// asked; the URLs are the servers' own.
+async fn five_local_nodes_behind_proxies() -> Result<(TestCluster, Vec<String>, String), String> {
+    eprintln!(
+        "starting {TARGET_NODES} local redis-server processes on 127.0.0.1, each behind a proxy …"
+    );
+    let aof = ClusterOptions::default().persistence(Persistence::AofAlways);
+    let cluster = TestCluster::start(aof.nodes(TARGET_NODES).proxies(true))
+        .await
+        .map_err(|e| format!("starting local Redis masters behind proxies: {e}"))?;
+    let urls = (0..cluster.len())
+        .map(|i| cluster.direct_url(i))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let Some(first_url) = urls.first() else {
+        return Err("no node URLs".to_owned());
+    };
+    let version = redis_version(first_url).await;
+    Ok((cluster, urls, version))
+}
+
 /// `--only verbs`: the verbs section alone, with its targets.
 async fn run_verbs_alone(quick: bool) -> Result<(), String> {
     let verbs = verbs::verbs(quick).await?;
@@ -502,8 +524,8 @@ async fn run_verbs_alone(quick: bool) -> Result<(), String> {
 
 /// `--only rwlock`: the read-write lock section alone, on five fresh local nodes.
 async fn run_rwlock_alone(args: BenchArgs) -> Result<(), String> {
-    let (cluster, urls, version) = five_local_nodes().await?;
-    let bench = rwlock::rwlock(&urls, args.ttl, args.quick).await?;
+    let (cluster, urls, version) = five_local_nodes_behind_proxies().await?;
+    let bench = rwlock::rwlock(&urls, Some(&cluster), args.ttl, args.quick).await?;
     let nproc = std::thread::available_parallelism().map_or(0, usize::from);
     println!(
         "\nquorumlock bench --only rwlock ({}) — {nproc} CPUs ({}), redis {version}; ttl {} ms",
@@ -517,10 +539,10 @@ async fn run_rwlock_alone(args: BenchArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// `--only election`: the election section alone, on five fresh local nodes.
+/// `--only election`: the election section alone, on five fresh local nodes behind proxies.
 async fn run_election_alone(quick: bool) -> Result<(), String> {
-    let (cluster, urls, version) = five_local_nodes().await?;
-    let bench = election::election(&urls, quick).await?;
+    let (cluster, _, version) = five_local_nodes_behind_proxies().await?;
+    let bench = election::election(&cluster, quick).await?;
     let nproc = std::thread::available_parallelism().map_or(0, usize::from);
     println!(
         "\nquorumlock bench --only election ({}) — {nproc} CPUs ({}), redis {version}",
@@ -558,7 +580,7 @@ async fn run_sets_alone(args: &BenchArgs, plan: &Plan) -> Result<(), String> {
 /// `--only contended`: the contended section alone, on five fresh local nodes, so that it can
 /// be measured again and again (before and after a change) in minutes, not the whole bench.
 async fn run_contended_alone(args: &BenchArgs, plan: Plan) -> Result<(), String> {
-    let (cluster, urls, version) = five_local_nodes().await?;
+    let (cluster, urls, version) = five_local_nodes_behind_proxies().await?;
     let nproc = std::thread::available_parallelism().map_or(0, usize::from);
     let prefix = format!(
         "quorumlock-bench-contended:{}:{:08x}:",
@@ -566,7 +588,8 @@ async fn run_contended_alone(args: &BenchArgs, plan: Plan) -> Result<(), String>
         rand::random::<u32>()
     );
     let progress = Progress::new(contended::steps());
-    let contended = contended::contended(&urls, args.ttl, &prefix, &plan, &progress).await?;
+    let net = Some(&cluster);
+    let contended = contended::contended(&urls, net, args.ttl, &prefix, &plan, &progress).await?;
     progress.finish();
     println!(
         "\nquorumlock bench --only contended ({}) — {nproc} CPUs ({}), redis {version}; ttl {} ms",

@@ -150,3 +150,7 @@ pub(super) const SETTLE_CAP: Duration = Duration::from_secs(5);
 pub(super) const THROUGHPUT_MAX_OPS: u64 = 5_000_000;
 /// The five-node cluster the targets refer to.
 pub(super) const TARGET_NODES: usize = 5;
+
+/// The delay every proxy adds each way in the rows "1 ms each way" of the election and
+/// read-write lock sections: a network, on loopback, that sets the pace instead of the CPUs.
+pub(super) const NET_ONE_WAY: Duration = Duration::from_millis(1);

@@ -4,7 +4,9 @@
 //! of one read-write lock in one process, every call waiting (`Patience::Wait`), readers holding
 //! 1–10 ms one after another without a pause (the stream that starves a writer under reader
 //! preference), the writer 1 ms every 5–20 ms: the writer's wait against the longest read hold, and
-//! exclusion counted in the process. Every loop is bounded in count and time.
+//! exclusion counted in the process. Given nodes behind proxies, the free read and lock again
+//! through them, a millisecond each way: there the network sets the pace, not five servers and
+//! the client sharing the machine's CPUs. Every loop is bounded in count and time.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -13,8 +15,11 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use quorumlock::{Lock, LockOptions, Patience, Request};
+use quorumlock_harness::TestCluster;
 use serde::Serialize;
 
+use super::faults::set_latency;
+use super::plan::NET_ONE_WAY;
 use super::stats::{Row, Tally, latency_table, new_histogram, record};
 use super::targets::{Target, at_most};
 use crate::text_table::aligned;
@@ -44,6 +49,8 @@ struct Sizes {
 pub(super) struct RwBench {
     /// A read acquisition of a free read-write lock, and a lock's of a free key.
     free: Vec<Row>,
+    /// The same through the proxies, a millisecond each way (empty without proxies).
+    net_free: Vec<Row>,
     /// The writer's waits (call to guard) among 15 readers.
     writer_wait: Row,
     /// The readers' waits among them.
@@ -58,8 +65,14 @@ pub(super) struct RwBench {
     overlaps: u64,
 }
 
-/// Runs the section on the five nodes at `urls`, with `ttl`.
-pub(super) async fn rwlock(urls: &[String], ttl: Duration, quick: bool) -> Result<RwBench, String> {
+/// Runs the section on the five nodes at `urls`, with `ttl`; the free rows again through the
+/// proxies of `net`'s five nodes, if given.
+pub(super) async fn rwlock(
+    urls: &[String],
+    net: Option<&TestCluster>,
+    ttl: Duration,
+    quick: bool,
+) -> Result<RwBench, String> {
     let sizes = if quick {
         Sizes {
             rounds: 2,
@@ -73,58 +86,77 @@ pub(super) async fn rwlock(urls: &[String], ttl: Duration, quick: bool) -> Resul
             slice: Duration::from_secs(3),
         }
     };
-    let lock = Lock::new(
-        urls.iter().cloned(),
-        LockOptions::new()
-            .ttl(ttl)
-            .patience(Patience::Wait(WAIT))
-            .key_prefix(format!(
-                "quorumlock-bench-rwlock:{:08x}:",
-                rand::random::<u32>()
-            )),
-    )
-    .map_err(|e| format!("rwlock: {e}"))?;
-    // Connections made and scripts cached before anything is timed.
-    for read in [false, true] {
-        cycle(&lock, "warm", read, &mut Tally::new()).await;
-    }
+    let prefix = format!("quorumlock-bench-rwlock:{:08x}:", rand::random::<u32>());
+    let lock_on = |urls: &[String]| {
+        Lock::new(
+            urls.iter().cloned(),
+            LockOptions::new()
+                .ttl(ttl)
+                .patience(Patience::Wait(WAIT))
+                .key_prefix(prefix.clone()),
+        )
+        .map_err(|e| format!("rwlock: {e}"))
+    };
+    let lock = lock_on(urls)?;
+    warm(&lock).await;
     let mut free = [Tally::new(), Tally::new()];
     let mut mixed = Mixed::new();
     for round in 0..sizes.rounds {
-        let order = if round.is_multiple_of(2) {
-            [false, true]
-        } else {
-            [true, false]
-        };
-        // One of each in turn: blocks of a thousand each gave ratios from 1.14 to 1.39 in five
-        // runs of the same build, as the machine's pace drifted between the blocks.
-        let cap = Instant::now() + LOOP_CAP;
-        for n in 0..sizes.cycles {
-            for read in order {
-                cycle(
-                    &lock,
-                    &format!("free:{round}:{read}:{n}"),
-                    read,
-                    &mut free[usize::from(read)],
-                )
-                .await;
-            }
-            if Instant::now() > cap {
-                break;
-            }
-        }
+        free_round(
+            &lock,
+            &format!("free:{round}"),
+            round,
+            sizes.cycles,
+            &mut free,
+        )
+        .await;
         mixed
             .round(&lock, &format!("mixed:{round}"), sizes.slice)
             .await;
     }
     lock.settle().await;
-    let [lock_tally, read_tally] = free;
     let scenario = "1 task, free keys";
+    let rows = |[lock_tally, read_tally]: [Tally; 2], id: &str, scenario: &str| {
+        vec![
+            Row::new(
+                &format!("{id}/lock"),
+                scenario,
+                "lock",
+                "acquire",
+                lock_tally,
+            ),
+            Row::new(
+                &format!("{id}/read"),
+                scenario,
+                "read",
+                "acquire",
+                read_tally,
+            ),
+        ]
+    };
+    let net_free = match net {
+        Some(cluster) => {
+            let lock = lock_on(&cluster.urls())?;
+            warm(&lock).await;
+            set_latency(cluster, NET_ONE_WAY);
+            let mut tallies = [Tally::new(), Tally::new()];
+            for round in 0..2 {
+                let cycles = sizes.cycles / 10;
+                free_round(&lock, &format!("net:{round}"), round, cycles, &mut tallies).await;
+            }
+            set_latency(cluster, Duration::ZERO);
+            lock.settle().await;
+            rows(
+                tallies,
+                "rwlock/net-free",
+                "1 task, free keys, 1 ms each way",
+            )
+        }
+        None => Vec::new(),
+    };
     Ok(RwBench {
-        free: vec![
-            Row::new("rwlock/free/lock", scenario, "lock", "acquire", lock_tally),
-            Row::new("rwlock/free/read", scenario, "read", "acquire", read_tally),
-        ],
+        free: rows(free, "rwlock/free", scenario),
+        net_free,
         writer_wait: Row::new(
             "rwlock/mixed/writer",
             "15 readers + 1 writer, 1 process",
@@ -144,6 +176,34 @@ pub(super) async fn rwlock(urls: &[String], ttl: Duration, quick: bool) -> Resul
         most_readers: mixed.most_readers,
         overlaps: mixed.overlaps,
     })
+}
+
+/// Connections made and scripts cached before anything is timed.
+async fn warm(lock: &Lock) {
+    for read in [false, true] {
+        cycle(lock, "warm", read, &mut Tally::new()).await;
+    }
+}
+
+/// `cycles` free keys taken by a lock's acquisition and by a read, one of each in turn (blocks
+/// of a thousand each gave ratios from 1.14 to 1.39 in five runs of the same build, as the
+/// machine's pace drifted between the blocks), the first kind alternating with `round`.
+async fn free_round(lock: &Lock, keys: &str, round: u64, cycles: u64, tallies: &mut [Tally; 2]) {
+    let order = if round.is_multiple_of(2) {
+        [false, true]
+    } else {
+        [true, false]
+    };
+    let cap = Instant::now() + LOOP_CAP;
+    for n in 0..cycles {
+        for read in order {
+            let key = format!("{keys}:{read}:{n}");
+            cycle(lock, &key, read, &mut tallies[usize::from(read)]).await;
+        }
+        if Instant::now() > cap {
+            break;
+        }
+    }
 }
 
 /// One acquisition of `key` (a read of it, or a lock of it), timed, and its release.
@@ -302,11 +362,20 @@ impl RwBench {
     /// against a free lock, and exclusion.
     pub(super) fn targets(&self) -> Vec<Target> {
         let longest_us = LONGEST_READ_HOLD.as_secs_f64() * 1e6;
-        let read_per_lock = match &self.free[..] {
+        let read_per_lock = |rows: &[Row]| match rows {
             [lock, read] if lock.p50_us > 0.0 => Some(read.p50_us / lock.p50_us),
             _ => None,
         };
-        vec![
+        let net = (!self.net_free.is_empty()).then(|| {
+            at_most(
+                "read-write lock: free read acquire p50 / free lock acquire p50, 1 ms each way"
+                    .to_owned(),
+                read_per_lock(&self.net_free),
+                1.1,
+                "1.1",
+            )
+        });
+        let mut targets = vec![
             at_most(
                 "read-write lock, 15 readers + 1 writer: writer wait p99 / longest read hold"
                     .to_owned(),
@@ -316,7 +385,7 @@ impl RwBench {
             ),
             at_most(
                 "read-write lock: free read acquire p50 / free lock acquire p50".to_owned(),
-                read_per_lock,
+                read_per_lock(&self.free),
                 1.1,
                 "1.1",
             ),
@@ -326,7 +395,9 @@ impl RwBench {
                 0.0,
                 "0",
             ),
-        ]
+        ];
+        targets.extend(net);
+        targets
     }
 }
 
@@ -341,6 +412,12 @@ pub(super) fn render(bench: &RwBench) -> String {
         .free
         .iter()
         .map(|row| (format!("free key, {} acquire", row.lock), row))
+        .chain(bench.net_free.iter().map(|row| {
+            (
+                format!("free key, {} acquire, 1 ms each way", row.lock),
+                row,
+            )
+        }))
         .chain([
             (
                 "1 writer among 15 readers, wait".to_owned(),

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use quorumlock::{Lock, LockOptions};
-use quorumlock_harness::raw_connection;
+use quorumlock_harness::{TestCluster, raw_connection};
 use redis::aio::MultiplexedConnection;
 use serde::Serialize;
 
@@ -68,6 +68,9 @@ pub(super) struct Contended {
     poll_jitter_us: u64,
     /// The quorum's round trip: a `PING` to each of the five nodes at once, to the third reply.
     rtt: Row,
+    /// The same through the proxies, a millisecond each way, if the semaphore's rows were
+    /// measured through them too.
+    net_rtt: Option<Row>,
     rows: Vec<ContendedRow>,
     /// 16 waiters wanting one of 4 permits.
     semaphore: Vec<ContendedRow>,
@@ -116,9 +119,11 @@ pub(super) fn steps() -> u64 {
     (SHAPES.len() * HOLDS_MS.len()) as u64 + semaphore::steps() + 1
 }
 
-/// Runs the section over `urls` (the five local nodes).
+/// Runs the section over `urls` (the five local nodes); the semaphore's one-process rows again
+/// through `net`'s proxies, a millisecond each way, if given.
 pub(super) async fn contended(
     urls: &[String],
+    net: Option<&TestCluster>,
     ttl: Duration,
     prefix: &str,
     plan: &Plan,
@@ -175,7 +180,36 @@ pub(super) async fn contended(
             progress.done(1);
         }
     }
-    let semaphore = semaphore::tallies(urls, ttl, prefix, plan, &mut rtt, progress).await?;
+    let semaphore = semaphore::tallies(urls, None, ttl, prefix, plan, &mut rtt, progress).await?;
+    let (net_semaphore, net_rtt) = match net {
+        Some(cluster) => {
+            let proxied = cluster.urls();
+            let mut net_rtt = Rtt::connect(&proxied, plan).await?;
+            let pending = semaphore::tallies(
+                &proxied,
+                Some(cluster),
+                ttl,
+                prefix,
+                plan,
+                &mut net_rtt,
+                progress,
+            )
+            .await?;
+            let net_rtt = Row::new(
+                "contended/net-rtt",
+                "contended",
+                "quorum round trip through the proxies, 1 ms each way",
+                "round trip",
+                net_rtt.tally,
+            );
+            let rows = pending
+                .into_iter()
+                .map(|pending| pending.row(net_rtt.p50_us))
+                .collect();
+            (rows, Some(net_rtt))
+        }
+        None => (Vec::new(), None),
+    };
     let rtt = Row::new(
         "contended/rtt",
         "contended",
@@ -190,6 +224,7 @@ pub(super) async fn contended(
     let semaphore = semaphore
         .into_iter()
         .map(|pending| pending.row(rtt.p50_us))
+        .chain(net_semaphore)
         .collect();
     let rows = tallies
         .into_iter()
@@ -223,6 +258,7 @@ pub(super) async fn contended(
         rounds: plan.contended_rounds,
         poll_jitter_us: u64::try_from(POLL_JITTER.as_micros()).unwrap_or(u64::MAX),
         rtt,
+        net_rtt,
         rows,
         semaphore,
         many: Some(many),
@@ -410,6 +446,16 @@ pub(super) fn render(c: &Contended) -> String {
         fmt_us(c.rtt.p99_us),
         c.rtt.samples
     );
+    if let Some(net) = &c.net_rtt {
+        let _ = writeln!(
+            out,
+            "through proxies delaying each byte 1 ms each way: quorum round trip p50 {}, p99 {} \
+             ({} samples)\n",
+            fmt_us(net.p50_us),
+            fmt_us(net.p99_us),
+            net.samples
+        );
+    }
     let header = [
         "shape",
         "hold",

@@ -2,15 +2,20 @@
 //! (`Request::permits(4)`, `Patience::Wait`), in one process and across 4 processes × 4,
 //! holding 1 ms and 10 ms. What a semaphore must show: the permits stay in use while waiters
 //! wait (a freed slot goes to a waiter within about a round trip), and never more than 4 hold.
+//! Given nodes behind proxies, the one-process rows again through them, a millisecond each way:
+//! there the network sets the pace, not five servers and the client sharing the machine's CPUs.
 
 use std::fmt::Write as _;
 use std::time::Duration;
+
+use quorumlock_harness::TestCluster;
 
 use super::child::{Step, acquirer};
 use super::figures::{ContendedRow, RowTally};
 use super::waiter::{Kind, PERMITS};
 use super::{Rtt, ratio, run_step};
-use crate::bench::plan::Plan;
+use crate::bench::faults::set_latency;
+use crate::bench::plan::{NET_ONE_WAY, Plan};
 use crate::bench::progress::Progress;
 use crate::bench::targets::{Target, at_most};
 use crate::text_table::aligned;
@@ -18,16 +23,22 @@ use crate::units::fmt_us;
 
 /// The shapes: label, processes, waiters per process (16 waiters in all).
 const SHAPES: [(&str, u32, u32); 2] = [("1 process × 16", 1, 16), ("4 processes × 4", 4, 4)];
+/// The shape measured through the proxies.
+const NET_SHAPES: [(&str, u32, u32); 1] = [("1 process × 16, 1 ms each way", 1, 16)];
 /// How long a holder keeps its permit: a short call, and one long against the hand-off.
 const HOLDS_MS: [u64; 2] = [1, 10];
 
-/// Progress steps of the semaphore rows.
+/// Progress steps of the semaphore rows (with those through the proxies).
 pub(super) fn steps() -> u64 {
-    (SHAPES.len() * HOLDS_MS.len()) as u64
+    ((SHAPES.len() + NET_SHAPES.len()) * HOLDS_MS.len()) as u64
 }
 
-fn slug(processes: u32) -> &'static str {
-    if processes == 1 { "1x16" } else { "4x4" }
+fn slug(shape: &str, processes: u32) -> &'static str {
+    match (processes, shape.contains("each way")) {
+        (1, false) => "1x16",
+        (1, true) => "net-1x16",
+        _ => "4x4",
+    }
 }
 
 /// One row's tally, made a row once the round trip is known.
@@ -48,9 +59,11 @@ impl Pending {
 }
 
 /// The rows' tallies, their rounds alternating with samples of the quorum's round trip into
-/// `rtt`.
+/// `rtt`: on the nodes at `urls`, or with `net`, the one-process rows through the proxies at
+/// `urls`, which `net` slows down once the connections are warm.
 pub(super) async fn tallies(
     urls: &[String],
+    net: Option<&TestCluster>,
     ttl: Duration,
     prefix: &str,
     plan: &Plan,
@@ -59,44 +72,59 @@ pub(super) async fn tallies(
 ) -> Result<Vec<Pending>, String> {
     let semaphore = acquirer(Kind::Semaphore, urls, ttl, prefix)?;
     semaphore.warm_up("semaphore-warm").await;
-    let slice = Duration::from_millis(plan.contended_slice_ms);
-    let mut rows = Vec::new();
-    for &(shape, processes, per_process) in &SHAPES {
-        for hold_ms in HOLDS_MS {
-            progress.step(format!(
-                "semaphore of {PERMITS}: {shape}, hold {hold_ms} ms"
-            ));
-            let hold = Duration::from_millis(hold_ms);
-            let mut tally = RowTally::new();
-            for round in 0..plan.contended_rounds {
-                rtt.sample_between_rounds(plan).await;
-                let key = format!("semaphore:{processes}x{per_process}:{hold_ms}:{round}");
-                let step = Step {
-                    urls,
-                    kind: Kind::Semaphore,
-                    key: &key,
-                    prefix,
-                    ttl,
-                    processes,
-                    per_process,
-                    hold,
-                    slice,
-                    max_holds: plan.contended_max_holds,
-                };
-                let (records, wall, lost) = run_step(&step, &semaphore).await?;
-                tally.add_step(&records, wall, lost);
-            }
-            let id = format!("semaphore/{}/{hold_ms}ms", slug(processes));
-            rows.push(Pending {
-                id,
-                shape,
-                hold_ms,
-                tally,
-            });
-            progress.done(1);
+    let shapes: &[(&'static str, u32, u32)] = match net {
+        Some(cluster) => {
+            set_latency(cluster, NET_ONE_WAY);
+            &NET_SHAPES
         }
+        None => &SHAPES,
+    };
+    // In a block of its own, so that the proxies are fast again whatever it returns.
+    let rows = async {
+        let slice = Duration::from_millis(plan.contended_slice_ms);
+        let mut rows = Vec::new();
+        for &(shape, processes, per_process) in shapes {
+            for hold_ms in HOLDS_MS {
+                progress.step(format!(
+                    "semaphore of {PERMITS}: {shape}, hold {hold_ms} ms"
+                ));
+                let hold = Duration::from_millis(hold_ms);
+                let mut tally = RowTally::new();
+                for round in 0..plan.contended_rounds {
+                    rtt.sample_between_rounds(plan).await;
+                    let key = format!("semaphore:{}:{hold_ms}:{round}", slug(shape, processes));
+                    let step = Step {
+                        urls,
+                        kind: Kind::Semaphore,
+                        key: &key,
+                        prefix,
+                        ttl,
+                        processes,
+                        per_process,
+                        hold,
+                        slice,
+                        max_holds: plan.contended_max_holds,
+                    };
+                    let (records, wall, lost) = run_step(&step, &semaphore).await?;
+                    tally.add_step(&records, wall, lost);
+                }
+                let id = format!("semaphore/{}/{hold_ms}ms", slug(shape, processes));
+                rows.push(Pending {
+                    id,
+                    shape,
+                    hold_ms,
+                    tally,
+                });
+                progress.done(1);
+            }
+        }
+        Ok(rows)
     }
-    Ok(rows)
+    .await;
+    if let Some(cluster) = net {
+        set_latency(cluster, Duration::ZERO);
+    }
+    rows
 }
 
 /// Issue 33's targets: with the long hold (the hand-off small beside it), the permits in use
