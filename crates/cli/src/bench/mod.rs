@@ -9,6 +9,10 @@
 //!
 //! Without `--nodes` everything runs against local `redis-server` processes on 127.0.0.1 that
 //! the command starts and stops itself. Every loop is bounded both in count and in time.
+//!
+//! Over 500 lines: the command's flags, the whole run in its order, and each `--only` entry
+//! point share the run's set-up (nodes, report, targets); every section's measurement is a file
+//! of its own.
 
 mod alloc;
 mod cdf;

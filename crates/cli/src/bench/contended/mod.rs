@@ -10,6 +10,10 @@
 //!
 //! Contenders alternate in rounds, each round on a fresh key, so that a drift in the machine's
 //! speed hits them alike. Every loop is bounded in count and time.
+//!
+//! Over 500 lines: the section's run, its table and its targets are three views of one
+//! measurement; what stands alone (the child processes, the figures, the many waiters, the
+//! semaphore's rows) is in files of its own.
 
 pub(crate) mod child;
 mod figures;
