@@ -47,21 +47,21 @@ pub(super) struct ElectionBench {
     net_after_resign: Row,
 }
 
-/// Runs the section on `cluster`'s five nodes (they persist every write, each behind a proxy
-/// that adds no delay until the rows through the proxies).
-pub(super) async fn election(cluster: &TestCluster, quick: bool) -> Result<ElectionBench, String> {
+/// Runs the section on the five nodes at `urls` (they persist every write), and its rows through
+/// the proxies on `cluster`'s, the same servers (each proxy adds no delay until those rows).
+pub(super) async fn election(
+    urls: &[String],
+    cluster: &TestCluster,
+    quick: bool,
+) -> Result<ElectionBench, String> {
     let (handovers, failovers, cycles) = if quick {
         (20, 3, 300)
     } else {
         (100, 10, 2_000)
     };
-    let urls = (0..cluster.len())
-        .map(|i| cluster.direct_url(i))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("election: {e}"))?;
     let run = format!("{:08x}", rand::random::<u32>());
     let (rtt, (after_resign, observed)) =
-        round_trip_and_handovers(&urls, &run, cycles, handovers).await?;
+        round_trip_and_handovers(urls, &run, cycles, handovers).await?;
     let proxied = cluster.urls();
     set_latency(cluster, NET_ONE_WAY);
     let net = round_trip_and_handovers(&proxied, &run, cycles / 10, handovers / 2).await;
@@ -75,7 +75,7 @@ pub(super) async fn election(cluster: &TestCluster, quick: bool) -> Result<Elect
     )
     .map_err(|e| format!("election: {e}"))?;
     let failover =
-        failovers_of(&failover_lock, &urls, &format!("failover-{run}"), failovers).await?;
+        failovers_of(&failover_lock, urls, &format!("failover-{run}"), failovers).await?;
     Ok(ElectionBench {
         rtt: Row::new(
             "election/rtt",

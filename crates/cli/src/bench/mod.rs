@@ -545,8 +545,8 @@ async fn run_rwlock_alone(args: BenchArgs) -> Result<(), String> {
 
 /// `--only election`: the election section alone, on five fresh local nodes behind proxies.
 async fn run_election_alone(quick: bool) -> Result<(), String> {
-    let (cluster, _, version) = five_local_nodes_behind_proxies().await?;
-    let bench = election::election(&cluster, quick).await?;
+    let (cluster, urls, version) = five_local_nodes_behind_proxies().await?;
+    let bench = election::election(&urls, &cluster, quick).await?;
     let nproc = std::thread::available_parallelism().map_or(0, usize::from);
     println!(
         "\nquorumlock bench --only election ({}) — {nproc} CPUs ({}), redis {version}",
