@@ -66,7 +66,7 @@ impl Election {
         let woken = Arc::new(Notify::new());
         let on_message: OnMessage = {
             let woken = Arc::clone(&woken);
-            Arc::new(move |_channel: &[u8]| woken.notify_one())
+            Arc::new(move |_channel: &[u8], _payload: &[u8]| woken.notify_one())
         };
         let subscriptions: Vec<Subscription> = node_set
             .nodes

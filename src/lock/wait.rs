@@ -139,11 +139,21 @@ impl Lock {
                 // A semaphore's waiter woken by a release tries the slot it freed. Marked as
                 // trying before the hint is read: a release told after the read goes to another
                 // head instead of being forgotten when this attempt ends.
+                // Told nothing, it reads which slots are free before trying one (`informed`).
                 let trying = place.trying();
-                let freed = place.freed();
-                let attempt = Box::pin(self.attempt(prepared, freed.as_deref(), cancel.as_mut()));
-                let result = attempt.await;
-                drop(trying);
+                let freed = trying.freed();
+                let take = self.take(prepared);
+                let (result, bounds) = match (&take, freed) {
+                    (Some(take), None) => {
+                        let others = place.told_to_others();
+                        Box::pin(take.informed(&others, cancel.as_mut())).await
+                    }
+                    _ => (
+                        Box::pin(self.attempt(prepared, freed, cancel.as_mut())).await,
+                        None,
+                    ),
+                };
+                trying.answered();
                 match result {
                     Ok(guard) => return Ok(guard),
                     Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => return Err(error),
@@ -153,10 +163,9 @@ impl Lock {
                         // at the re-check bound (a release that publishes nothing). Read while
                         // the wake-up is listened for, so a slow or hung node's PTTL never holds
                         // up a hand-off.
-                        let take = self.take(prepared);
                         Box::pin(async move {
                             let expiry = match take {
-                                Some(take) => take.free_after().await,
+                                Some(take) => take.free_after(bounds).await,
                                 None => {
                                     free_by_expiry_after(
                                         &node_set.nodes,

@@ -64,13 +64,14 @@ return fence"
 });
 
 /// Deletes each key of the set that still holds the token `ARGV[1]`; with `ARGV[2]` = `1` (a
-/// held lock's release) publishes on each deleted key's channel, waking its waiters. Answers one
+/// held lock's release) publishes the token's release mark on each deleted key's channel,
+/// waking its waiters. Answers one
 /// 1 or 0 per key, in order: whether it was still ours.
 const RELEASE_SET: &str = r"local found = {}
 for i, key in ipairs(KEYS) do
   if redis.pcall('GET', key) == ARGV[1] then
     redis.call('DEL', key)
-    if ARGV[2] == '1' then redis.pcall('PUBLISH', key, '') end
+    if ARGV[2] == '1' then redis.pcall('PUBLISH', key, string.sub(ARGV[1], 1, 8)) end
     found[i] = 1
   else
     found[i] = 0

@@ -1,7 +1,7 @@
 //! One node's subscription connection, shared by every waiter of every resource of a lock: it
 //! subscribes to the channels of the keys someone waits for (the release script publishes on
 //! the key's name), unsubscribes when nobody does, and hands each message's channel to the
-//! lock's wait list. It is only a hint: a waiter still wins by the quorum rule, and a message
+//! lock's wait list with its payload (the release's mark). It is only a hint: a waiter still wins by the quorum rule, and a message
 //! lost (the connection died, the ACL forbids the channel) costs it at most the key's expiry
 //! bound. A dead connection is made again with the same channels, and every channel is then
 //! woken once, since a release may have been missed meanwhile.
@@ -15,8 +15,10 @@ use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-/// Where a message's channel goes: the lock's wait list, which wakes that key's waiters.
-pub(crate) type OnMessage = Arc<dyn Fn(&[u8]) + Send + Sync>;
+/// Where a message's channel and payload go: the lock's wait list, which wakes that key's
+/// waiters (the payload is the release's mark, empty when a message stands for releases that
+/// may have been missed).
+pub(crate) type OnMessage = Arc<dyn Fn(&[u8], &[u8]) + Send + Sync>;
 
 /// How long a connection with no channel left stays open for the next waiter before it is
 /// closed: waits that follow each other closely (a process whose queue empties between two
@@ -150,7 +152,7 @@ async fn run(
         if lost {
             // A release may have been published while there was no connection.
             for channel in &channels {
-                on_message(channel);
+                on_message(channel, b"");
             }
         }
         match serve(
@@ -241,7 +243,7 @@ async fn serve(
             message = stream.next() => match message {
                 Some(message) => {
                     if let Ok(channel) = message.get_channel::<Vec<u8>>() {
-                        on_message(&channel);
+                        on_message(&channel, message.get_payload_bytes());
                     }
                 }
                 None => return Served::ConnectionLost,

@@ -82,7 +82,7 @@ pub(crate) async fn release_all(
         let first = futures::poll!(round.as_mut());
         if held {
             for key in keys.woken() {
-                node_set.wait_list.wake(key);
+                node_set.wait_list.wake(key, token.release_mark());
             }
         }
         match first {

@@ -1,8 +1,10 @@
 //! The waiters of one lock: per lock key, a queue in arrival order whose head alone (a
-//! semaphore's first few, below) contends on the nodes and alone is woken (each waiter has its own signal, so a release wakes one task, not
-//! every waiter of the resource); the subscriptions (one per node, `node/subscription.rs`)
-//! that turn a release published by any client into that signal; and the bound on how long a
-//! waiter sleeps when no wake-up comes (the keys' expiry on a quorum, `rules/wait.rs`).
+//! semaphore's first few, below) contends on the nodes and alone is woken (each waiter has its
+//! own signal, so a release wakes one task, not every waiter of the resource); the
+//! subscriptions (one per node, `node/subscription.rs`) that turn a release published by any
+//! client into that signal; and the bound on how long a waiter sleeps when no wake-up comes (the
+//! keys' expiry on a quorum, `rules/wait.rs`). Over 500 lines: half are unit tests, which need
+//! the private queues.
 //!
 //! A set's waiter stands in the queue of each of its keys, with one ticket, and contends only
 //! when it heads every one of them. Tickets grow, and a waiter joins all its queues in one step,
@@ -12,13 +14,14 @@
 //!
 //! A semaphore's waiter stands in the queue of every slot and contends while fewer than its
 //! heads ([`heads`]: the permits, at most [`MAX_HEADS`]) are ahead of it in each: that many
-//! waiters try at once, so slots freed together are taken together, and a release wakes one of
-//! them that is not already trying.
+//! waiters try at once, so slots freed together are taken together. Each release is told to one
+//! of them once, however many nodes publish it (they publish its mark): an idle one if there is
+//! one, else it is queued for a busy one.
 //!
 //! A key's channel is subscribed while someone waits for it and unsubscribed when the last
 //! waiter leaves, so no message arrives for a resource nobody waits on.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
@@ -48,18 +51,82 @@ struct Queues {
     by_key: HashMap<Vec<u8>, Queue>,
 }
 
-/// The callers waiting for one key, in arrival order, each with the signal that wakes it.
+/// The callers waiting for one key, in arrival order, each with the signal that wakes it, and
+/// the releases of the key answered lately.
 struct Queue {
     waiters: VecDeque<(u64, Arc<Wake>)>,
+    answered: VecDeque<Answered>,
 }
 
-/// What wakes a waiter, and the key whose release woke it last: a semaphore's waiter tries
-/// that slot first instead of searching the slots from a random one. Also how many may contend
-/// at once in its queues, and whether it is trying now (a release then wakes another head).
+/// How many releases of one key a queue remembers: every node's copy of a release arrives
+/// within a round trip or so of the first, and few releases of one key are that close.
+const ANSWERED: usize = 8;
+
+/// A release a queue answered: its mark, the waiter it was told to (none when every reader head
+/// was woken), and whether a later copy told that waiter again.
+struct Answered {
+    mark: Vec<u8>,
+    told: Option<u64>,
+    retold: bool,
+}
+
+impl Queue {
+    /// Wakes the heads a new release of `key` is for, and says which one was told of it. Every
+    /// head, if one is a read-write lock's reader (readers do not split the votes). The one head
+    /// of a lock or a set, always, told only of this key; of a semaphore's heads, nobody if one was told of that key
+    /// already and has not answered it (two would split the votes); else the first idle head
+    /// (neither trying nor told of another key); else the head told of the fewest keys, which
+    /// answers it after the attempt under way, one round instead of a search. A wake-up a head
+    /// is not waiting for yet is kept for its next wait, once.
+    fn wake_heads(&self, key: &[u8]) -> Option<u64> {
+        let heads: Vec<&(u64, Arc<Wake>)> = self
+            .waiters
+            .iter()
+            .enumerate()
+            // Each by its own heads: a read-write lock's readers behind its writer (who heads
+            // alone) still contend, and are woken too.
+            .filter(|(position, (_, wake))| *position < wake.heads)
+            .map(|(_, waiter)| waiter)
+            .collect();
+        if heads.iter().any(|(_, wake)| wake.shared) {
+            for (_, head) in heads {
+                head.notify.notify_one();
+            }
+            return None;
+        }
+        if let [(ticket, head)] = heads[..] {
+            // A lock's or a set's one head (or a semaphore's only one): it is woken every time,
+            // and its next attempt, which asks for every key, answers this one.
+            let mut freed = head.lock_freed();
+            freed.clear();
+            freed.push_back(key.to_vec());
+            drop(freed);
+            head.notify.notify_one();
+            return Some(*ticket);
+        }
+        if heads.iter().any(|(_, wake)| wake.was_told(key)) {
+            return None;
+        }
+        // Idle heads first (neither trying nor told), then by how many keys each has yet to
+        // answer; the first of equals.
+        let (ticket, head) = heads.iter().min_by_key(|(_, wake)| {
+            let told = wake.lock_freed().len();
+            (wake.trying.load(Ordering::Acquire) || told > 0, told)
+        })?;
+        head.tell(key);
+        Some(*ticket)
+    }
+}
+
+/// What wakes a waiter, and the keys whose releases it was told of: a semaphore's waiter tries
+/// such a slot instead of looking at every slot. Also how many may contend at once in its
+/// queues, and whether it is trying now (a release then goes to another head).
 #[derive(Default)]
 struct Wake {
     notify: Notify,
-    freed: Mutex<Option<Vec<u8>>>,
+    /// Told and not yet answered, oldest first: each attempt answers the first. One key at
+    /// most, unless every head was busy when a release came.
+    freed: Mutex<VecDeque<Vec<u8>>>,
     heads: usize,
     /// A read-write lock's reader: a release wakes every head when one of them is a reader,
     /// since readers do not split the votes, they share the lock.
@@ -68,11 +135,27 @@ struct Wake {
 }
 
 impl Wake {
+    fn lock_freed(&self) -> MutexGuard<'_, VecDeque<Vec<u8>>> {
+        self.freed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Tells this waiter that `key` was freed, and wakes it.
+    fn tell(&self, key: &[u8]) {
+        let mut freed = self.lock_freed();
+        if !freed.iter().any(|told| **told == *key) {
+            freed.push_back(key.to_vec());
+        }
+        drop(freed);
+        self.notify.notify_one();
+    }
+
+    /// The first key told and not yet answered.
     fn told(&self) -> Option<Vec<u8>> {
-        self.freed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.lock_freed().front().cloned()
+    }
+
+    fn was_told(&self, key: &[u8]) -> bool {
+        self.lock_freed().iter().any(|told| **told == *key)
     }
 }
 
@@ -139,6 +222,7 @@ impl WaitList {
                     new_keys.push(key.to_vec());
                     Queue {
                         waiters: VecDeque::new(),
+                        answered: VecDeque::new(),
                     }
                 });
                 queue.waiters.push_back((ticket, Arc::clone(&wake)));
@@ -163,49 +247,39 @@ impl WaitList {
     }
 
     /// Wakes one of `key`'s heads, the waiters that contend: its lock was released (here, or by
-    /// another client on a node). Every head, if one is a read-write lock's reader. The one head of a lock or set, always; of a semaphore's
-    /// heads, nobody if one was told of that key already and has not
-    /// finished its attempt (each node publishes a release: one head answers it, two would split
-    /// the votes); else the first head neither trying nor told of another key, which learns the
-    /// key; else the first head, told nothing (it searches every slot on its next attempt). A
-    /// wake-up a head is not waiting for yet is kept for its next wait, once.
-    pub(crate) fn wake(&self, key: &[u8]) {
-        let queues = self.queues();
-        let Some(queue) = queues.by_key.get(key) else {
+    /// another client on a node), the release marked `mark` (empty: unknown, then every message
+    /// counts as a new release). A release is answered once however many nodes publish it: a
+    /// later copy wakes nobody, unless the waiter it was told to still waits and is not trying
+    /// (its attempt may have met a node that had not deleted the key yet), which is told again,
+    /// once. Which heads a new release wakes: [`Queue::wake_heads`].
+    pub(crate) fn wake(&self, key: &[u8], mark: &[u8]) {
+        let mut queues = self.queues();
+        let Some(queue) = queues.by_key.get_mut(key) else {
             return;
         };
-        let heads: Vec<&Arc<Wake>> = queue
-            .waiters
-            .iter()
-            .enumerate()
-            // Each by its own heads: a read-write lock's readers behind its writer (who heads
-            // alone) still contend, and are woken too.
-            .filter(|(position, (_, wake))| *position < wake.heads)
-            .map(|(_, (_, wake))| wake)
-            .collect();
-        if heads.iter().any(|wake| wake.shared) {
-            for head in heads {
-                head.notify.notify_one();
+        if !mark.is_empty()
+            && let Some(answered) = queue.answered.iter_mut().find(|seen| seen.mark == mark)
+        {
+            if let Some(told) = answered.told.filter(|_| !answered.retold)
+                && let Some((_, wake)) = queue.waiters.iter().find(|(ticket, _)| *ticket == told)
+                && !wake.trying.load(Ordering::Acquire)
+                && !wake.was_told(key)
+            {
+                answered.retold = true;
+                wake.tell(key);
             }
             return;
         }
-        if let [head] = heads[..] {
-            // A lock's or a set's one head (or a semaphore's only one): it is told every time.
-            *head.freed.lock().unwrap_or_else(PoisonError::into_inner) = Some(key.to_vec());
-            head.notify.notify_one();
-            return;
-        }
-        if heads.iter().any(|wake| wake.told().as_deref() == Some(key)) {
-            return;
-        }
-        let idle = heads
-            .iter()
-            .find(|wake| !wake.trying.load(Ordering::Acquire) && wake.told().is_none());
-        if let Some(head) = idle {
-            *head.freed.lock().unwrap_or_else(PoisonError::into_inner) = Some(key.to_vec());
-            head.notify.notify_one();
-        } else if let Some(head) = heads.first() {
-            head.notify.notify_one();
+        let told = queue.wake_heads(key);
+        if !mark.is_empty() {
+            if queue.answered.len() >= ANSWERED {
+                queue.answered.pop_front();
+            }
+            queue.answered.push_back(Answered {
+                mark: mark.to_vec(),
+                told,
+                retold: false,
+            });
         }
     }
 
@@ -224,11 +298,12 @@ impl WaitList {
     ) -> &[Subscription] {
         self.subscriptions.get_or_init(|| {
             let list: Weak<WaitList> = Arc::downgrade(self);
-            let on_message: crate::node::subscription::OnMessage = Arc::new(move |key: &[u8]| {
-                if let Some(list) = list.upgrade() {
-                    list.wake(key);
-                }
-            });
+            let on_message: crate::node::subscription::OnMessage =
+                Arc::new(move |key: &[u8], mark: &[u8]| {
+                    if let Some(list) = list.upgrade() {
+                        list.wake(key, mark);
+                    }
+                });
             nodes
                 .iter()
                 .map(|node| node.subscription(connect_timeout, Arc::clone(&on_message)))
@@ -254,10 +329,13 @@ impl Place {
     }
 
     /// Marks this caller as trying on the nodes until the mark is dropped: a release meanwhile
-    /// wakes another head.
+    /// goes to another head. Its attempt answers the first key it was told of, if any.
     pub(crate) fn trying(&self) -> Trying<'_> {
         self.wake.trying.store(true, Ordering::Release);
-        Trying(&self.wake)
+        Trying {
+            wake: &self.wake,
+            freed: self.wake.told(),
+        }
     }
 
     /// The signal that wakes this caller: a release of a key it heads, or the head of one of
@@ -266,26 +344,59 @@ impl Place {
         &self.wake.notify
     }
 
-    /// The key whose release woke this caller, if one did since its last attempt ended.
-    pub(crate) fn freed(&self) -> Option<Vec<u8>> {
-        self.wake.told()
+    /// The keys other waiters in this caller's queues were told of and have not answered: a
+    /// semaphore's head that looks for a free slot leaves those to them (two would split the
+    /// votes).
+    pub(crate) fn told_to_others(&self) -> Vec<Vec<u8>> {
+        let queues = self.list.queues();
+        self.keys
+            .all()
+            .iter()
+            .filter_map(|key| queues.by_key.get(&**key))
+            .flat_map(|queue| &queue.waiters)
+            .filter(|(ticket, _)| *ticket != self.ticket)
+            .flat_map(|(_, wake)| wake.lock_freed().clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect()
     }
 }
 
-/// A caller's mark that it is trying on the nodes ([`Place::trying`]); dropped when the attempt
-/// ended, it forgets the key the caller was told of, which that attempt answered.
-pub(crate) struct Trying<'a>(&'a Wake);
+/// A caller's mark that it is trying on the nodes ([`Place::trying`]), with the key its attempt
+/// answers. The attempt ended: [`answered`](Trying::answered) forgets that key. Dropped without
+/// it (the attempt was cancelled), the key stays told, and the caller leaving its place hands it
+/// to another head.
+pub(crate) struct Trying<'a> {
+    wake: &'a Wake,
+    freed: Option<Vec<u8>>,
+}
+
+impl Trying<'_> {
+    /// The key whose release this attempt answers: a semaphore's waiter tries that slot.
+    pub(crate) fn freed(&self) -> Option<&[u8]> {
+        self.freed.as_deref()
+    }
+
+    /// The attempt ended: the key it answered is forgotten.
+    pub(crate) fn answered(self) {
+        if let Some(key) = &self.freed {
+            self.wake.lock_freed().retain(|told| told != key);
+        }
+    }
+}
 
 impl Drop for Trying<'_> {
     fn drop(&mut self) {
-        *self.0.freed.lock().unwrap_or_else(PoisonError::into_inner) = None;
-        self.0.trying.store(false, Ordering::Release);
+        self.wake.trying.store(false, Ordering::Release);
     }
 }
 
 impl Drop for Place {
     fn drop(&mut self) {
         let mut emptied = Vec::new();
+        // Releases told to this caller and not answered (it left mid-attempt, or was told while
+        // trying) go to other heads, which would otherwise not hear of them.
+        let unanswered = self.wake.lock_freed().clone();
         {
             let mut queues = self.list.queues();
             self.list.waiting.fetch_sub(1, Ordering::AcqRel);
@@ -315,6 +426,8 @@ impl Drop for Place {
                 if queue.waiters.is_empty() {
                     queues.by_key.remove(&**key);
                     emptied.push(key);
+                } else if unanswered.iter().any(|told| **told == **key) {
+                    queue.wake_heads(key);
                 }
             }
         }
@@ -358,6 +471,11 @@ mod tests {
 
     use super::*;
 
+    /// The first key `place` was told of and has not answered.
+    fn freed(place: &Place) -> Option<Vec<u8>> {
+        place.wake.told()
+    }
+
     /// Whether `place` has a wake-up waiting for it (consumed by looking).
     fn woken(place: &Place) -> bool {
         place.wake().notified().now_or_never().is_some()
@@ -378,7 +496,7 @@ mod tests {
             .collect();
         let (writer, _) = list.join(&[], Duration::from_secs(1), &w, usize::MAX, false);
         assert!(writer.is_head());
-        list.wake(b"w");
+        list.wake(b"w", b"");
         assert!(readers.iter().take(8).all(woken), "every reader head");
         assert!(!woken(&readers[8]), "not the ninth reader");
         assert!(woken(&writer), "the writer behind nine readers");
@@ -393,7 +511,7 @@ mod tests {
         assert_eq!(list.waiters(b"k"), 3);
         assert!(first.is_head() && !second.is_head() && !third.is_head());
 
-        list.wake(b"k");
+        list.wake(b"k", b"");
         assert!(woken(&first), "a release wakes the head");
         assert!(!woken(&second) && !woken(&third), "and no one else");
 
@@ -418,17 +536,17 @@ mod tests {
         let slots = set(&[b"s:0", b"s:1"]);
         let (head, _) = list.join(&[], Duration::from_secs(1), &slots, 1, false);
         let (next, _) = list.join(&[], Duration::from_secs(1), &slots, 1, false);
-        assert_eq!(head.freed(), None);
-        list.wake(b"s:1");
-        assert_eq!(head.freed().as_deref(), Some(&b"s:1"[..]));
-        assert_eq!(next.freed(), None, "only the head is told");
+        assert_eq!(freed(&head), None);
+        list.wake(b"s:1", b"");
+        assert_eq!(freed(&head).as_deref(), Some(&b"s:1"[..]));
+        assert_eq!(freed(&next), None, "only the head is told");
         // Kept until the attempt that answers it ends.
-        drop(head.trying());
-        assert_eq!(head.freed(), None);
+        head.trying().answered();
+        assert_eq!(freed(&head), None);
         // The head leaving wakes the next without a freed key: it searches from a random slot.
         drop(head);
         assert!(woken(&next));
-        assert_eq!(next.freed(), None);
+        assert_eq!(freed(&next), None);
     }
 
     /// A semaphore's waiters contend as many at once as its heads: a release wakes one head
@@ -447,29 +565,86 @@ mod tests {
         assert!(first.is_head() && second.is_head() && !third.is_head());
 
         let trying = first.trying();
-        list.wake(b"s:1");
+        list.wake(b"s:1", b"");
         assert!(woken(&second), "the head not trying is woken");
         assert!(!woken(&first) && !woken(&third));
-        assert_eq!(second.freed().as_deref(), Some(&b"s:1"[..]));
+        assert_eq!(freed(&second).as_deref(), Some(&b"s:1"[..]));
         // Every node publishes a release: the same key again wakes nobody more.
-        list.wake(b"s:1");
+        list.wake(b"s:1", b"");
         assert!(!woken(&first) && !woken(&second) && !woken(&third));
-        // Another key with no idle head: the first head, told nothing (it will search).
-        list.wake(b"s:0");
+        // Another key with no idle head: the busy head told of the fewest keys, which answers
+        // it after the attempt under way (one round, no search).
+        list.wake(b"s:0", b"");
         assert!(woken(&first));
-        assert_eq!(first.freed(), None);
-        drop(trying);
-        list.wake(b"s:0");
-        assert!(woken(&first), "the first idle head, in order");
-        assert_eq!(first.freed().as_deref(), Some(&b"s:0"[..]));
+        assert_eq!(freed(&first).as_deref(), Some(&b"s:0"[..]));
+        trying.answered();
+        let attempt = first.trying();
+        assert_eq!(attempt.freed(), Some(&b"s:0"[..]));
+        attempt.answered();
+        assert_eq!(freed(&first), None);
 
         // The second leaving lets the third in; the first stays a head, not woken.
+        second.trying().answered();
         drop(second);
         assert!(third.is_head());
         assert!(woken(&third));
         assert!(!woken(&first));
         drop((first, third));
         assert!(list.queues().by_key.is_empty());
+    }
+
+    /// Every node publishes a release, some after the head told of it has finished its attempt:
+    /// those late copies wake no other head (each would spend a round on a slot just taken),
+    /// and tell the head told first once more only while it still waits and is idle.
+    // promise: semaphore-permits
+    #[tokio::test]
+    async fn a_semaphores_release_wakes_one_head_once_however_late_its_copies() {
+        let list = Arc::new(WaitList::default());
+        let slots = set(&[b"s:0", b"s:1"]);
+        let join = || {
+            list.join(&[], Duration::from_secs(1), &slots, heads(2), false)
+                .0
+        };
+        let (first, second) = (join(), join());
+        list.wake(b"s:1", b"mark-one");
+        assert!(woken(&first) && !woken(&second));
+        // The first head's attempt ends (it lost the slot to another client).
+        first.trying().answered();
+        // A copy from another node, then more: told again once, the second head never.
+        list.wake(b"s:1", b"mark-one");
+        assert!(woken(&first) && !woken(&second));
+        assert_eq!(freed(&first).as_deref(), Some(&b"s:1"[..]));
+        first.trying().answered();
+        list.wake(b"s:1", b"mark-one");
+        list.wake(b"s:1", b"mark-one");
+        assert!(!woken(&first) && !woken(&second), "answered: nobody more");
+        // A copy while the told head is trying wakes nobody either.
+        list.wake(b"s:0", b"mark-two");
+        assert!(woken(&first));
+        let trying = first.trying();
+        list.wake(b"s:0", b"mark-two");
+        assert!(!woken(&first) && !woken(&second));
+        assert_eq!(second.told_to_others(), [b"s:0".to_vec()]);
+        trying.answered();
+        assert!(second.told_to_others().is_empty());
+        // A new release is a new mark: it wakes an idle head as before.
+        list.wake(b"s:1", b"mark-three");
+        assert!(woken(&first));
+        // The told head won and left: a late copy wakes nobody.
+        first.trying().answered();
+        drop(first);
+        list.wake(b"s:1", b"mark-three");
+        assert!(!woken(&second));
+
+        // A head cancelled mid-attempt leaves its told key to another head.
+        let third = join();
+        list.wake(b"s:0", b"mark-four");
+        assert!(woken(&second));
+        let trying = second.trying();
+        drop(trying);
+        drop(second);
+        assert!(woken(&third));
+        assert_eq!(freed(&third).as_deref(), Some(&b"s:0"[..]));
     }
 
     fn set(keys: &[&[u8]]) -> Keys {
@@ -506,7 +681,7 @@ mod tests {
         assert!(!list.queued(&Keys::One(Arc::from(&b"z"[..]))));
 
         // A release of one key of the set wakes the set's waiter at the head of that queue.
-        list.wake(b"x");
+        list.wake(b"x", b"");
         assert!(woken(&xy));
         drop(xy);
         // y came before the second set: it heads y's queue now, the set heads only x's.

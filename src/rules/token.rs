@@ -12,6 +12,10 @@ const TOKEN_BYTES: usize = 20;
 /// Hex digits in one token.
 const TOKEN_DIGITS: usize = TOKEN_BYTES * 2;
 
+/// Hex digits of a token in its release mark (32 bits): the release scripts publish
+/// `string.sub(token, 1, 8)`.
+pub(crate) const RELEASE_MARK: usize = 8;
+
 /// The value stored under a lock's key, identifying one acquisition.
 ///
 /// Only the holder knows it, so only the holder can release or extend the lock. Cloning is
@@ -42,6 +46,13 @@ impl Token {
             .iter()
             .all(|digit| HEX_DIGITS.contains(digit))
             .then_some(Token(digits))
+    }
+
+    /// The first [`RELEASE_MARK`] digits, which a release publishes to the waiters: the nodes'
+    /// copies of one release carry the same mark, so a waiter is woken once for it, and a
+    /// subscriber learns too little of the token to release or extend the lock.
+    pub(crate) fn release_mark(&self) -> &[u8] {
+        &self.0[..RELEASE_MARK]
     }
 
     /// The token as stored in Redis.

@@ -13,12 +13,13 @@ use crate::acquisition::Acquisition;
 use crate::error::Error;
 use crate::guard::Guard;
 use crate::hold::Owners;
+use crate::node::pttl::pttls;
 use crate::owner::Owner;
 use crate::round::NodeSet;
-use crate::round::wait_list::free_by_expiry_after;
 use crate::rules::permits::{free_after_take, pick_free, slot_order};
 use crate::rules::resources::Keys;
 use crate::rules::retry::RetryPolicy;
+use crate::rules::wait::{KeyTtl, free_after};
 use crate::semaphore::Slot;
 
 /// One acquisition of a permit: the semaphore's slots on the lock's nodes, for `ttl`, for an
@@ -53,7 +54,6 @@ impl Take<'_> {
         if self.take > 1 {
             return self.once_many(freed.is_some(), cancel).await;
         }
-        let once = RetryPolicy::once();
         let permits = u32::try_from(self.slots.len()).unwrap_or(u32::MAX);
         let mut held = None;
         let hinted = freed
@@ -69,14 +69,7 @@ impl Take<'_> {
             let Some(slot) = usize::try_from(index).ok().and_then(|i| self.slots.get(i)) else {
                 continue;
             };
-            let acquisition = Acquisition::new(
-                self.node_set,
-                &slot.name,
-                Keys::One(Arc::clone(&slot.key)),
-                self.ttl,
-            )
-            .for_owner(self.owner.clone());
-            match acquisition.run(&once, cancel.as_mut()).await {
+            match self.one_slot(slot, cancel.as_mut()).await {
                 Ok(guard) => return Ok(guard),
                 Err(Error::Held {
                     unreachable,
@@ -92,6 +85,63 @@ impl Take<'_> {
             unreachable,
             outcomes,
         })
+    }
+
+    /// One attempt of a waiter told of no freed slot (promoted to the heads, or woken by the
+    /// expiry bound): every slot's expiry bound on every node read first, in one round, then a
+    /// slot free on a quorum tried, if there is one and it is not one of the keys `others` (the
+    /// slots other heads were told of and are trying: two would split the votes); for several
+    /// permits, [`once`](Take::once). A full semaphore then costs the waiter that one read
+    /// instead of a round per slot. Also the bounds read when nothing was tried, which are what
+    /// the waiter sleeps by (the others' slots counted as held: their heads take them).
+    pub(crate) async fn informed<C>(
+        &self,
+        others: &[Vec<u8>],
+        cancel: Pin<&mut C>,
+    ) -> (Result<Guard, Error>, Option<Vec<Option<Duration>>>)
+    where
+        C: Future<Output = ()> + ?Sized,
+    {
+        if self.take > 1 {
+            return (self.once(None, cancel).await, None);
+        }
+        let mut bounds = self.slot_bounds().await;
+        for (bound, slot) in bounds.iter_mut().zip(self.slots) {
+            if others.iter().any(|key| **key == *slot.key) {
+                *bound = None;
+            }
+        }
+        let free = pick_free(&bounds, 1, rand::random())
+            .and_then(|picked| picked.first().copied())
+            .and_then(|index| usize::try_from(index).ok())
+            .and_then(|index| self.slots.get(index));
+        match free {
+            Some(slot) => (self.one_slot(slot, cancel).await, None),
+            None => (
+                Err(Error::Held {
+                    resource: self.name.to_vec(),
+                    unreachable: 0,
+                    outcomes: Vec::new(),
+                }),
+                Some(bounds),
+            ),
+        }
+    }
+
+    /// One attempt of the lock at one slot.
+    async fn one_slot<C>(&self, slot: &Slot, cancel: Pin<&mut C>) -> Result<Guard, Error>
+    where
+        C: Future<Output = ()> + ?Sized,
+    {
+        Acquisition::new(
+            self.node_set,
+            &slot.name,
+            Keys::One(Arc::clone(&slot.key)),
+            self.ttl,
+        )
+        .for_owner(self.owner.clone())
+        .run(&RetryPolicy::once(), cancel)
+        .await
     }
 
     /// One attempt at [`take`](Take::take) permits at once, as one set of slots (a node takes
@@ -193,19 +243,34 @@ impl Take<'_> {
     }
 
     /// How long until a quorum of the nodes is free of as many slots as an acquisition takes,
-    /// by expiry alone (`None` if expiry alone never frees that many).
-    pub(crate) async fn free_after(&self) -> Option<Duration> {
-        free_after_take(&self.slot_bounds().await, self.take)
+    /// by expiry alone (`None` if expiry alone never frees that many), from `bounds` if
+    /// [`informed`](Take::informed) read them, else read now.
+    pub(crate) async fn free_after(
+        &self,
+        bounds: Option<Vec<Option<Duration>>>,
+    ) -> Option<Duration> {
+        let bounds = match bounds {
+            Some(bounds) => bounds,
+            None => self.slot_bounds().await,
+        };
+        free_after_take(&bounds, self.take)
     }
 
-    /// For each slot, in slot order, when a quorum of the nodes is free of it by expiry alone.
+    /// For each slot, in slot order, when a quorum of the nodes is free of it by expiry alone:
+    /// one read of every slot per node.
     async fn slot_bounds(&self) -> Vec<Option<Duration>> {
-        let nodes = &self.node_set.nodes;
-        let quorum = self.node_set.settings.quorum;
-        futures::future::join_all(self.slots.iter().map(|slot| {
-            let keys = Keys::One(Arc::clone(&slot.key));
-            async move { free_by_expiry_after(nodes, quorum, &keys).await }
-        }))
-        .await
+        let keys: Vec<&[u8]> = self.slots.iter().map(|slot| &*slot.key).collect();
+        let by_node: Vec<Vec<KeyTtl>> =
+            futures::future::join_all(self.node_set.nodes.iter().map(|node| pttls(node, &keys)))
+                .await;
+        (0..keys.len())
+            .map(|slot| {
+                let ttls: Vec<KeyTtl> = by_node
+                    .iter()
+                    .map(|ttls| ttls.get(slot).copied().unwrap_or(KeyTtl::Unknown))
+                    .collect();
+                free_after(&ttls, self.node_set.settings.quorum)
+            })
+            .collect()
     }
 }
