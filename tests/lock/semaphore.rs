@@ -204,6 +204,61 @@ async fn a_waiter_takes_the_slot_another_client_releases() {
     .await;
 }
 
+/// A semaphore's waiters answer a release with one attempt at its slot, and the waiter that
+/// then moves up into the heads, told of no release, reads the slots instead of trying them:
+/// both held, it sends no `SET` (a search would send one per slot).
+// promise: semaphore-permits
+#[tokio::test]
+async fn a_waiter_moved_up_into_a_full_semaphores_heads_reads_the_slots_and_tries_none() {
+    bounded(async {
+        let (cluster, lock) = quorum_lock(3, once().ttl(Duration::from_secs(60))).await;
+        let holders = [
+            lock.acquire(permit("full", 2)).await.unwrap(),
+            lock.acquire(permit("full", 2)).await.unwrap(),
+        ];
+        let waiter = Lock::new(cluster.urls(), once()).unwrap();
+        let mut calls = Vec::new();
+        for _ in 0..3 {
+            let caller = waiter.clone();
+            calls.push(tokio::spawn(async move {
+                let request = permit("full", 2).patience(Patience::Wait(Duration::from_secs(30)));
+                caller.acquire(request).await
+            }));
+            waiting(&waiter, "full:0", calls.len()).await;
+        }
+        // Each of the two heads read the slots once (the script reads the server's clock).
+        let reads = async |count| {
+            quorumlock_harness::eventually(Duration::from_secs(10), async || {
+                command_calls(&cluster, 0, "time").await >= count
+            })
+            .await
+        };
+        assert!(reads(2).await, "the two heads read the slots");
+        let sets = command_calls(&cluster, 0, "set").await;
+
+        let [released, kept] = holders;
+        released.release().await;
+        waiting(&waiter, "full:0", 2).await;
+        assert!(reads(3).await, "the waiter moved up read the slots");
+        assert_eq!(
+            command_calls(&cluster, 0, "set").await - sets,
+            1,
+            "one attempt, at the freed slot"
+        );
+
+        kept.release().await;
+        waiting(&waiter, "full:0", 1).await;
+        for call in calls {
+            if call.is_finished() {
+                call.await.unwrap().unwrap().release().await;
+            } else {
+                call.abort();
+            }
+        }
+    })
+    .await;
+}
+
 /// A permit is a whole guard: with fencing, its slot's fence, which grows from one holder of
 /// the slot to the next; kept alive, it keeps its slot.
 // promise: semaphore-permits
