@@ -61,9 +61,9 @@ return left",
 });
 
 /// Each of `keys`' remaining time on `node`, in order: one script for all of them on a server
-/// (a semaphore's waiter reads every slot: one command per node instead of one per slot), one
-/// [`pttl`] each on a cluster node (whose keys live in different slots) or where the script is
-/// refused.
+/// (a set's waiter reads every key, a semaphore's every slot: one command per node, not one per
+/// key); one [`pttl`] each on a cluster node (a semaphore's slots are in different hash slots
+/// there) or where the script is refused.
 pub(crate) async fn pttls(node: &Node, keys: &[&[u8]]) -> Vec<KeyTtl> {
     if let Some(first) = keys.first()
         && keys.len() > 1

@@ -29,7 +29,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, oneshot};
 
 use crate::node::Node;
-use crate::node::pttl::pttl;
+use crate::node::pttl::pttls;
 use crate::node::subscription::Subscription;
 use crate::rules::resources::Keys;
 use crate::rules::wait::{KeyTtl, free_after};
@@ -441,28 +441,40 @@ impl Drop for Place {
     }
 }
 
-/// How long until a quorum of `nodes` is free of every one of `keys` by expiry alone, from each
-/// node's `PTTL` of each key (a node that does not answer counts as never freeing); `None` if
-/// expiry alone never frees a quorum. For a set, the latest of its keys' bounds: a bound, not
-/// the moment (a node may free one key early and another late).
+/// How long until a quorum of `nodes` is free of every one of `keys` by expiry alone (`None` if
+/// expiry alone never frees a quorum): for a set, the latest of its keys' [`expiry_bounds`], a
+/// bound, not the moment (a node may free one key early and another late).
 pub(crate) async fn free_by_expiry_after(
     nodes: &[Arc<Node>],
     quorum: usize,
     keys: &Keys,
 ) -> Option<Duration> {
-    let bounds = futures::future::join_all(keys.all().iter().map(|key| async move {
-        let ttls: Vec<KeyTtl> = futures::future::join_all(
-            nodes
-                .iter()
-                .map(|node| async move { pttl(node, key).await.unwrap_or(KeyTtl::Unknown) }),
-        )
-        .await;
-        free_after(&ttls, quorum)
-    }))
-    .await;
-    bounds
+    let keys: Vec<&[u8]> = keys.all().iter().map(|key| &**key).collect();
+    expiry_bounds(nodes, quorum, &keys)
+        .await
         .into_iter()
         .try_fold(Duration::ZERO, |latest, bound| Some(latest.max(bound?)))
+}
+
+/// For each of `keys`, in order, how long until a quorum of `nodes` is free of it by expiry
+/// alone, from each node's `PTTL`s (one read of all the keys per node, [`pttls`]; a node that
+/// does not answer counts as never freeing); `None` where expiry alone never frees a quorum.
+pub(crate) async fn expiry_bounds(
+    nodes: &[Arc<Node>],
+    quorum: usize,
+    keys: &[&[u8]],
+) -> Vec<Option<Duration>> {
+    let by_node: Vec<Vec<KeyTtl>> =
+        futures::future::join_all(nodes.iter().map(|node| pttls(node, keys))).await;
+    (0..keys.len())
+        .map(|index| {
+            let ttls: Vec<KeyTtl> = by_node
+                .iter()
+                .map(|ttls| ttls.get(index).copied().unwrap_or(KeyTtl::Unknown))
+                .collect();
+            free_after(&ttls, quorum)
+        })
+        .collect()
 }
 
 #[cfg(test)]

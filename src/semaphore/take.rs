@@ -13,13 +13,12 @@ use crate::acquisition::Acquisition;
 use crate::error::Error;
 use crate::guard::Guard;
 use crate::hold::Owners;
-use crate::node::pttl::pttls;
 use crate::owner::Owner;
 use crate::round::NodeSet;
+use crate::round::wait_list::expiry_bounds;
 use crate::rules::permits::{free_after_take, pick_free, slot_order};
 use crate::rules::resources::Keys;
 use crate::rules::retry::RetryPolicy;
-use crate::rules::wait::{KeyTtl, free_after};
 use crate::semaphore::Slot;
 
 /// One acquisition of a permit: the semaphore's slots on the lock's nodes, for `ttl`, for an
@@ -256,21 +255,9 @@ impl Take<'_> {
         free_after_take(&bounds, self.take)
     }
 
-    /// For each slot, in slot order, when a quorum of the nodes is free of it by expiry alone:
-    /// one read of every slot per node.
+    /// For each slot, in slot order, when a quorum of the nodes is free of it by expiry alone.
     async fn slot_bounds(&self) -> Vec<Option<Duration>> {
         let keys: Vec<&[u8]> = self.slots.iter().map(|slot| &*slot.key).collect();
-        let by_node: Vec<Vec<KeyTtl>> =
-            futures::future::join_all(self.node_set.nodes.iter().map(|node| pttls(node, &keys)))
-                .await;
-        (0..keys.len())
-            .map(|slot| {
-                let ttls: Vec<KeyTtl> = by_node
-                    .iter()
-                    .map(|ttls| ttls.get(slot).copied().unwrap_or(KeyTtl::Unknown))
-                    .collect();
-                free_after(&ttls, self.node_set.settings.quorum)
-            })
-            .collect()
+        expiry_bounds(&self.node_set.nodes, self.node_set.settings.quorum, &keys).await
     }
 }
