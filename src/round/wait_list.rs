@@ -73,11 +73,11 @@ struct Answered {
 impl Queue {
     /// Wakes the heads a new release of `key` is for, and says which one was told of it. Every
     /// head, if one is a read-write lock's reader (readers do not split the votes). The one head
-    /// of a lock or a set, always, told only of this key; of a semaphore's heads, nobody if one was told of that key
-    /// already and has not answered it (two would split the votes); else the first idle head
-    /// (neither trying nor told of another key); else the head told of the fewest keys, which
-    /// answers it after the attempt under way, one round instead of a search. A wake-up a head
-    /// is not waiting for yet is kept for its next wait, once.
+    /// of a lock or a set, always, told only of this key; of a semaphore's heads, nobody if one
+    /// was told of that key already and has not answered it (two would split the votes); else
+    /// the first idle head (neither trying nor told of another key); else the head told of the
+    /// fewest keys, which answers it after the attempt under way, one round instead of a search.
+    /// A wake-up a head is not waiting for yet is kept for its next wait, once.
     fn wake_heads(&self, key: &[u8]) -> Option<u64> {
         let heads: Vec<&(u64, Arc<Wake>)> = self
             .waiters
@@ -97,11 +97,8 @@ impl Queue {
         if let [(ticket, head)] = heads[..] {
             // A lock's or a set's one head (or a semaphore's only one): it is woken every time,
             // and its next attempt, which asks for every key, answers this one.
-            let mut freed = head.lock_freed();
-            freed.clear();
-            freed.push_back(key.to_vec());
-            drop(freed);
-            head.notify.notify_one();
+            head.lock_freed().clear();
+            head.tell(key);
             return Some(*ticket);
         }
         if heads.iter().any(|(_, wake)| wake.was_told(key)) {
