@@ -56,6 +56,8 @@ pub(crate) struct Acquisition<'a> {
     rw: Option<(Side, Arc<RwKeys>)>,
     /// For an election's candidate, the leader record its grants write.
     publication: Option<Publication>,
+    /// A waiter's attempt (woken, or after a refusal), not the caller's own first one.
+    woken: bool,
 }
 
 impl<'a> Acquisition<'a> {
@@ -83,7 +85,15 @@ impl<'a> Acquisition<'a> {
             owner: None,
             rw: None,
             publication: None,
+            woken: false,
         }
+    }
+
+    /// The same acquisition, made by a waiter (`woken`): a read then goes by its script, which
+    /// leaves nothing behind when refused (`node/rwlock.rs`).
+    pub(crate) fn woken(mut self, woken: bool) -> Self {
+        self.woken = woken;
+        self
     }
 
     /// The same acquisition, of one side of a read-write lock (`keys` were its writer key): a
@@ -274,6 +284,7 @@ impl<'a> Acquisition<'a> {
             fence_keys: self.fence_keys.as_ref(),
             volatile: settings.volatile_counters(),
             token: self.token.as_str(),
+            first_call: !self.woken && !renew_leftover,
             ttl_ms: whole_millis(self.ttl),
             renew_leftover,
             rw,

@@ -126,7 +126,7 @@ impl Lock {
         }
         let mut cancel = pin!(cancel);
         match &prepared.patience {
-            Patience::Once => self.attempt(&prepared, None, cancel).await,
+            Patience::Once => self.attempt(&prepared, None, false, cancel).await,
             Patience::Retry(policy) => match self.take(&prepared) {
                 Some(take) => take.retry(policy, cancel).await,
                 None => self.acquisition(&prepared).run(policy, cancel).await,
@@ -138,7 +138,7 @@ impl Lock {
                 // does: the wait below, and its allocation, only after a refusal.
                 let mut refused = None;
                 if !self.node_set().wait_list.queued(&prepared.keys) {
-                    match self.attempt(&prepared, None, cancel.as_mut()).await {
+                    match self.attempt(&prepared, None, false, cancel.as_mut()).await {
                         Ok(guard) => return Ok(guard),
                         Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => {
                             return Err(error);
@@ -152,11 +152,12 @@ impl Lock {
     }
 
     /// One attempt at what `prepared` asks for: one acquisition of a lock, or one pass over a
-    /// semaphore's slots.
+    /// semaphore's slots; `woken`: a waiter's attempt, not the caller's first.
     pub(super) async fn attempt<C>(
         &self,
         prepared: &Prepared<'_>,
         freed: Option<&[u8]>,
+        woken: bool,
         cancel: Pin<&mut C>,
     ) -> Result<Guard, Error>
     where
@@ -166,6 +167,7 @@ impl Lock {
             Some(take) => take.once(freed, cancel).await,
             None => {
                 self.acquisition(prepared)
+                    .woken(woken)
                     .run(&RetryPolicy::once(), cancel)
                     .await
             }

@@ -137,8 +137,8 @@ impl Lock {
                 // Boxed: a waiter's future then carries one acquisition's state (the caller's
                 // first attempt's), not two, for an allocation per attempt after a refusal.
                 // A semaphore's waiter woken by a release tries the slot it freed. Marked as
-                // trying before the hint is read: a release told after the read goes to another
-                // head instead of being forgotten when this attempt ends.
+                // trying before the hint is read: a release told after the read is queued for
+                // this head or goes to another, instead of being forgotten when this attempt ends.
                 // Told nothing, it reads which slots are free before trying one (`informed`).
                 let trying = place.trying();
                 let freed = trying.freed();
@@ -149,7 +149,7 @@ impl Lock {
                         Box::pin(take.informed(&others, cancel.as_mut())).await
                     }
                     _ => (
-                        Box::pin(self.attempt(prepared, freed, cancel.as_mut())).await,
+                        Box::pin(self.attempt(prepared, freed, true, cancel.as_mut())).await,
                         None,
                     ),
                 };

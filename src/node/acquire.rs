@@ -1,16 +1,17 @@
 //! The acquire command on one node: `SET key token NX PX ttl`, or a script that also renews a
 //! leftover of an earlier attempt of ours, and with fencing also takes the next fence (`INCR` of
-//! the resource's counter) in the same atomic step; and how to read its reply. How a request is
-//! handed over, in order with the acquisition's other requests, is `round/acquire.rs`.
+//! the resource's counter) in the same atomic step; and how to send it and read its reply. How a
+//! request is handed over, in order with the acquisition's other requests, is `round/acquire.rs`.
 
 use std::sync::Arc;
 
-use redis::{Cmd, RedisResult, Value};
+use redis::{Cmd, Pipeline, RedisResult, Value};
 
 use super::acquire_scripts::{ACQUIRE_FENCED, ACQUIRE_LEADER, ACQUIRE_OR_RENEW};
-use super::rwlock::{acquire_read, acquire_write};
+use super::redirect::Connection;
+use super::rwlock::{READ_FIRST_COMMANDS, acquire_read, acquire_write, read_first};
 use super::set::{acquire_set_command, acquire_set_refused, read_acquire_set};
-use super::wire::sized;
+use super::wire::{send, sized};
 use crate::rules::leader::Publication;
 use crate::rules::resources::Keys;
 use crate::rules::rwlock::{RwKeys, Side};
@@ -26,6 +27,10 @@ pub(crate) struct AcquireRequest<'a> {
     pub(crate) volatile: bool,
     /// The acquisition's token.
     pub(crate) token: &'a str,
+    /// Whether this is the caller's own first attempt, not a waiter's: a read then goes as one
+    /// `MULTI` that leaves its key where it is refused (`rwlock.rs`), which waiters, woken by
+    /// each other's clean-ups, must not.
+    pub(crate) first_call: bool,
     /// The TTL, in milliseconds.
     pub(crate) ttl_ms: u64,
     /// Whether a key already holding our token (left by an earlier attempt) counts as ours.
@@ -40,7 +45,10 @@ pub(crate) struct AcquireRequest<'a> {
 /// An acquire request as one command (`SET NX PX`, or one of the two scripts), built once per
 /// attempt and sent to every node: the nodes share its bytes.
 pub(crate) struct AcquireCommand {
-    pub(crate) command: Cmd,
+    command: Cmd,
+    /// A caller's first read: the `MULTI` sent instead of `command` to a node that is one server
+    /// (a cluster node, which may redirect part of it, gets the script).
+    first_read: Option<Pipeline>,
     /// The key a cluster node routes it by (`Keys::slot_key`).
     pub(crate) slot_key: Arc<[u8]>,
     reply: AcquireReply,
@@ -53,6 +61,8 @@ enum AcquireReply {
     Set,
     /// [`ACQUIRE_OR_RENEW`]: 1 or 0.
     Renew,
+    /// A read: the script's 1 or 0, or the first read's `EXEC` answer (`rwlock.rs`).
+    Read,
     /// [`ACQUIRE_FENCED`]: the fence (0: ours, the counter not trusted), or nil.
     Fenced,
     /// A set's script (`set.rs`): the fence (or 1), 0 when held, -1 when held with a leftover
@@ -75,6 +85,7 @@ impl AcquireCommand {
             fence_keys,
             volatile,
             token,
+            first_call,
             ttl_ms,
             renew_leftover,
             rw,
@@ -82,10 +93,14 @@ impl AcquireCommand {
         } = *request;
         if let Some((side, rw)) = rw {
             let fence = fence_keys.map(|fence_keys| (fence_keys.first(), renew_leftover, volatile));
+            // One reader in 16 (by its token's first digit) takes the script even first: it
+            // prunes the readers' set.
+            let first_read = (side == Side::Read && first_call && !token.starts_with('0'))
+                .then(|| read_first(rw, keys.first(), token, ttl_ms));
             let (command, reply) = match side {
                 Side::Read => (
                     acquire_read(rw, keys.first(), token, ttl_ms),
-                    AcquireReply::Renew,
+                    AcquireReply::Read,
                 ),
                 Side::Write => (
                     acquire_write(rw, fence, token, ttl_ms),
@@ -98,6 +113,7 @@ impl AcquireCommand {
             };
             return AcquireCommand {
                 command,
+                first_read,
                 slot_key: keys.slot_key(),
                 reply,
             };
@@ -107,6 +123,7 @@ impl AcquireCommand {
             Keys::Set(keys) => {
                 let fence_keys = fence_keys.map(Keys::all);
                 return AcquireCommand {
+                    first_read: None,
                     command: acquire_set_command(
                         keys,
                         fence_keys,
@@ -180,20 +197,35 @@ impl AcquireCommand {
         }
         AcquireCommand {
             command,
+            first_read: None,
             slot_key: request.keys.slot_key(),
             reply,
         }
     }
 
+    /// Sends the request on `connection` and checks the reply for an error reply (in a first
+    /// read's `EXEC` answer too).
+    pub(crate) async fn send(&self, connection: &mut Connection) -> RedisResult<Value> {
+        match (&self.first_read, connection.direct()) {
+            (Some(pipeline), Some(direct)) => {
+                let mut replies = direct
+                    .send_packed_commands(pipeline, READ_FIRST_COMMANDS + 1, 1)
+                    .await?;
+                replies.pop().unwrap_or(Value::Nil).extract_error()
+            }
+            _ => send(connection, &self.command).await,
+        }
+    }
+
     /// Whether `reply` says this request did not set the key: it was held (by another token,
     /// or by none of ours to renew). Only the exact "no" of each form counts; anything else may
-    /// have set it.
+    /// have set it (a first read's `EXEC` answer always has).
     pub(crate) fn refused(&self, reply: &Value) -> bool {
         match self.reply {
             AcquireReply::Set | AcquireReply::Fenced => {
                 matches!(reply, Value::Nil | Value::Boolean(false))
             }
-            AcquireReply::Renew => matches!(reply, Value::Int(0)),
+            AcquireReply::Renew | AcquireReply::Read => matches!(reply, Value::Int(0)),
             AcquireReply::AllOrNone { .. } => acquire_set_refused(reply),
         }
     }
@@ -214,6 +246,11 @@ impl AcquireCommand {
                 other => redis::from_redis_value::<Option<String>>(other)?.is_some(),
             },
             AcquireReply::Renew => redis::from_redis_value::<i64>(reply)? == 1,
+            // The `EXEC` answer: granted where neither the writer key nor a mark was found.
+            AcquireReply::Read => match reply {
+                Value::Array(replies) => matches!(replies.last(), Some(Value::Int(0))),
+                reply => redis::from_redis_value::<i64>(reply)? == 1,
+            },
             AcquireReply::Fenced => {
                 // The script never answers a counter below 1, so the conversion cannot fail;
                 // were it to, the node would count as not ours, never as a grant with a

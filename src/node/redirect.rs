@@ -66,6 +66,14 @@ pub(crate) struct Routed {
 }
 
 impl Connection {
+    /// The server's own connection, for a node that is one server.
+    pub(crate) fn direct(&mut self) -> Option<&mut MultiplexedConnection> {
+        match self {
+            Connection::Direct(connection) => Some(connection),
+            Connection::Routed(_) => None,
+        }
+    }
+
     /// Sends one request and reads its reply (error replies as values).
     pub(crate) fn send<'a>(
         &'a mut self,

@@ -47,7 +47,8 @@ pub(crate) enum Found {
 impl ReleaseCommand {
     /// The compare-and-delete of `keys` for `token`: for one key (by `EVALSHA`) it answers 1
     /// (deleted) or 0 (not ours), for a set (by `EVAL`) one such flag per key (`set.rs`). With
-    /// `wake`, the release of a held lock: waiters are woken.
+    /// `wake`, the release of a held lock: waiters are woken. Without it, a reader's clean-up
+    /// still wakes them where a writer's mark says one may have been kept out (`rwlock.rs`).
     pub(crate) fn new(keys: &Keys, token: &str, wake: bool) -> ReleaseCommand {
         match keys {
             Keys::One(key) => {
@@ -71,7 +72,7 @@ impl ReleaseCommand {
                 }
             }
             Keys::Read { reader, writer } => ReleaseCommand {
-                command: release_read(reader, writer, token, wake),
+                command: release_read(reader, writer, token, if wake { "1" } else { "2" }),
                 script: None,
                 slot_key: keys.slot_key(),
                 set_keys: None,

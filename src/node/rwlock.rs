@@ -1,21 +1,25 @@
-//! A read-write lock's commands on one node (its keys: `rules/rwlock.rs`), each one script, so
-//! that a node decides each side atomically: a reader is refused where a writer holds or waits,
-//! a writer where another writer holds or a live reader does (and then it leaves its mark).
-//! The write side's grant is the lock's acquire script after that check (`acquire.rs`), so
-//! fencing and the renewal of a leftover are the same as a lock's; its release and extension
-//! are a lock's. A reader's extension is a lock's too (its key is its own); its release also
-//! takes its token out of the readers' set and wakes on the writer key's channel.
+//! A read-write lock's commands on one node (its keys: `rules/rwlock.rs`), each atomic, so that
+//! a node decides each side in one step: a reader is refused where a writer holds or waits, a
+//! writer where another writer holds or a live reader does (and then it leaves its mark).
+//! A caller's first read is a `MULTI` that sets the reader's key, then reads the writer key and
+//! mark (no script: the server runs three native commands); refused, it leaves its key, which
+//! the failed acquisition's release deletes, waking writers that it kept out. A waiter's read is
+//! a script that sets nothing when refused. The write side's grant is the lock's acquire script
+//! after that check (`acquire.rs`), so fencing and the renewal of a leftover are the same as a
+//! lock's; its release and extension are a lock's. A reader's extension is a lock's too (its
+//! key is its own); its release also takes its token out of the readers' set and wakes on the
+//! writer key's channel.
 
 use std::sync::LazyLock;
 
-use redis::{Cmd, Script};
+use redis::{Cmd, Pipeline, Script};
 
 use super::acquire_scripts::{ACQUIRE_FENCED, ACQUIRE_OR_RENEW};
 use super::vote::Counted;
 use super::wire::{one_or_zero, sized};
 use super::{Lane, Node};
 use crate::outcome::NodeError;
-use crate::rules::rwlock::{RwKeys, readers_key};
+use crate::rules::rwlock::{RwKeys, mark_key, readers_key};
 
 /// A reader: refused (0) while the writer key exists or a writer's mark does; else its key is
 /// set (its own, so a leftover of an earlier attempt is simply set again) and its token joins
@@ -72,13 +76,17 @@ static ACQUIRE_WRITE_FENCED: LazyLock<String> =
     LazyLock::new(|| format!("{}{}", write_check("false"), *ACQUIRE_FENCED));
 
 /// A reader's release: its key deleted if it still holds our token (1, else 0), its token out
-/// of the readers' set either way, and with `ARGV[3]` = `1` a wake-up on the writer key's
-/// channel, where the lock's waiters of both sides listen. `KEYS`: reader, readers; `ARGV`:
-/// token, writer key, wake.
+/// of the readers' set either way, and a wake-up on the writer key's channel, where the lock's
+/// waiters of both sides listen: with `ARGV[3]` = `1` (a held read), or with `2` (a failed
+/// acquisition's clean-up) only while a writer's mark is there: a writer that our key kept out
+/// left it, and our key, gone now, will wake it no other way. `KEYS`: reader, readers, mark;
+/// `ARGV`: token, writer key, wake.
 pub(super) const RELEASE_READ: &str = r"redis.call('SREM', KEYS[2], ARGV[1])
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
-if ARGV[3] == '1' then redis.pcall('PUBLISH', ARGV[2], '') end
+if ARGV[3] == '1' or (ARGV[3] == '2' and redis.call('EXISTS', KEYS[3]) == 1) then
+  redis.pcall('PUBLISH', ARGV[2], '')
+end
 return 1";
 
 /// A writer becomes a reader with no gap: where the writer key holds our token, a reader's key
@@ -125,6 +133,32 @@ pub(super) fn acquire_read(rw: &RwKeys, reader: &[u8], token: &str, ttl_ms: u64)
         .arg(&rw.reader_base[..]);
     command
 }
+
+/// A caller's first read, one `MULTI`: the reader's key set and its token added to the readers'
+/// set, then `EXISTS` of the writer key and the mark; answered by `EXEC` with `[OK, added,
+/// found]`, a grant where `found` is 0. Safe without a script because the writes come first
+/// in one atomic step: a writer's check that runs after it sees the reader, one that ran before
+/// it left the key or mark that it reads. Refused, the key stays (see [`RELEASE_READ`]).
+pub(super) fn read_first(rw: &RwKeys, reader: &[u8], token: &str, ttl_ms: u64) -> Pipeline {
+    let mut pipeline = Pipeline::with_capacity(3);
+    pipeline
+        .atomic()
+        .cmd("SET")
+        .arg(reader)
+        .arg(token)
+        .arg("PX")
+        .arg(ttl_ms)
+        .cmd("SADD")
+        .arg(&rw.readers[..])
+        .arg(token)
+        .cmd("EXISTS")
+        .arg(&rw.writer[..])
+        .arg(&rw.mark[..]);
+    pipeline
+}
+
+/// Commands in [`read_first`]'s `MULTI`: its `EXEC` answer comes after theirs and `MULTI`'s.
+pub(super) const READ_FIRST_COMMANDS: usize = 3;
 
 /// A writer's acquire request: without fencing answered 1 or 0, with it (`fence_key`, and
 /// whether a leftover counts and the counters may be volatile) the fence or nil, as the lock's.
@@ -177,15 +211,16 @@ pub(super) fn acquire_write(
     command
 }
 
-/// A reader's release (answered 1 or 0), see [`RELEASE_READ`].
-pub(super) fn release_read(reader: &[u8], writer: &[u8], token: &str, wake: bool) -> Cmd {
-    let readers = readers_key(writer);
+/// A reader's release (answered 1 or 0), see [`RELEASE_READ`]; `wake`: `1` or `2` there.
+pub(super) fn release_read(reader: &[u8], writer: &[u8], token: &str, wake: &str) -> Cmd {
+    let (readers, mark) = (readers_key(writer), mark_key(writer));
     let mut command = sized(
-        8,
+        9,
         &[
             RELEASE_READ.as_bytes(),
             reader,
             &readers,
+            &mark,
             writer,
             token.as_bytes(),
         ],
@@ -193,12 +228,13 @@ pub(super) fn release_read(reader: &[u8], writer: &[u8], token: &str, wake: bool
     command
         .arg("EVAL")
         .arg(RELEASE_READ)
-        .arg(2)
+        .arg(3)
         .arg(reader)
         .arg(&readers[..])
+        .arg(&mark[..])
         .arg(token)
         .arg(writer)
-        .arg(if wake { "1" } else { "0" });
+        .arg(wake);
     command
 }
 
@@ -227,4 +263,86 @@ pub(crate) async fn downgrade(
     )
     .await
     .and_then(one_or_zero)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::acquire::{AcquireCommand, AcquireRequest, Taken};
+    use crate::round::acquire::acquire;
+    use crate::round::acquire::tests::{node, one_node};
+    use crate::round::ledger::Ledger;
+    use crate::rules::resources::Keys;
+    use crate::rules::rwlock::{Side, reader_key};
+    use futures::StreamExt;
+    use redis::AsyncCommands;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// Against a real server: a first read refused where a writer holds leaves its key; the
+    /// clean-up wakes the writer's channel where a writer's mark appeared meanwhile (a writer
+    /// our key kept out), and only there.
+    #[tokio::test]
+    async fn a_refused_first_reads_clean_up_wakes_a_writer_its_key_kept_out_and_nobody_else() {
+        let cluster = one_node().await;
+        let node = node(&cluster.urls()[0]);
+        let mut direct = cluster.connection(0).await.unwrap();
+        let client = redis::Client::open(cluster.urls()[0].as_str()).unwrap();
+        let mut woken = client.get_async_pubsub().await.unwrap();
+        woken.subscribe("doc").await.unwrap();
+        let mut messages = woken.on_message();
+        let rw = RwKeys::new(Arc::from(&b"doc"[..]));
+        let ledger = Ledger::new(1);
+
+        for (token, writer_came) in [("1-kept-one-out", true), ("2-kept-none-out", false)] {
+            let reader = reader_key(&rw.writer, token);
+            let keys = Keys::Read {
+                reader: Arc::clone(&reader),
+                writer: Arc::clone(&rw.writer),
+            };
+            let _: () = direct.set("doc", "holder").await.unwrap();
+            let command = AcquireCommand::new(&AcquireRequest {
+                keys: &keys,
+                fence_keys: None,
+                volatile: false,
+                token,
+                first_call: true,
+                ttl_ms: 60_000,
+                renew_leftover: false,
+                rw: Some((Side::Read, &rw)),
+                record: None,
+            });
+            let taken = acquire(&node, &command, &ledger, ledger.begin()).await;
+            assert_eq!(taken, Ok(Taken::NotOurs), "{token}: the writer holds");
+            let left: bool = direct.exists(&reader[..]).await.unwrap();
+            assert!(left, "{token}: the refused MULTI leaves its key");
+            let _: () = direct.del("doc").await.unwrap();
+            if writer_came {
+                // The holder gone, a writer checks while our key is there: kept out, it marks.
+                let refused: i64 = acquire_write(&rw, None, "writer", 60_000)
+                    .query_async(&mut direct)
+                    .await
+                    .unwrap();
+                assert_eq!(refused, 0, "our leftover keeps the writer out");
+            }
+            let released: i64 = release_read(&reader, &rw.writer, token, "2")
+                .query_async(&mut direct)
+                .await
+                .unwrap();
+            assert_eq!(released, 1);
+            // Published after the clean-up: whatever the clean-up published comes first.
+            let _: () = direct.publish("doc", "after").await.unwrap();
+            let first = tokio::time::timeout(Duration::from_secs(10), messages.next())
+                .await
+                .unwrap()
+                .unwrap();
+            let payload: String = first.get_payload().unwrap();
+            let expected = if writer_came { "" } else { "after" };
+            assert_eq!(payload, expected, "{token}: the first message");
+            if writer_came {
+                let _ = messages.next().await;
+                let _: () = direct.del(&rw.mark[..]).await.unwrap();
+            }
+        }
+    }
 }

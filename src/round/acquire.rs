@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::ledger::{Ledger, Refused};
 use crate::node::acquire::{AcquireCommand, Taken};
-use crate::node::wire::{answered, send};
+use crate::node::wire::answered;
 use crate::node::{Lane, Node};
 use crate::outcome::NodeError;
 use crate::rules::ordering::End;
@@ -42,7 +42,7 @@ pub(crate) async fn acquire(
                     Ok(in_flight) => in_flight,
                     Err(refused) => return Ok(Sent::Refused(refused, server)),
                 };
-                let reply = send(&mut connection, &command.command).await;
+                let reply = command.send(&mut connection).await;
                 // A reply that says the key was held leaves nothing of ours there to release.
                 in_flight.finish(match &reply {
                     Ok(value) if command.refused(value) => End::Refused,
@@ -64,7 +64,7 @@ pub(crate) async fn acquire(
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::LockOptions;
     use crate::node::acquire::AcquireRequest;
@@ -101,6 +101,7 @@ pub(super) mod tests {
             fence_keys: None,
             volatile: false,
             token,
+            first_call: true,
             ttl_ms,
             renew_leftover,
             rw: None,

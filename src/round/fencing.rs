@@ -248,6 +248,7 @@ mod tests {
                 fence_keys: Some(&fence_key),
                 volatile: false,
                 token,
+                first_call: true,
                 ttl_ms: 60_000,
                 renew_leftover,
                 rw: None,

@@ -105,6 +105,12 @@ fn a_downgrade_that_stays_exclusive_until_a_majority_converted_lets_a_reader_in(
 }
 
 // promise: model-protocols
+#[test]
+fn a_reader_that_looks_before_it_adds_itself_lets_a_writer_pass_between() {
+    expect(Protocol::RwLockReadChecksFirst, &[EXCLUSIVE_WRITER]);
+}
+
+// promise: model-protocols
 // promise: election-term
 #[test]
 fn an_elections_terms_from_the_quorum_grow_with_one_leader_at_a_time() {

@@ -53,6 +53,8 @@ pub enum Protocol {
     RwLock,
     /// As [`Protocol::RwLock`], a downgrading writer exclusive until a majority converted.
     RwLockLateDowngrade,
+    /// As [`Protocol::RwLock`], a reader that looks first and adds itself in a later step.
+    RwLockReadChecksFirst,
     /// Leader election: a leader holds the lock on a majority, its term the highest counter of
     /// the granting nodes, written back before it leads.
     Election,
@@ -62,7 +64,7 @@ pub enum Protocol {
 
 impl Protocol {
     /// Every protocol scenario, in the order the docs present them.
-    pub const ALL: [Protocol; 14] = [
+    pub const ALL: [Protocol; 15] = [
         Protocol::KeepAlive,
         Protocol::KeepAliveFillUnguarded,
         Protocol::Waiting,
@@ -75,6 +77,7 @@ impl Protocol {
         Protocol::SemaphoreCounter,
         Protocol::RwLock,
         Protocol::RwLockLateDowngrade,
+        Protocol::RwLockReadChecksFirst,
         Protocol::Election,
         Protocol::ElectionTermFromOneNode,
     ];
@@ -94,6 +97,7 @@ impl Protocol {
             Protocol::SemaphoreCounter => "semaphore-counter",
             Protocol::RwLock => "rwlock",
             Protocol::RwLockLateDowngrade => "rwlock-late-downgrade",
+            Protocol::RwLockReadChecksFirst => "rwlock-read-checks-first",
             Protocol::Election => "election",
             Protocol::ElectionTermFromOneNode => "election-term-from-one-node",
         }
@@ -147,11 +151,15 @@ impl Protocol {
             }
             Protocol::RwLock => {
                 "two writers (one may downgrade) and a reader; each node keeps a writer, readers \
-                 and a writer waiting, and answers in one step; each side won by the quorum rule"
+                 and a writer waiting, and answers in one step (a reader adds itself, then \
+                 looks); each side won by the quorum rule"
             }
             Protocol::RwLockLateDowngrade => {
                 "as rwlock, but a downgrading writer takes itself for the writer until its \
                  downgrade has landed on a majority"
+            }
+            Protocol::RwLockReadChecksFirst => {
+                "as rwlock, but a reader looks first and adds itself in a later step"
             }
             Protocol::Election => {
                 "three candidates; a leader holds the lock on a majority, its term the highest \
@@ -181,7 +189,9 @@ impl Protocol {
             Protocol::WaitingWakeIsGrant => &[lease::MUTUAL_EXCLUSION, lease::QUORUM_BACKED],
             Protocol::SetsSplitStep => &[sets::EXCLUSION],
             Protocol::SemaphoreCounter => &[semaphore::PERMITS_BOUND],
-            Protocol::RwLockLateDowngrade => &[rwlock::EXCLUSIVE_WRITER],
+            Protocol::RwLockLateDowngrade | Protocol::RwLockReadChecksFirst => {
+                &[rwlock::EXCLUSIVE_WRITER]
+            }
             Protocol::ElectionTermFromOneNode => &[election::TERMS_GROW, election::LEADER_READ],
         }
     }
@@ -193,8 +203,15 @@ impl Protocol {
             Protocol::SetsSplitStep => explore(self, sets::SetsModel::new(true)),
             Protocol::Semaphore => explore(self, semaphore::SemaphoreModel::new(false)),
             Protocol::SemaphoreCounter => explore(self, semaphore::SemaphoreModel::new(true)),
-            Protocol::RwLock => explore(self, rwlock::RwLockModel::new(false)),
-            Protocol::RwLockLateDowngrade => explore(self, rwlock::RwLockModel::new(true)),
+            Protocol::RwLock => explore(self, rwlock::RwLockModel::new(rwlock::Variant::Design)),
+            Protocol::RwLockLateDowngrade => explore(
+                self,
+                rwlock::RwLockModel::new(rwlock::Variant::LateDowngrade),
+            ),
+            Protocol::RwLockReadChecksFirst => explore(
+                self,
+                rwlock::RwLockModel::new(rwlock::Variant::ReadChecksFirst),
+            ),
             Protocol::Election => explore(self, election::ElectionModel::new(false)),
             Protocol::ElectionTermFromOneNode => explore(self, election::ElectionModel::new(true)),
             lease => explore(self, lease::LeaseModel::new(lease::LeaseConfig::of(lease))),

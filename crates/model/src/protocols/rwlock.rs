@@ -1,17 +1,21 @@
-//! A read-write lock over the quorum (issue 33's `RwLock`, its design before its code): each
-//! node keeps one writer, a set of readers and a "writer waiting" marker, and answers a request
-//! in one atomic step: a reader is granted where no writer holds and no other writer waits, a
-//! writer where nobody holds (and, refused, it marks itself waiting where no one else does, so
-//! new readers stop coming: writer preference). A side holds once a majority granted it, by the
-//! library's tally; a loser releases everything it has on every node. A writer may downgrade:
-//! each node turns its writer entry into a reader entry.
+//! A read-write lock over the quorum (issue 33's `RwLock`): each node keeps one writer, a set
+//! of readers and a "writer waiting" marker, and answers a request in one atomic step: a reader
+//! is granted where no writer holds and no other writer waits, a writer where nobody holds
+//! (and, refused, it marks itself waiting where no one else does, so new readers stop coming:
+//! writer preference). A reader's step is the library's first read, one `MULTI`: it adds itself,
+//! then looks, so it stays among the readers of a node that refused it until its release lands.
+//! A side holds once a majority granted it, by the library's tally; a loser releases everything
+//! it has on every node. A writer may downgrade: each node turns its writer entry into a reader
+//! entry.
 //!
 //! Three clients on three nodes: A writes and may downgrade, B writes, C reads; each acquires
 //! once, holds, and leaves. Time and expiry play no part (the lease model has them): the
 //! question is whether a writer can ever hold beside anyone else, also while a downgrade is
-//! landing. The variant that drops an assumption keeps a downgrading writer exclusive until
+//! landing. Two variants each drop an assumption. One keeps a downgrading writer exclusive until
 //! its downgrade has landed on a majority, which is when a naive "no gap" downgrade would stop
 //! writing: a reader granted by the nodes it reached first can win its majority before then.
+//! The other has a reader look first and add itself in a later step (a check, then a `SET`):
+//! a writer can pass between the two.
 
 use std::fmt::{self, Display};
 use std::sync::Arc;
@@ -80,6 +84,9 @@ pub struct RwLockState {
     downgraded: u8,
     /// Whether a reader was ever refused where a writer waited (for the example).
     refused_for_waiting: bool,
+    /// Nodes where the reader, looking first, found the way free and has still to add itself
+    /// (only in that variant).
+    read_pending: u8,
 }
 
 /// One step.
@@ -89,6 +96,8 @@ pub enum RwLockAction {
     Start { client: u8 },
     /// `node` answers `client`'s request.
     Ask { client: u8, node: u8 },
+    /// The reader, having looked first, adds itself on `node` (only in that variant).
+    ReadLands { node: u8 },
     /// The writer A downgrades its hold (its downgrade goes out to every node).
     Downgrade,
     /// A's downgrade lands on `node`.
@@ -107,6 +116,9 @@ impl Display for RwLockAction {
                 write!(f, "{} starts to {side}", name(client))
             }
             RwLockAction::Ask { client, node } => write!(f, "{} asks n{node}", name(client)),
+            RwLockAction::ReadLands { node } => {
+                write!(f, "{} adds itself as a reader on n{node}", name(READER))
+            }
             RwLockAction::Downgrade => write!(f, "{} downgrades", name(DOWNGRADER)),
             RwLockAction::Convert { node } => {
                 write!(f, "{}'s downgrade lands on n{node}", name(DOWNGRADER))
@@ -129,34 +141,46 @@ fn bit(index: u8) -> u8 {
 
 const ALL_NODES: u8 = (1 << NODES) - 1;
 
-/// The read-write lock; `late_downgrade`: a downgrading writer stays exclusive until its
-/// downgrade landed on a majority.
+/// Which assumption a variant drops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// None: the design.
+    Design,
+    /// A downgrading writer stays exclusive until its downgrade landed on a majority.
+    LateDowngrade,
+    /// A reader looks first and adds itself in a later step.
+    ReadChecksFirst,
+}
+
+/// The read-write lock, as the design has it or with one assumption dropped.
 #[derive(Clone, Debug)]
 pub struct RwLockModel {
-    late_downgrade: bool,
+    variant: Variant,
     first: Arc<FirstDiscoveries>,
 }
 
 impl RwLockModel {
-    /// The model, with the downgrade as the design has it or, `late_downgrade`, the variant.
-    pub fn new(late_downgrade: bool) -> RwLockModel {
+    /// The model of `variant`.
+    pub fn new(variant: Variant) -> RwLockModel {
         RwLockModel {
-            late_downgrade,
+            variant,
             first: Arc::default(),
         }
     }
 }
 
-/// `node` answers `client`'s request in one step: whether it granted.
-fn answer(state: &mut RwLockState, client: u8, node: usize) -> bool {
+/// `node` answers `client`'s request in one step: whether it granted. The reader adds itself
+/// whatever it finds, unless it only looks (`look_only`).
+fn answer(state: &mut RwLockState, client: u8, node: usize, look_only: bool) -> bool {
     let Some(at) = state.nodes.get_mut(node) else {
         return false;
     };
     if client == READER {
         let granted = at.writer.is_none() && at.waiting.is_none_or(|writer| writer == client);
-        if granted {
+        if !look_only {
             at.readers |= bit(client);
-        } else if at.writer.is_none() {
+        }
+        if !granted && at.writer.is_none() {
             state.refused_for_waiting = true;
         }
         return granted;
@@ -178,10 +202,15 @@ impl Bounds for RwLockModel {
         format!(
             "3 nodes; A writes and may downgrade, B writes, C reads; one acquisition each, no \
              expiry; a node's answer one atomic step (writer, readers, writer waiting); {}",
-            if self.late_downgrade {
-                "a downgrading writer stays exclusive until a majority converted"
-            } else {
-                "a downgrading writer is a reader from the moment it downgrades"
+            match self.variant {
+                Variant::Design => {
+                    "a reader adds itself, then looks; a downgrading writer is a reader from the \
+                     moment it downgrades"
+                }
+                Variant::LateDowngrade => {
+                    "a downgrading writer stays exclusive until a majority converted"
+                }
+                Variant::ReadChecksFirst => "a reader looks, then adds itself in a later step",
             }
         )
     }
@@ -204,6 +233,7 @@ impl Model for RwLockModel {
             downgrading: 0,
             downgraded: 0,
             refused_for_waiting: false,
+            read_pending: 0,
         }]
     }
 
@@ -212,8 +242,18 @@ impl Model for RwLockModel {
             match phase {
                 Phase::Idle => actions.push(RwLockAction::Start { client }),
                 Phase::Acquiring { answered, .. } => {
-                    for node in (0..NODES as u8).filter(|&node| answered & bit(node) == 0) {
+                    let pending = if client == READER {
+                        state.read_pending
+                    } else {
+                        0
+                    };
+                    for node in
+                        (0..NODES as u8).filter(|&node| (answered | pending) & bit(node) == 0)
+                    {
                         actions.push(RwLockAction::Ask { client, node });
+                    }
+                    for node in (0..NODES as u8).filter(|&node| pending & bit(node) != 0) {
+                        actions.push(RwLockAction::ReadLands { node });
                     }
                 }
                 Phase::Writing => {
@@ -249,34 +289,27 @@ impl Model for RwLockModel {
                 };
             }
             RwLockAction::Ask { client, node } => {
-                let Phase::Acquiring { answered, ours } = *next.clients.get(usize::from(client))?
-                else {
-                    return None;
-                };
-                let granted = answer(&mut next, client, usize::from(node));
-                let answered = answered | bit(node);
-                let ours = if granted { ours | bit(node) } else { ours };
-                let unanswered = NODES - answered.count_ones() as usize;
-                let quorum = quorumlock::model_rules::majority(NODES);
-                let phase = match tally(NODES, ours.count_ones() as usize, unanswered, quorum) {
-                    Tally::Open => Phase::Acquiring { answered, ours },
-                    Tally::Won if client == READER => Phase::Reading,
-                    Tally::Won => Phase::Writing,
-                    Tally::Lost => {
-                        // Everything it has anywhere goes: grants and waiting markers.
-                        *next.releasing.get_mut(usize::from(client))? |= ALL_NODES;
-                        Phase::Done
-                    }
-                };
-                *next.clients.get_mut(usize::from(client))? = phase;
+                let look_only = client == READER && self.variant == Variant::ReadChecksFirst;
+                let granted = answer(&mut next, client, usize::from(node), look_only);
+                if look_only && granted {
+                    next.read_pending |= bit(node);
+                    return Some(next);
+                }
+                counted(&mut next, client, node, granted)?;
+            }
+            RwLockAction::ReadLands { node } => {
+                next.read_pending &= !bit(node);
+                next.nodes.get_mut(usize::from(node))?.readers |= bit(READER);
+                counted(&mut next, READER, node, true)?;
             }
             RwLockAction::Downgrade => {
                 next.downgrading = ALL_NODES;
-                *next.clients.get_mut(usize::from(DOWNGRADER))? = if self.late_downgrade {
-                    Phase::Downgrading
-                } else {
-                    Phase::Reading
-                };
+                *next.clients.get_mut(usize::from(DOWNGRADER))? =
+                    if self.variant == Variant::LateDowngrade {
+                        Phase::Downgrading
+                    } else {
+                        Phase::Reading
+                    };
             }
             RwLockAction::Convert { node } => {
                 next.downgrading &= !bit(node);
@@ -343,6 +376,34 @@ impl Model for RwLockModel {
             ),
         ]
     }
+}
+
+/// `node`'s answer to `client` counted by the tally: the client holds, goes on asking, or has
+/// lost and releases everything it has everywhere.
+fn counted(next: &mut RwLockState, client: u8, node: u8, granted: bool) -> Option<()> {
+    let Phase::Acquiring { answered, ours } = *next.clients.get(usize::from(client))? else {
+        return None;
+    };
+    let answered = answered | bit(node);
+    let ours = if granted { ours | bit(node) } else { ours };
+    let unanswered = NODES - answered.count_ones() as usize;
+    let quorum = quorumlock::model_rules::majority(NODES);
+    let phase = match tally(NODES, ours.count_ones() as usize, unanswered, quorum) {
+        Tally::Open => Phase::Acquiring { answered, ours },
+        Tally::Won if client == READER => Phase::Reading,
+        Tally::Won => Phase::Writing,
+        Tally::Lost => {
+            // Everything it has anywhere goes: grants, waiting markers, a reader's entries.
+            *next.releasing.get_mut(usize::from(client))? |= ALL_NODES;
+            Phase::Done
+        }
+    };
+    if client == READER && !matches!(phase, Phase::Acquiring { .. }) {
+        // Decided: nothing of its acquisition lands any more (its release undoes the rest).
+        next.read_pending = 0;
+    }
+    *next.clients.get_mut(usize::from(client))? = phase;
+    Some(())
 }
 
 /// Whether a client in `phase` takes itself for the writer.
