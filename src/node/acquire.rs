@@ -27,9 +27,9 @@ pub(crate) struct AcquireRequest<'a> {
     pub(crate) volatile: bool,
     /// The acquisition's token.
     pub(crate) token: &'a str,
-    /// Whether this is the caller's own first attempt, not a waiter's: a read then goes as one
-    /// `MULTI` that leaves its key where it is refused (`rwlock.rs`), which waiters, woken by
-    /// each other's clean-ups, must not.
+    /// Whether this is the caller's own first attempt, not a waiter's: a read then goes as
+    /// three native commands that leave its key where it is refused (`rwlock.rs`), which
+    /// waiters, woken by each other's clean-ups, must not.
     pub(crate) first_call: bool,
     /// The TTL, in milliseconds.
     pub(crate) ttl_ms: u64,
@@ -46,8 +46,8 @@ pub(crate) struct AcquireRequest<'a> {
 /// attempt and sent to every node: the nodes share its bytes.
 pub(crate) struct AcquireCommand {
     command: Cmd,
-    /// A caller's first read: the `MULTI` sent instead of `command` to a node that is one server
-    /// (a cluster node, which may redirect part of it, gets the script).
+    /// A caller's first read: the commands sent instead of `command` to a node that is one
+    /// server (a cluster node, which may redirect part of them, gets the script).
     first_read: Option<Pipeline>,
     /// The key a cluster node routes it by (`Keys::slot_key`).
     pub(crate) slot_key: Arc<[u8]>,
@@ -61,7 +61,7 @@ enum AcquireReply {
     Set,
     /// [`ACQUIRE_OR_RENEW`]: 1 or 0.
     Renew,
-    /// A read: the script's 1 or 0, or the first read's `EXEC` answer (`rwlock.rs`).
+    /// A read: the script's 1 or 0, or the first read's three answers (`rwlock.rs`).
     Read,
     /// [`ACQUIRE_FENCED`]: the fence (0: ours, the counter not trusted), or nil.
     Fenced,
@@ -203,15 +203,15 @@ impl AcquireCommand {
         }
     }
 
-    /// Sends the request on `connection` and checks the reply for an error reply (in a first
-    /// read's `EXEC` answer too).
+    /// Sends the request on `connection` and checks the reply for an error reply (each of a
+    /// first read's answers too, as one array).
     pub(crate) async fn send(&self, connection: &mut Connection) -> RedisResult<Value> {
         match (&self.first_read, connection.direct()) {
             (Some(pipeline), Some(direct)) => {
-                let mut replies = direct
-                    .send_packed_commands(pipeline, READ_FIRST_COMMANDS + 1, 1)
+                let replies = direct
+                    .send_packed_commands(pipeline, 0, READ_FIRST_COMMANDS)
                     .await?;
-                replies.pop().unwrap_or(Value::Nil).extract_error()
+                Value::Array(replies).extract_error()
             }
             _ => send(connection, &self.command).await,
         }
@@ -219,7 +219,7 @@ impl AcquireCommand {
 
     /// Whether `reply` says this request did not set the key: it was held (by another token,
     /// or by none of ours to renew). Only the exact "no" of each form counts; anything else may
-    /// have set it (a first read's `EXEC` answer always has).
+    /// have set it (a first read always has).
     pub(crate) fn refused(&self, reply: &Value) -> bool {
         match self.reply {
             AcquireReply::Set | AcquireReply::Fenced => {
@@ -246,7 +246,7 @@ impl AcquireCommand {
                 other => redis::from_redis_value::<Option<String>>(other)?.is_some(),
             },
             AcquireReply::Renew => redis::from_redis_value::<i64>(reply)? == 1,
-            // The `EXEC` answer: granted where neither the writer key nor a mark was found.
+            // A first read's answers: granted where neither the writer key nor a mark was found.
             AcquireReply::Read => match reply {
                 Value::Array(replies) => matches!(replies.last(), Some(Value::Int(0))),
                 reply => redis::from_redis_value::<i64>(reply)? == 1,

@@ -1,14 +1,14 @@
-//! A read-write lock's commands on one node (its keys: `rules/rwlock.rs`), each atomic, so that
-//! a node decides each side in one step: a reader is refused where a writer holds or waits, a
-//! writer where another writer holds or a live reader does (and then it leaves its mark).
-//! A caller's first read is a `MULTI` that sets the reader's key, then reads the writer key and
-//! mark (no script: the server runs three native commands); refused, it leaves its key, which
-//! the failed acquisition's release deletes, waking writers that it kept out. A waiter's read is
-//! a script that sets nothing when refused. The write side's grant is the lock's acquire script
-//! after that check (`acquire.rs`), so fencing and the renewal of a leftover are the same as a
-//! lock's; its release and extension are a lock's. A reader's extension is a lock's too (its
-//! key is its own); its release also takes its token out of the readers' set and wakes on the
-//! writer key's channel.
+//! A read-write lock's commands on one node (its keys: `rules/rwlock.rs`), so that a node
+//! decides each side safely: a reader is refused where a writer holds or waits, a writer where
+//! another writer holds or a live reader does (and then it leaves its mark). A caller's first
+//! read is three native commands in a row, no script: it sets its key and adds its token, then
+//! looks for the writer key and mark; refused, it leaves its key, which the failed
+//! acquisition's release deletes, waking writers that it kept out. A waiter's read is a script
+//! that sets nothing when refused. The write side's grant is the lock's acquire script after
+//! that check (`acquire.rs`), so fencing and the renewal of a leftover are the same as a lock's;
+//! its release and extension are a lock's. A reader's extension is a lock's too (its key is its
+//! own); its release also takes its token out of the readers' set and wakes on the writer key's
+//! channel.
 
 use std::sync::LazyLock;
 
@@ -134,15 +134,17 @@ pub(super) fn acquire_read(rw: &RwKeys, reader: &[u8], token: &str, ttl_ms: u64)
     command
 }
 
-/// A caller's first read, one `MULTI`: the reader's key set and its token added to the readers'
-/// set, then `EXISTS` of the writer key and the mark; answered by `EXEC` with `[OK, added,
-/// found]`, a grant where `found` is 0. Safe without a script because the writes come first
-/// in one atomic step: a writer's check that runs after it sees the reader, one that ran before
-/// it left the key or mark that it reads. Refused, the key stays (see [`RELEASE_READ`]).
+/// A caller's first read: `SET` of the reader's key, `SADD` of its token to the readers' set,
+/// then `EXISTS` of the writer key and the mark, sent together on one connection, so the server
+/// runs them in that order; answered `[OK, added, found]`, a grant where `found` is 0. Safe
+/// without a script or `MULTI`, because a writer's check is one script and looks for readers
+/// through the set: run before the `SET`, it left the writer key or mark that the `EXISTS`
+/// finds; between the `SET` and the `SADD`, it does not see this reader, but what it sets, the
+/// `EXISTS` finds; after the `SADD`, it sees this reader and is refused. Refused, the key stays
+/// (see [`RELEASE_READ`]).
 pub(super) fn read_first(rw: &RwKeys, reader: &[u8], token: &str, ttl_ms: u64) -> Pipeline {
-    let mut pipeline = Pipeline::with_capacity(3);
+    let mut pipeline = Pipeline::with_capacity(READ_FIRST_COMMANDS);
     pipeline
-        .atomic()
         .cmd("SET")
         .arg(reader)
         .arg(token)
@@ -157,7 +159,7 @@ pub(super) fn read_first(rw: &RwKeys, reader: &[u8], token: &str, ttl_ms: u64) -
     pipeline
 }
 
-/// Commands in [`read_first`]'s `MULTI`: its `EXEC` answer comes after theirs and `MULTI`'s.
+/// Commands in [`read_first`], each answered.
 pub(super) const READ_FIRST_COMMANDS: usize = 3;
 
 /// A writer's acquire request: without fencing answered 1 or 0, with it (`fence_key`, and
@@ -315,7 +317,7 @@ mod tests {
             let taken = acquire(&node, &command, &ledger, ledger.begin()).await;
             assert_eq!(taken, Ok(Taken::NotOurs), "{token}: the writer holds");
             let left: bool = direct.exists(&reader[..]).await.unwrap();
-            assert!(left, "{token}: the refused MULTI leaves its key");
+            assert!(left, "{token}: the refused first read leaves its key");
             let _: () = direct.del("doc").await.unwrap();
             if writer_came {
                 // The holder gone, a writer checks while our key is there: kept out, it marks.

@@ -151,8 +151,8 @@ impl Protocol {
             }
             Protocol::RwLock => {
                 "two writers (one may downgrade) and a reader; each node keeps a writer, readers \
-                 and a writer waiting, and answers in one step (a reader adds itself, then \
-                 looks); each side won by the quorum rule"
+                 and a writer waiting, and answers in one step (a reader adds itself, and \
+                 looks in a later step); each side won by the quorum rule"
             }
             Protocol::RwLockLateDowngrade => {
                 "as rwlock, but a downgrading writer takes itself for the writer until its \

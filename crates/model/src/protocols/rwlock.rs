@@ -2,8 +2,9 @@
 //! of readers and a "writer waiting" marker, and answers a request in one atomic step: a reader
 //! is granted where no writer holds and no other writer waits, a writer where nobody holds
 //! (and, refused, it marks itself waiting where no one else does, so new readers stop coming:
-//! writer preference). A reader's step is the library's first read, one `MULTI`: it adds itself,
-//! then looks, so it stays among the readers of a node that refused it until its release lands.
+//! writer preference). A reader asks as the library's first read does, in two steps: it adds
+//! itself, and later looks (a writer may check in between), so it stays among the readers of a
+//! node that refused it until its release lands.
 //! A side holds once a majority granted it, by the library's tally; a loser releases everything
 //! it has on every node. A writer may downgrade: each node turns its writer entry into a reader
 //! entry.
@@ -84,8 +85,8 @@ pub struct RwLockState {
     downgraded: u8,
     /// Whether a reader was ever refused where a writer waited (for the example).
     refused_for_waiting: bool,
-    /// Nodes where the reader, looking first, found the way free and has still to add itself
-    /// (only in that variant).
+    /// Nodes where the reader has taken its first step and not its second: added itself and not
+    /// looked yet, or in the variant, found the way free and not added itself yet.
     read_pending: u8,
 }
 
@@ -96,6 +97,8 @@ pub enum RwLockAction {
     Start { client: u8 },
     /// `node` answers `client`'s request.
     Ask { client: u8, node: u8 },
+    /// The reader, having added itself on `node`, looks there.
+    ReadLooks { node: u8 },
     /// The reader, having looked first, adds itself on `node` (only in that variant).
     ReadLands { node: u8 },
     /// The writer A downgrades its hold (its downgrade goes out to every node).
@@ -116,6 +119,7 @@ impl Display for RwLockAction {
                 write!(f, "{} starts to {side}", name(client))
             }
             RwLockAction::Ask { client, node } => write!(f, "{} asks n{node}", name(client)),
+            RwLockAction::ReadLooks { node } => write!(f, "{} looks on n{node}", name(READER)),
             RwLockAction::ReadLands { node } => {
                 write!(f, "{} adds itself as a reader on n{node}", name(READER))
             }
@@ -169,17 +173,14 @@ impl RwLockModel {
     }
 }
 
-/// `node` answers `client`'s request in one step: whether it granted. The reader adds itself
-/// whatever it finds, unless it only looks (`look_only`).
-fn answer(state: &mut RwLockState, client: u8, node: usize, look_only: bool) -> bool {
+/// `node` answers `client`'s request in one step: whether it granted. For the reader, only
+/// whether it would (it adds itself in a step of its own).
+fn answer(state: &mut RwLockState, client: u8, node: usize) -> bool {
     let Some(at) = state.nodes.get_mut(node) else {
         return false;
     };
     if client == READER {
         let granted = at.writer.is_none() && at.waiting.is_none_or(|writer| writer == client);
-        if !look_only {
-            at.readers |= bit(client);
-        }
         if !granted && at.writer.is_none() {
             state.refused_for_waiting = true;
         }
@@ -204,8 +205,8 @@ impl Bounds for RwLockModel {
              expiry; a node's answer one atomic step (writer, readers, writer waiting); {}",
             match self.variant {
                 Variant::Design => {
-                    "a reader adds itself, then looks; a downgrading writer is a reader from the \
-                     moment it downgrades"
+                    "a reader adds itself, then looks in a later step; a downgrading writer is a \
+                     reader from the moment it downgrades"
                 }
                 Variant::LateDowngrade => {
                     "a downgrading writer stays exclusive until a majority converted"
@@ -253,7 +254,10 @@ impl Model for RwLockModel {
                         actions.push(RwLockAction::Ask { client, node });
                     }
                     for node in (0..NODES as u8).filter(|&node| pending & bit(node) != 0) {
-                        actions.push(RwLockAction::ReadLands { node });
+                        actions.push(match self.variant {
+                            Variant::ReadChecksFirst => RwLockAction::ReadLands { node },
+                            _ => RwLockAction::ReadLooks { node },
+                        });
                     }
                 }
                 Phase::Writing => {
@@ -288,14 +292,25 @@ impl Model for RwLockModel {
                     ours: 0,
                 };
             }
-            RwLockAction::Ask { client, node } => {
-                let look_only = client == READER && self.variant == Variant::ReadChecksFirst;
-                let granted = answer(&mut next, client, usize::from(node), look_only);
-                if look_only && granted {
-                    next.read_pending |= bit(node);
-                    return Some(next);
+            RwLockAction::Ask { client, node } if client == READER => {
+                if self.variant == Variant::ReadChecksFirst {
+                    if !answer(&mut next, client, usize::from(node)) {
+                        counted(&mut next, client, node, false)?;
+                        return Some(next);
+                    }
+                } else {
+                    next.nodes.get_mut(usize::from(node))?.readers |= bit(READER);
                 }
+                next.read_pending |= bit(node);
+            }
+            RwLockAction::Ask { client, node } => {
+                let granted = answer(&mut next, client, usize::from(node));
                 counted(&mut next, client, node, granted)?;
+            }
+            RwLockAction::ReadLooks { node } => {
+                next.read_pending &= !bit(node);
+                let granted = answer(&mut next, READER, usize::from(node));
+                counted(&mut next, READER, node, granted)?;
             }
             RwLockAction::ReadLands { node } => {
                 next.read_pending &= !bit(node);
