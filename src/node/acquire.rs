@@ -93,9 +93,7 @@ impl AcquireCommand {
         } = *request;
         if let Some((side, rw)) = rw {
             let fence = fence_keys.map(|fence_keys| (fence_keys.first(), renew_leftover, volatile));
-            // One reader in 16 (by its token's first digit) takes the script even first: it
-            // prunes the readers' set.
-            let first_read = (side == Side::Read && first_call && !token.starts_with('0'))
+            let first_read = (side == Side::Read && first_call)
                 .then(|| read_first(rw, keys.first(), token, ttl_ms));
             let (command, reply) = match side {
                 Side::Read => (

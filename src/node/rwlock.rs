@@ -7,8 +7,8 @@
 //! that sets nothing when refused. The write side's grant is the lock's acquire script after
 //! that check (`acquire.rs`), so fencing and the renewal of a leftover are the same as a lock's;
 //! its release and extension are a lock's. A reader's extension is a lock's too (its key is its
-//! own); its release also takes its token out of the readers' set and wakes on the writer key's
-//! channel.
+//! own); its release also takes its token out of the readers' set (one in 16 prunes crashed
+//! readers' tokens from it too) and wakes on the writer key's channel.
 
 use std::sync::LazyLock;
 
@@ -19,21 +19,12 @@ use super::vote::Counted;
 use super::wire::{one_or_zero, sized};
 use super::{Lane, Node};
 use crate::outcome::NodeError;
-use crate::rules::rwlock::{RwKeys, mark_key, readers_key};
+use crate::rules::rwlock::{RwKeys, mark_key, reader_base, readers_key};
 
 /// A reader: refused (0) while the writer key exists or a writer's mark does; else its key is
 /// set (its own, so a leftover of an earlier attempt is simply set again) and its token joins
-/// the readers' set. One reader in 16 (by its token's first digit) also drops two members of
-/// the set, picked at random, whose readers' keys are gone (expired, crashed), so the set does
-/// not grow with readers that never released, and the others pay for no more than the three
-/// commands they need. `KEYS`: reader, writer, readers, mark; `ARGV`: token, TTL, the readers'
-/// key prefix.
+/// the readers' set (1). `KEYS`: reader, writer, readers, mark; `ARGV`: token, TTL.
 const ACQUIRE_READ: &str = r"if redis.call('EXISTS', KEYS[2], KEYS[4]) > 0 then return 0 end
-if string.byte(ARGV[1]) == 48 then
-  for _, other in ipairs(redis.call('SRANDMEMBER', KEYS[3], 2)) do
-    if redis.call('EXISTS', ARGV[3] .. other) == 0 then redis.call('SREM', KEYS[3], other) end
-  end
-end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('SADD', KEYS[3], ARGV[1])
 return 1";
@@ -75,13 +66,21 @@ static ACQUIRE_WRITE: LazyLock<String> =
 static ACQUIRE_WRITE_FENCED: LazyLock<String> =
     LazyLock::new(|| format!("{}{}", write_check("false"), *ACQUIRE_FENCED));
 
-/// A reader's release: its key deleted if it still holds our token (1, else 0), its token out
-/// of the readers' set either way, and a wake-up on the writer key's channel, where the lock's
-/// waiters of both sides listen: with `ARGV[3]` = `1` (a held read), or with `2` (a failed
-/// acquisition's clean-up) only while a writer's mark is there: a writer that our key kept out
-/// left it, and our key, gone now, will wake it no other way. `KEYS`: reader, readers, mark;
-/// `ARGV`: token, writer key, wake.
+/// A reader's release: its token out of the readers' set, and its key deleted if it still holds
+/// our token (1, else 0) with a wake-up on the writer key's channel, where the lock's waiters of
+/// both sides listen: with `ARGV[3]` = `1` (a held read), or with `2` (a failed acquisition's
+/// clean-up) only while a writer's mark is there: a writer that our key kept out left the mark,
+/// and our key, gone now, will wake it no other way. One release in 16 (by its token's first
+/// digit) also drops two members of the set, picked at random, whose readers' keys are gone
+/// (crashed readers), so the set does not grow where no writer comes to prune it, and no
+/// acquisition pays for it. `KEYS`: reader, readers, mark; `ARGV`: token, writer key, wake, the
+/// readers' key prefix.
 pub(super) const RELEASE_READ: &str = r"redis.call('SREM', KEYS[2], ARGV[1])
+if string.byte(ARGV[1]) == 48 then
+  for _, other in ipairs(redis.call('SRANDMEMBER', KEYS[2], 2)) do
+    if redis.call('EXISTS', ARGV[4] .. other) == 0 then redis.call('SREM', KEYS[2], other) end
+  end
+end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 if ARGV[3] == '1' or (ARGV[3] == '2' and redis.call('EXISTS', KEYS[3]) == 1) then
@@ -109,7 +108,7 @@ return 1",
 /// A reader's acquire request (answered 1 or 0) for the reader key `reader`.
 pub(super) fn acquire_read(rw: &RwKeys, reader: &[u8], token: &str, ttl_ms: u64) -> Cmd {
     let mut command = sized(
-        10,
+        9,
         &[
             ACQUIRE_READ.as_bytes(),
             reader,
@@ -117,7 +116,6 @@ pub(super) fn acquire_read(rw: &RwKeys, reader: &[u8], token: &str, ttl_ms: u64)
             &rw.readers,
             &rw.mark,
             token.as_bytes(),
-            &rw.reader_base,
         ],
     );
     command
@@ -129,8 +127,7 @@ pub(super) fn acquire_read(rw: &RwKeys, reader: &[u8], token: &str, ttl_ms: u64)
         .arg(&rw.readers[..])
         .arg(&rw.mark[..])
         .arg(token)
-        .arg(ttl_ms)
-        .arg(&rw.reader_base[..]);
+        .arg(ttl_ms);
     command
 }
 
@@ -215,9 +212,9 @@ pub(super) fn acquire_write(
 
 /// A reader's release (answered 1 or 0), see [`RELEASE_READ`]; `wake`: `1` or `2` there.
 pub(super) fn release_read(reader: &[u8], writer: &[u8], token: &str, wake: &str) -> Cmd {
-    let (readers, mark) = (readers_key(writer), mark_key(writer));
+    let (readers, mark, base) = (readers_key(writer), mark_key(writer), reader_base(writer));
     let mut command = sized(
-        9,
+        10,
         &[
             RELEASE_READ.as_bytes(),
             reader,
@@ -225,6 +222,7 @@ pub(super) fn release_read(reader: &[u8], writer: &[u8], token: &str, wake: &str
             &mark,
             writer,
             token.as_bytes(),
+            &base,
         ],
     );
     command
@@ -236,7 +234,8 @@ pub(super) fn release_read(reader: &[u8], writer: &[u8], token: &str, wake: &str
         .arg(&mark[..])
         .arg(token)
         .arg(writer)
-        .arg(wake);
+        .arg(wake)
+        .arg(&base[..]);
     command
 }
 
@@ -280,6 +279,48 @@ mod tests {
     use redis::AsyncCommands;
     use std::sync::Arc;
     use std::time::Duration;
+
+    /// Against a real server: crashed readers' tokens (in the set, their keys gone) are dropped
+    /// by a release whose token starts with `0`, one in 16, and by no other; a live reader's
+    /// token stays whoever releases.
+    #[tokio::test]
+    async fn one_release_in_16_prunes_crashed_readers_and_keeps_live_ones() {
+        let cluster = one_node().await;
+        let mut direct = cluster.connection(0).await.unwrap();
+        let rw = RwKeys::new(Arc::from(&b"doc"[..]));
+        let live = reader_key(&rw.writer, "live");
+        let _: () = direct.set(&live[..], "live").await.unwrap();
+        for (token, prunes) in [("1-other", false), ("0-first-digit", true)] {
+            let reader = reader_key(&rw.writer, token);
+            let _: () = direct
+                .sadd(&rw.readers[..], &["live", "dead-a", "dead-b"])
+                .await
+                .unwrap();
+            // Two members picked at random of three: our reader taken and released until both
+            // dead ones were seen (bounded: where it prunes, they go in a few).
+            let mut left: Vec<String> = Vec::new();
+            for _ in 0..64 {
+                let _: () = direct.set(&reader[..], token).await.unwrap();
+                let _: () = direct.sadd(&rw.readers[..], token).await.unwrap();
+                let released: i64 = release_read(&reader, &rw.writer, token, "1")
+                    .query_async(&mut direct)
+                    .await
+                    .unwrap();
+                assert_eq!(released, 1, "{token}: our key held our token");
+                left = direct.smembers(&rw.readers[..]).await.unwrap();
+                left.sort();
+                if left == ["live"] {
+                    break;
+                }
+            }
+            let expected: &[&str] = if prunes {
+                &["live"]
+            } else {
+                &["dead-a", "dead-b", "live"]
+            };
+            assert_eq!(left, expected, "{token}: the readers left");
+        }
+    }
 
     /// Against a real server: a first read refused where a writer holds leaves its key; the
     /// clean-up wakes the writer's channel where a writer's mark appeared meanwhile (a writer
