@@ -283,6 +283,7 @@ mod tests {
     /// Against a real server: crashed readers' tokens (in the set, their keys gone) are dropped
     /// by a release whose token starts with `0`, one in 16, and by no other; a live reader's
     /// token stays whoever releases.
+    // promise: rwlock-reader-expiry
     #[tokio::test]
     async fn one_release_in_16_prunes_crashed_readers_and_keeps_live_ones() {
         let cluster = one_node().await;
