@@ -9,6 +9,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+/// How long before a held lock's keys expire a waiter reads their expiry again, and sleeps out
+/// what that read says. A long sleep by the waiter's clock drifts from the servers' clocks; and
+/// on a machine idle through it the first round trip after it costs milliseconds (5 ms after
+/// 1 s idle, 85 µs when busy, on the 2-core VM of docs/benchmarks.md), which this read pays
+/// before the expiry instead of the attempt after it.
+pub(super) const REREAD_AHEAD: Duration = Duration::from_millis(10);
+
 /// How long before the end the sleep moves from Tokio's timer to a thread: more than Tokio's
 /// lateness, so the first part does not already end past the deadline.
 const LAST_STRETCH: Duration = Duration::from_millis(3);

@@ -14,7 +14,8 @@
 //!
 //! A wake-up is only a hint: the head of the queue still wins only by the quorum rule. A missed
 //! or late message costs it at most the time until the holder's keys expire on a quorum, which
-//! it reads (`PTTL`) after every attempt that found the lock held.
+//! it reads (`PTTL`) after every attempt that found the lock held, and again just before that
+//! moment (`sleep::REREAD_AHEAD`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -26,6 +27,7 @@ use futures::stream::FuturesUnordered;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::sleep::REREAD_AHEAD;
 use crate::error::Error;
 use crate::guard::Guard;
 use crate::lock::Lock;
@@ -164,7 +166,7 @@ impl Lock {
                         // the wake-up is listened for, so a slow or hung node's PTTL never holds
                         // up a hand-off.
                         Box::pin(async move {
-                            let expiry = match take {
+                            let read = async |bounds| match &take {
                                 Some(take) => take.free_after(bounds).await,
                                 None => {
                                     free_by_expiry_after(
@@ -175,12 +177,28 @@ impl Lock {
                                     .await
                                 }
                             };
-                            let sleep = expiry.unwrap_or(prepared.ttl);
-                            let sleep = settings.recheck.map_or(sleep, |bound| bound.min(sleep));
                             // Past the caller's deadline the select below has already returned.
-                            let until = Instant::now()
-                                .checked_add(sleep)
-                                .map_or(deadline, |until| until.min(deadline));
+                            let wake_at = |expiry: Option<Duration>| {
+                                let sleep = expiry.unwrap_or(prepared.ttl);
+                                let sleep =
+                                    settings.recheck.map_or(sleep, |bound| bound.min(sleep));
+                                Instant::now()
+                                    .checked_add(sleep)
+                                    .map_or(deadline, |until| until.min(deadline))
+                            };
+                            let expiry = read(bounds).await;
+                            let mut until = wake_at(expiry);
+                            // Read again just before the expiry (`sleep::REREAD_AHEAD`): by the
+                            // servers' clocks, with the round trip paid before the keys expire.
+                            if expiry.is_some()
+                                && let Some(reread) = until.checked_sub(REREAD_AHEAD)
+                                && reread > Instant::now()
+                            {
+                                super::sleep::sleep_until(reread).await;
+                                if let Some(expiry) = read(None).await {
+                                    until = wake_at(Some(expiry));
+                                }
+                            }
                             super::sleep::sleep_until(until).await;
                         })
                     }

@@ -209,6 +209,53 @@ async fn a_waiter_is_woken_when_the_holders_keys_expire() {
     .await;
 }
 
+/// The waiter reads the keys' expiry again just before it: a holder that extended its lease
+/// while the waiter slept is found by that read, and the waiter sleeps on without sending an
+/// attempt bound to be refused. An attempt at a lock is a `SET` on each node (the read is a
+/// script). (Broken on purpose by never reading again: node 0 then sees a second attempt,
+/// refused, at the first expiry.)
+#[tokio::test]
+async fn a_waiter_reads_the_expiry_again_before_it_and_sleeps_on_past_an_extension() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        held_elsewhere(&cluster, &key("job"), Duration::from_millis(1_500)).await;
+        let waiter = Lock::new(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let acquiring = tokio::spawn(async move {
+            let result = waiter
+                .acquire(Request::from("job").patience(Patience::Wait(Duration::from_secs(20))))
+                .await;
+            (waiter, result)
+        });
+        // Its first attempt was refused and it has read the expiry: it sleeps until it.
+        let read = quorumlock_harness::eventually(Duration::from_secs(10), async || {
+            command_calls(&cluster, 0, "pttl").await > 0
+        });
+        assert!(read.await, "the waiter reads the expiry after its refusal");
+        let attempts_before = command_calls(&cluster, 0, "set").await;
+        // The holder extends its lease, as its keep-alive would.
+        for node in 0..cluster.len() {
+            let mut connection = cluster.connection(node).await.unwrap();
+            let extended: i64 = redis::cmd("PEXPIRE")
+                .arg(key("job"))
+                .arg(3_000)
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            assert_eq!(extended, 1, "the holder's key is still there to extend");
+        }
+        let (waiter, result) = acquiring.await.unwrap();
+        let guard = result.expect("woken by the keys' expiry after the extension");
+        assert_eq!(
+            command_calls(&cluster, 0, "set").await - attempts_before,
+            1,
+            "one attempt after the extension, the one that won: none at the first expiry"
+        );
+        guard.release().await;
+        waiter.settle().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_killed_subscription_is_made_again_and_its_waiter_still_gets_the_lock() {
     bounded(async {
