@@ -177,26 +177,30 @@ impl Lock {
                                     .await
                                 }
                             };
+                            let expiry = read(bounds).await;
                             // Past the caller's deadline the select below has already returned.
-                            let wake_at = |expiry: Option<Duration>| {
-                                let sleep = expiry.unwrap_or(prepared.ttl);
-                                let sleep =
-                                    settings.recheck.map_or(sleep, |bound| bound.min(sleep));
-                                Instant::now()
-                                    .checked_add(sleep)
+                            // The re-check counts from this read, whatever a second one says.
+                            let read_at = Instant::now();
+                            let after = |from: Instant, sleep: Duration| {
+                                from.checked_add(sleep)
                                     .map_or(deadline, |until| until.min(deadline))
                             };
-                            let expiry = read(bounds).await;
-                            let mut until = wake_at(expiry);
-                            // Read again just before the expiry (`sleep::REREAD_AHEAD`): by the
-                            // servers' clocks, with the round trip paid before the keys expire.
+                            let recheck = settings
+                                .recheck
+                                .map_or(deadline, |bound| after(read_at, bound));
+                            let expires = after(read_at, expiry.unwrap_or(prepared.ttl));
+                            let mut until = expires.min(recheck);
+                            // Read again just before the expiry (`sleep::REREAD_AHEAD`), when it
+                            // comes before the re-check: by the servers' clocks, with the round
+                            // trip paid before the keys expire.
                             if expiry.is_some()
-                                && let Some(reread) = until.checked_sub(REREAD_AHEAD)
+                                && expires < recheck
+                                && let Some(reread) = expires.checked_sub(REREAD_AHEAD)
                                 && reread > Instant::now()
                             {
                                 super::sleep::sleep_until(reread).await;
-                                if let Some(expiry) = read(None).await {
-                                    until = wake_at(Some(expiry));
+                                if let Some(left) = read(None).await {
+                                    until = after(Instant::now(), left).min(recheck);
                                 }
                             }
                             super::sleep::sleep_until(until).await;

@@ -256,6 +256,37 @@ async fn a_waiter_reads_the_expiry_again_before_it_and_sleeps_on_past_an_extensi
     .await;
 }
 
+/// A re-check that comes before the keys expire is kept: the waiter tries at each re-check,
+/// one read of the expiry after each refusal and no second read pushing the next re-check out.
+/// (Broken on purpose by reading again 10 ms before each re-check and counting the re-check
+/// from that read: twice as many reads as attempts.)
+#[tokio::test]
+async fn a_recheck_before_the_expiry_is_kept_with_one_read_per_refusal() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        held_elsewhere(&cluster, &key("job"), LONG_TTL).await;
+        let options = once().ttl(LONG_TTL).recheck(Duration::from_millis(50));
+        let waiter = Lock::new(cluster.urls(), options).unwrap();
+        let result = waiter
+            .acquire(Request::from("job").patience(Patience::Wait(Duration::from_secs(1))))
+            .await;
+        assert!(matches!(result, Err(Error::Held { .. })), "{result:?}");
+        waiter.settle().await;
+        // One `SET` was the holder's own, written here.
+        let attempts = command_calls(&cluster, 0, "set").await - 1;
+        let reads = command_calls(&cluster, 0, "pttl").await;
+        assert!(
+            attempts >= 3,
+            "{attempts} attempts in a second of 50 ms re-checks"
+        );
+        assert!(
+            reads <= attempts,
+            "{reads} reads of the expiry for {attempts} attempts: one after each refusal"
+        );
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_killed_subscription_is_made_again_and_its_waiter_still_gets_the_lock() {
     bounded(async {
