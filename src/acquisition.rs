@@ -188,7 +188,7 @@ impl<'a> Acquisition<'a> {
             span.record("attempts", attempts_made);
             let error = match result {
                 Ok((grant, outcomes)) => return Ok(self.into_guard(grant, outcomes)),
-                Err(error @ Error::Cancelled { .. }) => return Err(error),
+                Err(error) if error.ends_trying() => return Err(error),
                 Err(error) => error,
             };
             let Some(pause) =

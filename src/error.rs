@@ -4,6 +4,9 @@
 //!
 //! Every lock error carries the per-node outcomes, so "held by someone else" is never confused
 //! with "not enough nodes answered", and a log line can say which node did what.
+//!
+//! Over 500 lines because it is one list: every way an operation or a configuration can fail,
+//! each documented, kept in one file so that a reader sees them side by side.
 
 use std::fmt;
 use std::time::Duration;
@@ -187,6 +190,40 @@ impl Error {
             Error::NotResumed { .. } => "not_resumed",
             Error::NotPublished { .. } => "not_published",
         }
+    }
+
+    /// Whether trying again cannot succeed until someone acts: a configuration error, or
+    /// [`Error::Unavailable`] with so many nodes failing for good
+    /// ([`NodeError::is_permanent`](crate::NodeError::is_permanent)) that the others cannot
+    /// make a quorum. A waiting or retrying acquisition returns such an error at once rather
+    /// than trying until its deadline; an election's campaign, which waits for as long as it
+    /// takes, returns it too.
+    ///
+    /// ```
+    /// use quorumlock::{ConfigError, Error};
+    ///
+    /// assert!(Error::Config(ConfigError::NoNodes).is_permanent());
+    /// ```
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            Error::Config(_) => true,
+            Error::Unavailable { quorum, outcomes } => {
+                let permanent = outcomes
+                    .iter()
+                    .filter(|outcome| {
+                        matches!(&outcome.reply, NodeReply::Failed(error) if error.is_permanent())
+                    })
+                    .count();
+                outcomes.len().saturating_sub(permanent) < *quorum
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether an acquisition stops trying on this error: it cannot be cured by trying again
+    /// ([`is_permanent`](Error::is_permanent)), or the caller cancelled.
+    pub(crate) fn ends_trying(&self) -> bool {
+        matches!(self, Error::Cancelled { .. }) || self.is_permanent()
     }
 
     /// The per-node outcomes carried by this error (empty for configuration errors).
@@ -551,5 +588,64 @@ impl fmt::Display for LastError<'_> {
             Some(error) => write!(f, ": {error}"),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::outcome::NodeError;
+
+    /// `Unavailable` over five nodes (quorum three) with these replies.
+    fn unavailable(replies: Vec<NodeReply>) -> Error {
+        let outcomes = replies
+            .into_iter()
+            .enumerate()
+            .map(|(node, reply)| NodeOutcome {
+                node,
+                addr: "127.0.0.1:1".into(),
+                reply,
+            })
+            .collect();
+        Error::Unavailable {
+            quorum: 3,
+            outcomes,
+        }
+    }
+
+    #[test]
+    fn an_error_is_permanent_when_the_nodes_failing_for_good_leave_no_quorum() {
+        let durable = || NodeReply::Failed(NodeError::NotDurable);
+        let auth = || NodeReply::Failed(NodeError::Auth("WRONGPASS".into()));
+        let timeout = || NodeReply::Failed(NodeError::Timeout(Duration::from_millis(50)));
+        // Three of five for good: two cannot make a quorum of three.
+        let three = vec![
+            durable(),
+            auth(),
+            durable(),
+            NodeReply::NoReply,
+            NodeReply::Ours,
+        ];
+        assert!(unavailable(three).is_permanent());
+        // Two for good, one timed out: the three others may yet make one.
+        let two = vec![
+            durable(),
+            auth(),
+            timeout(),
+            NodeReply::NoReply,
+            NodeReply::Ours,
+        ];
+        assert!(!unavailable(two).is_permanent());
+        let passing = vec![timeout(), timeout(), timeout(), timeout(), timeout()];
+        assert!(!unavailable(passing).is_permanent());
+        let held = Error::Held {
+            resource: b"r".to_vec(),
+            unreachable: 0,
+            outcomes: Vec::new(),
+        };
+        assert!(!held.is_permanent());
+        assert!(Error::Config(ConfigError::NoNodes).is_permanent());
     }
 }

@@ -91,10 +91,14 @@ impl Election {
     ///
     /// # Errors
     ///
-    /// Those of [`Lock::acquire`](crate::Lock::acquire) when the nodes fail it (not
-    /// [`Error::Held`]: a held lock is waited for), [`Error::NotPublished`] when the record did
-    /// not reach a quorum (the lock is released), and those of
-    /// [`Guard::keep_alive`](crate::Guard::keep_alive).
+    /// Failures that may pass (a timeout, a refused connection, a minority down) are tried
+    /// again, with pauses, for as long as it takes; to bound a campaign, drop it (wrap it in
+    /// `tokio::time::timeout`). It returns an error no retry can cure
+    /// ([`Error::is_permanent`](crate::Error::is_permanent)) at once: [`Error::Unavailable`]
+    /// when too few nodes can vote for good (a refused password, nodes that do not persist
+    /// every write, [`NodeError::NotDurable`](crate::NodeError::NotDurable)), or
+    /// [`Error::Config`]. Also [`Error::NotPublished`] when the record did not reach a quorum
+    /// (the lock is released), and those of [`Guard::keep_alive`](crate::Guard::keep_alive).
     pub async fn campaign(&self, value: impl Into<Vec<u8>>) -> Result<Leadership, Error> {
         let value = value.into();
         // The grants write the record, or the fence's write-back when it raises the term: by

@@ -47,7 +47,9 @@ impl Lock {
     /// # Errors
     ///
     /// The last attempt's error, each carrying every node's reply; whatever the attempts set
-    /// has been released:
+    /// has been released. A wait or a retry ends at once on an error that no retry can cure
+    /// ([`Error::is_permanent`]: too few nodes left for a quorum once those that fail for good,
+    /// such as a refused password, are counted out):
     ///
     /// - [`Error::Held`]: another owner holds the resource (a set: names its first resource).
     ///   With empty outcomes if the caller never reached the head of the queue: it waited
@@ -140,9 +142,7 @@ impl Lock {
                 if !self.node_set().wait_list.queued(&prepared.keys) {
                     match self.attempt(&prepared, None, false, cancel.as_mut()).await {
                         Ok(guard) => return Ok(guard),
-                        Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => {
-                            return Err(error);
-                        }
+                        Err(error) if error.ends_trying() => return Err(error),
                         Err(error) => refused = Some(error),
                     }
                 }

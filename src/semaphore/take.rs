@@ -224,7 +224,7 @@ impl Take<'_> {
         loop {
             let error = match self.once(None, cancel.as_mut()).await {
                 Ok(guard) => return Ok(guard),
-                Err(error @ (Error::Config(_) | Error::Cancelled { .. })) => return Err(error),
+                Err(error) if error.ends_trying() => return Err(error),
                 Err(error) => error,
             };
             passes = passes.saturating_add(1);

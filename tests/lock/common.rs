@@ -145,6 +145,18 @@ pub async fn command_calls(cluster: &TestCluster, node: usize, command: &str) ->
         .map_or(0, |count| count.parse().unwrap())
 }
 
+/// Makes node `node` require `password` of every new connection (`CONFIG SET requirepass`).
+pub async fn require_password(cluster: &TestCluster, node: usize, password: &str) {
+    let mut connection = cluster.connection(node).await.unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg(password)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+}
+
 /// Until `lock` has `count` callers waiting for `resource` (at most 10 s).
 pub async fn waiting(lock: &Lock, resource: &str, count: usize) {
     let waiting = quorumlock_harness::eventually(Duration::from_secs(10), async || {

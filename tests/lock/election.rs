@@ -5,10 +5,12 @@
 
 use std::time::Duration;
 
-use quorumlock::{ConfigError, Election, ElectionOptions, Error, Lock, LockOptions, Lost};
+use quorumlock::{
+    ConfigError, Election, ElectionOptions, Error, Lock, LockOptions, Lost, NodeError, NodeReply,
+};
 use tokio::time::Instant;
 
-use crate::common::{bounded, cluster, once, waiting};
+use crate::common::{assert_no_keys, bounded, cluster, once, volatile_cluster, waiting};
 
 /// Timing long enough that neither an expiry nor a re-read on the retry period can happen
 /// within a test's bound: what happens, a wake-up made happen.
@@ -185,6 +187,33 @@ async fn a_leader_cut_off_steps_down_at_its_renew_deadline() {
             "trusted {:?} past the renew deadline",
             trusted_until - deadline
         );
+    })
+    .await;
+}
+
+/// Nodes that do not persist every write cannot vote for a term (a fence): a campaign over them
+/// fails at once with every node's `NotDurable`, rather than waiting for ever, and leaves no key.
+// promise: wait-ends-on-permanent
+#[tokio::test]
+async fn a_campaign_over_nodes_that_cannot_vote_fails_at_once() {
+    bounded(async {
+        let servers = volatile_cluster(3).await;
+        let (lock_options, options) = slow();
+        let lock = Lock::new(servers.urls(), lock_options).unwrap();
+        let election = Election::new(&lock, "scheduler", options).unwrap();
+        // A hang guard, not a speed bound: the campaign fails on its first attempt.
+        let campaign = tokio::time::timeout(Duration::from_secs(20), election.campaign("a"));
+        let error = campaign.await.expect("the campaign waited").unwrap_err();
+        assert!(matches!(error, Error::Unavailable { .. }), "{error}");
+        assert!(error.is_permanent(), "{error}");
+        let not_durable = error
+            .outcomes()
+            .iter()
+            .filter(|o| o.reply == NodeReply::Failed(NodeError::NotDurable))
+            .count();
+        assert!(not_durable >= 2, "{error}");
+        lock.settle().await;
+        assert_no_keys(&servers, 0..3).await;
     })
     .await;
 }

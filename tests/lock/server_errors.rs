@@ -122,14 +122,7 @@ async fn scripts_flushed_from_a_node_are_reloaded_transparently() {
 async fn authentication_errors_are_typed_and_credentials_work() {
     bounded(async {
         let cluster = cluster(1).await;
-        let mut connection = cluster.connection(0).await.unwrap();
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("requirepass")
-            .arg("s3cret")
-            .query_async(&mut connection)
-            .await
-            .unwrap();
+        require_password(&cluster, 0, "s3cret").await;
         let port = cluster.port(0).unwrap();
 
         for url in [

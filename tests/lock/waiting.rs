@@ -10,10 +10,12 @@ use quorumlock::{Patience, Request};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use quorumlock::{Error, KeyFormat, Lock, LockOptions};
+use quorumlock::{Error, KeyFormat, Lock, LockOptions, NodeError, NodeReply};
 use quorumlock_harness::TestCluster;
 
-use crate::common::{bounded, cluster, command_calls, once, proxied_cluster};
+use crate::common::{
+    assert_no_keys, bounded, cluster, command_calls, once, proxied_cluster, require_password, until,
+};
 
 /// A TTL longer than any wait here: a waiter that falls back on its own TTL misses its deadline.
 const LONG_TTL: Duration = Duration::from_secs(60);
@@ -395,6 +397,92 @@ async fn a_waiter_gives_up_by_its_own_deadline_and_leaves_nothing_subscribed() {
     .await;
 }
 
+/// Two of three nodes refuse the lock's password: no quorum until someone changes them. A
+/// waiting acquisition, a retrying one and a semaphore's retrying one each return that at once
+/// instead of trying for the ten minutes they were given, and leave no key.
+// promise: wait-ends-on-permanent
+#[tokio::test]
+async fn an_error_no_retry_can_cure_ends_a_wait_and_a_retry_at_once() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        for node in 1..3 {
+            require_password(&cluster, node, "s3cret").await;
+        }
+        let lock = Lock::new(cluster.urls(), once().ttl(LONG_TTL)).unwrap();
+        let minutes = Duration::from_secs(600);
+        let many = quorumlock::RetryPolicy::new()
+            .attempts(600)
+            .delay(Duration::from_secs(1))
+            .max_wait(minutes);
+        let requests = [
+            Request::from("job").patience(Patience::Wait(minutes)),
+            Request::from("job").patience(Patience::Retry(many.clone())),
+            Request::from("pool")
+                .permits(2)
+                .patience(Patience::Retry(many)),
+        ];
+        for request in requests {
+            // A hang guard, not a speed bound: each call returns after its first attempt.
+            let call = tokio::time::timeout(Duration::from_secs(20), lock.acquire(request));
+            let error = call.await.expect("the call kept trying").unwrap_err();
+            assert!(error.is_permanent(), "{error}");
+            let refused = error
+                .outcomes()
+                .iter()
+                .filter(|o| matches!(o.reply, NodeReply::Failed(NodeError::Auth(_))))
+                .count();
+            assert_eq!(refused, 2, "{error}");
+        }
+        lock.settle().await;
+        assert_no_keys(&cluster, 0..1).await;
+    })
+    .await;
+}
+
+/// A waiter woken by the holder's release finds another kind of value where two of three nodes
+/// keep the fence counter (`WRONGTYPE` in the fenced attempt's script): its wait ends with that
+/// error at once, not at its deadline ten minutes on.
+// promise: wait-ends-on-permanent
+#[tokio::test]
+async fn an_error_no_retry_can_cure_found_while_waiting_ends_the_wait() {
+    bounded(async {
+        let cluster = cluster(3).await;
+        let options = once().ttl(LONG_TTL).fencing(true);
+        let holder = Lock::new(cluster.urls(), options.clone()).unwrap();
+        let waiter = Lock::new(cluster.urls(), options).unwrap();
+        let held = holder.try_acquire("job").await.unwrap();
+        let minutes = Request::from("job").patience(Patience::Wait(Duration::from_secs(600)));
+        let waiting_call = tokio::spawn(async move { waiter.acquire(minutes).await });
+        until(async || command_calls(&cluster, 0, "subscribe").await > 0).await;
+        // Someone else's hash where two nodes keep the resource's fence counter.
+        for node in 1..3 {
+            let mut connection = cluster.connection(node).await.unwrap();
+            let _: () = redis::pipe()
+                .del("quorumlock-fence:job")
+                .hset("quorumlock-fence:job", "field", "value")
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+        }
+        held.release().await;
+        // A hang guard, not a speed bound: the woken attempt's error ends the wait.
+        let woken = tokio::time::timeout(Duration::from_secs(20), waiting_call);
+        let error = woken
+            .await
+            .expect("the waiter kept trying")
+            .unwrap()
+            .unwrap_err();
+        assert!(error.is_permanent(), "{error}");
+        let wrong = error
+            .outcomes()
+            .iter()
+            .filter(|o| matches!(o.reply, NodeReply::Failed(NodeError::WrongType(_))))
+            .count();
+        assert_eq!(wrong, 2, "{error}");
+    })
+    .await;
+}
+
 // promise: no-panics
 #[tokio::test]
 async fn extreme_waits_and_timeouts_are_handled_not_panics() {
@@ -471,7 +559,7 @@ async fn a_sets_waiter_is_woken_by_another_clients_release_of_one_of_its_resourc
         );
         // Released only once the waiter sleeps: refused after its subscription, it read both
         // keys' expiry on node 0.
-        crate::common::until(async || command_calls(&cluster, 0, "pttl").await >= 2).await;
+        until(async || command_calls(&cluster, 0, "pttl").await >= 2).await;
         held.release().await;
         let guard = waiting.await.unwrap().unwrap();
         assert_eq!(guard.resources().count(), 2);

@@ -8,7 +8,7 @@ mod common;
 use std::process::Stdio;
 
 use common::{Scratch, bounded, cluster_on, finish, wait_for_file};
-use quorumlock_harness::{Backend, TestCluster};
+use quorumlock_harness::{Backend, ClusterOptions, Persistence, TestCluster};
 use redis::AsyncCommands;
 use rustix::process::{Pid, Signal, kill_process};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -18,6 +18,8 @@ use tokio::process::{Child, Command};
 const LOST: i32 = 69;
 /// Its status for bad usage.
 const USAGE: i32 = 64;
+/// Its status for a campaign that ended unelected.
+const NOT_ELECTED: i32 = 75;
 /// 128 + SIGTERM.
 const TERMINATED: i32 = 143;
 
@@ -167,6 +169,28 @@ async fn a_lost_leadership_stops_the_command_and_exits_69() {
         assert_eq!(code, Some(LOST), "{stderr}");
         assert!(stderr.contains("quorumlock elect: lock lost"), "{stderr}");
         assert!(stopped.exists(), "the command did not get SIGTERM");
+    })
+    .await;
+}
+
+/// Nodes that do not persist every write cannot vote for a term: `elect` exits 75 at once and
+/// says why, and never runs the command (before, it campaigned for ever).
+// promise: wait-ends-on-permanent
+#[tokio::test]
+async fn nodes_that_cannot_vote_for_a_term_end_the_campaign_with_75() {
+    bounded(async {
+        let options = ClusterOptions::default()
+            .nodes(3)
+            .persistence(Persistence::None);
+        let cluster = TestCluster::start(options).await.unwrap();
+        let scratch = Scratch::new();
+        let ran = scratch.path("ran");
+        let ran_arg = ran.to_str().unwrap();
+        let elect = start(&cluster, &["elect", "e", "--", "touch", ran_arg]);
+        let (code, stderr) = finish(elect).await;
+        assert_eq!(code, Some(NOT_ELECTED), "{stderr}");
+        assert!(stderr.contains("persist every write"), "{stderr}");
+        assert!(!ran.exists(), "the command ran");
     })
     .await;
 }
