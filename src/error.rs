@@ -46,7 +46,7 @@ pub enum Error {
 
     /// Too many nodes failed (timed out, refused, returned an error) to reach the quorum.
     #[error(
-        "not enough nodes reachable for a quorum of {quorum} ({})",
+        "too many nodes failed for a quorum of {quorum} ({})",
         Summary(outcomes)
     )]
     #[non_exhaustive]

@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use quorumlock::{Election, ElectionOptions, Leader, LockOptions};
+use quorumlock::{Election, ElectionOptions, Leader, LockOptions, NodeError, NodeReply};
 
 use crate::flags::{self, NODES_ENV, Prefixes};
 use crate::run::child::{Held, Signals, run_under};
@@ -140,7 +140,19 @@ async fn elect(args: ElectArgs) -> u8 {
     };
     let leadership = match campaign {
         Ok(Ok(leadership)) => leadership,
-        Ok(Err(error)) => return fail(exit::NOT_ACQUIRED, &format!("not elected: {error}")),
+        Ok(Err(error)) => {
+            // The flag, where the library's message names the option.
+            let volatile = error
+                .outcomes()
+                .iter()
+                .any(|outcome| outcome.reply == NodeReply::Failed(NodeError::NotDurable));
+            let hint = if volatile {
+                " (run the nodes with AOF and appendfsync always, or give --volatile-nodes)"
+            } else {
+                ""
+            };
+            return fail(exit::NOT_ACQUIRED, &format!("not elected: {error}{hint}"));
+        }
         Err(signal) => {
             return fail(
                 exit::of_signal(signal.as_raw()),

@@ -190,6 +190,7 @@ async fn nodes_that_cannot_vote_for_a_term_end_the_campaign_with_75() {
         let (code, stderr) = finish(elect).await;
         assert_eq!(code, Some(NOT_ELECTED), "{stderr}");
         assert!(stderr.contains("persist every write"), "{stderr}");
+        assert!(stderr.contains("--volatile-nodes"), "{stderr}");
         assert!(!ran.exists(), "the command ran");
     })
     .await;
