@@ -213,11 +213,12 @@ pub enum NodeError {
 impl NodeError {
     /// Whether this failure lasts until someone changes the server, its data or the lock's
     /// configuration, so that trying again cannot cure it: a refused password or command
-    /// (`Auth`, `NoPermission`), another kind of value at a lock key (`WrongType`), a node that
-    /// does not persist every write where fencing needs it (`NotDurable`, read once per
-    /// connection), a second URL of one server (`SameServer`). Everything else may pass: a
-    /// timeout, a refused or broken connection, a node loading, out of memory, a replica (it
-    /// may be promoted), or held back by the restart guard.
+    /// (`Auth`, `NoPermission`), another kind of value where the lock keeps a key, such as a
+    /// fence counter (`WrongType`), a node that does not persist every write where fencing
+    /// needs it (`NotDurable`, read once per connection), a second URL of one server
+    /// (`SameServer`). Everything else may pass: a timeout, a refused or broken connection, a
+    /// node loading, out of memory, a replica (it may be promoted), or held back by the
+    /// restart guard.
     pub fn is_permanent(&self) -> bool {
         matches!(
             self,

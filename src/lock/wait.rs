@@ -158,7 +158,8 @@ impl Lock {
                 trying.answered();
                 match result {
                     Ok(guard) => return Ok(guard),
-                    // Nothing a wait can cure (a refused password, nodes that may not vote).
+                    // Cancelled, or nothing a wait can cure (a refused password, nodes that may
+                    // not vote).
                     Err(error) if error.ends_trying() => return Err(error),
                     Err(error @ Error::Held { .. }) => {
                         last_error = Some(error);
