@@ -123,7 +123,7 @@ pub(super) fn steps() -> u64 {
     (SHAPES.len() * HOLDS_MS.len()) as u64 + semaphore::steps() + 1
 }
 
-/// Runs the section over `urls` (the five local nodes); the semaphore's one-process rows again
+/// Runs the section over `urls` (the five local nodes); the semaphore's rows again
 /// through `net`'s proxies, a millisecond each way, if given.
 pub(super) async fn contended(
     urls: &[String],

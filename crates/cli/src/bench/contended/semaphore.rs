@@ -2,7 +2,7 @@
 //! (`Request::permits(4)`, `Patience::Wait`), in one process and across 4 processes × 4,
 //! holding 1 ms and 10 ms. What a semaphore must show: the permits stay in use while waiters
 //! wait (a freed slot goes to a waiter within about a round trip), and never more than 4 hold.
-//! Given nodes behind proxies, the one-process rows again through them, a millisecond each way:
+//! Given nodes behind proxies, both shapes again through them, a millisecond each way:
 //! there the network sets the pace, not five servers and the client sharing the machine's CPUs.
 
 use std::fmt::Write as _;
@@ -23,8 +23,11 @@ use crate::units::fmt_us;
 
 /// The shapes: label, processes, waiters per process (16 waiters in all).
 const SHAPES: [(&str, u32, u32); 2] = [("1 process × 16", 1, 16), ("4 processes × 4", 4, 4)];
-/// The shape measured through the proxies.
-const NET_SHAPES: [(&str, u32, u32); 1] = [("1 process × 16, 1 ms each way", 1, 16)];
+/// The shapes measured through the proxies.
+const NET_SHAPES: [(&str, u32, u32); 2] = [
+    ("1 process × 16, 1 ms each way", 1, 16),
+    ("4 processes × 4, 1 ms each way", 4, 4),
+];
 /// How long a holder keeps its permit: a short call, and one long against the hand-off.
 const HOLDS_MS: [u64; 2] = [1, 10];
 
@@ -37,6 +40,7 @@ fn slug(shape: &str, processes: u32) -> &'static str {
     match (processes, shape.contains("each way")) {
         (1, false) => "1x16",
         (1, true) => "net-1x16",
+        (_, true) => "net-4x4",
         _ => "4x4",
     }
 }
@@ -59,7 +63,7 @@ impl Pending {
 }
 
 /// The rows' tallies, their rounds alternating with samples of the quorum's round trip into
-/// `rtt`: on the nodes at `urls`, or with `net`, the one-process rows through the proxies at
+/// `rtt`: on the nodes at `urls`, or with `net`, both shapes through the proxies at
 /// `urls`, which `net` slows down once the connections are warm.
 pub(super) async fn tallies(
     urls: &[String],
