@@ -200,6 +200,12 @@ pub fn holders(outcomes: &[NodeOutcome]) -> Vec<usize> {
         .collect()
 }
 
+/// How many nodes failed with `error`.
+pub fn failed_with(outcomes: &[NodeOutcome], error: NodeError) -> usize {
+    let failed = NodeReply::Failed(error);
+    outcomes.iter().filter(|o| o.reply == failed).count()
+}
+
 pub fn replies(error_or_guard: &[NodeOutcome]) -> Vec<NodeReply> {
     error_or_guard.iter().map(|o| o.reply.clone()).collect()
 }

@@ -6,11 +6,13 @@
 use std::time::Duration;
 
 use quorumlock::{
-    ConfigError, Election, ElectionOptions, Error, Lock, LockOptions, Lost, NodeError, NodeReply,
+    ConfigError, Election, ElectionOptions, Error, Lock, LockOptions, Lost, NodeError,
 };
 use tokio::time::Instant;
 
-use crate::common::{assert_no_keys, bounded, cluster, once, volatile_cluster, waiting};
+use crate::common::{
+    assert_no_keys, bounded, cluster, failed_with, once, volatile_cluster, waiting,
+};
 
 /// Timing long enough that neither an expiry nor a re-read on the retry period can happen
 /// within a test's bound: what happens, a wake-up made happen.
@@ -206,11 +208,7 @@ async fn a_campaign_over_nodes_that_cannot_vote_fails_at_once() {
         let error = campaign.await.expect("the campaign waited").unwrap_err();
         assert!(matches!(error, Error::Unavailable { .. }), "{error}");
         assert!(error.is_permanent(), "{error}");
-        let not_durable = error
-            .outcomes()
-            .iter()
-            .filter(|o| o.reply == NodeReply::Failed(NodeError::NotDurable))
-            .count();
+        let not_durable = failed_with(error.outcomes(), NodeError::NotDurable);
         assert!(not_durable >= 2, "{error}");
         lock.settle().await;
         assert_no_keys(&servers, 0..3).await;

@@ -11,7 +11,8 @@ use quorumlock::{ConfigError, Error, Lock, LockOptions, NodeError, NodeReply, Re
 use redis::AsyncCommands;
 
 use crate::common::{
-    assert_no_keys, assert_no_lock_keys, bounded, cluster, holders, once, stored, volatile_cluster,
+    assert_no_keys, assert_no_lock_keys, bounded, cluster, failed_with, holders, once, stored,
+    volatile_cluster,
 };
 
 /// The counter's key for `resource` under the default prefix.
@@ -364,11 +365,7 @@ async fn only_nodes_that_persist_every_write_vote_for_a_fence_unless_allowed() {
         let lock = Lock::new(cluster.urls(), options.clone()).unwrap();
         let error = lock.try_acquire("volatile").await.unwrap_err();
         assert!(matches!(error, Error::Unavailable { .. }), "{error}");
-        let refused = error
-            .outcomes()
-            .iter()
-            .filter(|o| o.reply == NodeReply::Failed(NodeError::NotDurable))
-            .count();
+        let refused = failed_with(error.outcomes(), NodeError::NotDurable);
         assert!(refused >= 2, "decided once two refused: {error}");
         assert_no_keys(&cluster, 0..3).await;
 

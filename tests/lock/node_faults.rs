@@ -51,10 +51,7 @@ async fn three_dead_nodes_of_five_fail_as_unavailable_and_leave_no_key() {
             panic!("expected Unavailable, got {error}");
         };
         assert_eq!(*quorum, 3);
-        let refused = outcomes
-            .iter()
-            .filter(|o| o.reply == NodeReply::Failed(NodeError::ConnectionRefused))
-            .count();
+        let refused = failed_with(outcomes, NodeError::ConnectionRefused);
         assert_eq!(refused, 3, "{error}");
         assert_no_keys(&cluster, 0..2).await;
     })
