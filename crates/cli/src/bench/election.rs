@@ -78,15 +78,19 @@ pub(super) async fn election(
         (100, 10, 2_000)
     };
     let run = format!("{:08x}", rand::random::<u32>());
-    let (rtt, plain, watched) =
-        round_trip_and_handovers(urls, &run, cycles, handovers, true).await?;
-    let watched = watched.ok_or("election: the observed series did not run")?;
+    let (rtt, series) = Series::warmed(urls, &run, cycles).await?;
+    let plain = series.handovers(None, handovers).await?;
+    let watched = series.handovers(Some(&series.lock()?), handovers).await?;
     let proxied = cluster.urls();
     set_latency(cluster, NET_ONE_WAY);
     // The back-to-back round trips only warm the proxied connections here.
-    let net = round_trip_and_handovers(&proxied, &run, cycles / 10, handovers / 2, false).await;
+    let net = async {
+        let (_, series) = Series::warmed(&proxied, &run, cycles / 10).await?;
+        series.handovers(None, handovers / 2).await
+    }
+    .await;
     set_latency(cluster, Duration::ZERO);
-    let (_, net, _) = net?;
+    let net = net?;
     // The child `quorumlock elect` uses the default key prefixes: so does its candidate, under
     // a name of this run's.
     let failover_lock = Lock::new(
@@ -172,45 +176,66 @@ struct Handovers {
     observed: Tally,
 }
 
-/// On the nodes at `urls`: `cycles` quorum round trips back to back, then `handovers`
-/// hand-overs after a resignation, each after a round trip; then, if `watched`, as many again
-/// with an observer in a third `Lock`.
-async fn round_trip_and_handovers(
-    urls: &[String],
-    run: &str,
-    cycles: u64,
-    handovers: u64,
-    watched: bool,
-) -> Result<(Tally, Handovers, Option<Handovers>), String> {
-    let lock = || {
-        Lock::new(
+/// The locks of one series of hand-overs on the nodes at some URLs: two candidates, and an
+/// unfenced lock whose free keys' acquisitions are the round trips taken beside them.
+struct Series<'a> {
+    urls: &'a [String],
+    run: &'a str,
+    candidates: [Lock; 2],
+    unfenced: Lock,
+}
+
+impl<'a> Series<'a> {
+    /// The series' locks on the nodes at `urls`, and `cycles` quorum round trips back to back
+    /// on them (which also warm their connections).
+    async fn warmed(
+        urls: &'a [String],
+        run: &'a str,
+        cycles: u64,
+    ) -> Result<(Tally, Self), String> {
+        // One quorum round trip: an unfenced lock's acquisition (a fenced one adds its
+        // write-back).
+        let unfenced = Lock::new(
             urls.iter().cloned(),
             LockOptions::new()
                 .ttl(SLOW_LEASE)
-                .fencing(true)
-                .key_prefix(format!("quorumlock-bench-election:{run}:"))
-                .fence_prefix(format!("quorumlock-bench-election-fence:{run}:")),
+                .key_prefix(format!("quorumlock-bench-election:{run}:")),
         )
-        .map_err(|e| format!("election: {e}"))
-    };
-    // One quorum round trip: an unfenced lock's acquisition (a fenced one adds its write-back).
-    let unfenced = Lock::new(
+        .map_err(|e| format!("election: {e}"))?;
+        let mut rtt = Tally::new();
+        round_trip(&unfenced, &mut rtt, "rtt", cycles).await;
+        let candidates = [election_lock(urls, run)?, election_lock(urls, run)?];
+        let series = Series {
+            urls,
+            run,
+            candidates,
+            unfenced,
+        };
+        Ok((rtt, series))
+    }
+
+    /// Another lock of the series' election: an observer's.
+    fn lock(&self) -> Result<Lock, String> {
+        election_lock(self.urls, self.run)
+    }
+
+    /// `rounds` hand-overs between the candidates, `observer`, if any, observing.
+    async fn handovers(&self, observer: Option<&Lock>, rounds: u64) -> Result<Handovers, String> {
+        handovers_of(&self.candidates, observer, &self.unfenced, rounds).await
+    }
+}
+
+/// A fenced lock on the nodes at `urls` for run `run`'s elections.
+fn election_lock(urls: &[String], run: &str) -> Result<Lock, String> {
+    Lock::new(
         urls.iter().cloned(),
         LockOptions::new()
             .ttl(SLOW_LEASE)
-            .key_prefix(format!("quorumlock-bench-election:{run}:")),
+            .fencing(true)
+            .key_prefix(format!("quorumlock-bench-election:{run}:"))
+            .fence_prefix(format!("quorumlock-bench-election-fence:{run}:")),
     )
-    .map_err(|e| format!("election: {e}"))?;
-    let mut rtt = Tally::new();
-    round_trip(&unfenced, &mut rtt, "rtt", cycles).await;
-    let candidates = [lock()?, lock()?];
-    let plain = handovers_of(&candidates, None, &unfenced, handovers).await?;
-    let watched = if watched {
-        Some(handovers_of(&candidates, Some(&lock()?), &unfenced, handovers).await?)
-    } else {
-        None
-    };
-    Ok((rtt, plain, watched))
+    .map_err(|e| format!("election: {e}"))
 }
 
 /// `cycles` acquisitions of free keys named `{name}:{n}`, timed into `tally`, each released.
