@@ -80,7 +80,8 @@ pub(super) async fn election(
     let run = format!("{:08x}", rand::random::<u32>());
     let (rtt, series) = Series::warmed(urls, &run, cycles).await?;
     let plain = series.handovers(None, handovers).await?;
-    let watched = series.handovers(Some(&series.lock()?), handovers).await?;
+    let observer = election_lock(urls, &run)?;
+    let watched = series.handovers(Some(&observer), handovers).await?;
     let proxied = cluster.urls();
     set_latency(cluster, NET_ONE_WAY);
     // The back-to-back round trips only warm the proxied connections here.
@@ -176,23 +177,17 @@ struct Handovers {
     observed: Tally,
 }
 
-/// The locks of one series of hand-overs on the nodes at some URLs: two candidates, and an
-/// unfenced lock whose free keys' acquisitions are the round trips taken beside them.
-struct Series<'a> {
-    urls: &'a [String],
-    run: &'a str,
+/// The locks of one series of hand-overs: two candidates, and an unfenced lock whose free keys'
+/// acquisitions are the round trips taken beside them.
+struct Series {
     candidates: [Lock; 2],
     unfenced: Lock,
 }
 
-impl<'a> Series<'a> {
-    /// The series' locks on the nodes at `urls`, and `cycles` quorum round trips back to back
-    /// on them (which also warm their connections).
-    async fn warmed(
-        urls: &'a [String],
-        run: &'a str,
-        cycles: u64,
-    ) -> Result<(Tally, Self), String> {
+impl Series {
+    /// The series' locks on the nodes at `urls` for run `run`, and `cycles` quorum round trips
+    /// back to back on them (which also warm their connections).
+    async fn warmed(urls: &[String], run: &str, cycles: u64) -> Result<(Tally, Series), String> {
         // One quorum round trip: an unfenced lock's acquisition (a fenced one adds its
         // write-back).
         let unfenced = Lock::new(
@@ -205,18 +200,13 @@ impl<'a> Series<'a> {
         let mut rtt = Tally::new();
         round_trip(&unfenced, &mut rtt, "rtt", cycles).await;
         let candidates = [election_lock(urls, run)?, election_lock(urls, run)?];
-        let series = Series {
-            urls,
-            run,
-            candidates,
-            unfenced,
-        };
-        Ok((rtt, series))
-    }
-
-    /// Another lock of the series' election: an observer's.
-    fn lock(&self) -> Result<Lock, String> {
-        election_lock(self.urls, self.run)
+        Ok((
+            rtt,
+            Series {
+                candidates,
+                unfenced,
+            },
+        ))
     }
 
     /// `rounds` hand-overs between the candidates, `observer`, if any, observing.
