@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use quorumlock::{Detached, Error, Lock, NodeReply, Owner, Patience, Request, Resources, Token};
 use redis::AsyncCommands;
 
-use crate::common::{bounded, cluster, key_count, once, stored};
+use crate::common::{bounded, cluster, key_count, once, stored, until};
 
 /// A scheduler takes the lock and detaches it; the lock stays held; a worker's lock resumes
 /// it with the same token and fence, extends it and releases it on every node.
@@ -67,6 +67,19 @@ async fn a_lease_taken_since_or_past_its_deadline_is_not_resumed() {
         let lease = lock.acquire(short).await.unwrap().detach().unwrap();
         let next = Request::from("gone").patience(Patience::Wait(Duration::from_secs(10)));
         let holder = lock.acquire(next).await.unwrap();
+        // The holder won once a quorum was free; the lease's key on the last node expires a
+        // moment later (each node counts its 200 ms from its own SET).
+        until(async || {
+            for node in 0..3 {
+                if stored(&servers, node, holder.key()).await.as_deref()
+                    == Some(lease.token.as_str())
+                {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
 
         let later = SystemTime::now() + Duration::from_secs(60);
         let taken = Detached::new("gone", lease.token.clone(), later);
