@@ -338,10 +338,7 @@ async fn the_documented_acl_user_with_the_fencing_rules_takes_fences() {
             );
             if left_out == "+config|get" {
                 assert!(
-                    error
-                        .outcomes()
-                        .iter()
-                        .any(|o| o.reply == NodeReply::Failed(NodeError::NotDurable)),
+                    failed_with(error.outcomes(), NodeError::NotDurable) > 0,
                     "{error}"
                 );
             }
