@@ -14,8 +14,9 @@
 //!
 //! A wake-up is only a hint: the head of the queue still wins only by the quorum rule. A missed
 //! or late message costs it at most the time until the holder's keys expire on a quorum, which
-//! it reads (`PTTL`) after every attempt that found the lock held, and again just before that
-//! moment (`sleep::REREAD_AHEAD`).
+//! it reads (`PTTL`) after every attempt that found the lock held (3 ms later, unless woken
+//! first, when a quorum refused it as a holder's: `sleep::READ_AFTER_REFUSAL`), and again just
+//! before that moment (`sleep::REREAD_AHEAD`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -27,10 +28,11 @@ use futures::stream::FuturesUnordered;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::sleep::REREAD_AHEAD;
+use super::sleep::{READ_AFTER_REFUSAL, REREAD_AHEAD};
 use crate::error::Error;
 use crate::guard::Guard;
 use crate::lock::Lock;
+use crate::outcome::NodeReply;
 use crate::request::Prepared;
 use crate::round::wait_list::{MAX_HEADS, free_by_expiry_after, heads};
 use crate::rules::resources::Keys;
@@ -162,12 +164,25 @@ impl Lock {
                     // not vote).
                     Err(error) if error.ends_trying() => return Err(error),
                     Err(error @ Error::Held { .. }) => {
+                        // Refused as someone else's by a quorum: a holder's, whose release will
+                        // publish, so the read below waits a moment (`sleep::READ_AFTER_REFUSAL`)
+                        // and is skipped if that release comes first. Else (votes split, nodes
+                        // failed: nobody may publish) it is read at once.
+                        let held_elsewhere = error
+                            .outcomes()
+                            .iter()
+                            .filter(|outcome| outcome.reply == NodeReply::NotOurs)
+                            .count()
+                            >= settings.quorum;
                         last_error = Some(error);
                         // No wake-up heard: try again once a quorum is free by expiry alone, or
                         // at the re-check bound (a release that publishes nothing). Read while
                         // the wake-up is listened for, so a slow or hung node's PTTL never holds
                         // up a hand-off.
                         Box::pin(async move {
+                            if bounds.is_none() && held_elsewhere {
+                                tokio::time::sleep(READ_AFTER_REFUSAL).await;
+                            }
                             let read = async |bounds| match &take {
                                 Some(take) => take.free_after(bounds).await,
                                 None => {
