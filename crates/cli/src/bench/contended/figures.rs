@@ -62,8 +62,11 @@ pub(super) struct ContendedRow {
     pub(super) handoff: Row,
     /// Began to want the key → acquire returned, all waiters.
     pub(super) wait: Row,
-    /// The hand-off p50 over the quorum round trip's p50 of the same run.
-    pub(super) handoff_p50_per_rtt: f64,
+    /// The hand-off p50 over the p50 of the quorum's `PING` round trip of the same run.
+    pub(super) handoff_p50_per_ping: f64,
+    /// The hand-off p50 over the p50 of an acquisition of a free key after a pause as long as
+    /// the hold, in the same run.
+    pub(super) handoff_p50_per_acquire: f64,
     /// Share of hand-offs to the waiter that had just released.
     pub(super) self_share: f64,
     pub(super) acquisitions: u64,
@@ -166,7 +169,8 @@ impl RowTally {
         shape: &str,
         hold_ms: u64,
         contender: &str,
-        rtt_p50_us: f64,
+        ping_p50_us: f64,
+        acquire_p50_us: f64,
     ) -> ContendedRow {
         let handoffs = self.handoff.hist.len();
         let waiters: Vec<WaiterFigures> = self
@@ -202,7 +206,8 @@ impl RowTally {
             shape: shape.to_owned(),
             hold_ms,
             contender: contender.to_owned(),
-            handoff_p50_per_rtt: ratio(handoff.p50_us, rtt_p50_us),
+            handoff_p50_per_ping: ratio(handoff.p50_us, ping_p50_us),
+            handoff_p50_per_acquire: ratio(handoff.p50_us, acquire_p50_us),
             self_share: ratio(self.to_self as f64, handoffs as f64),
             acquisitions: self.holds,
             held_p50_us: if self.held.is_empty() {
@@ -299,7 +304,7 @@ mod tests {
             waiter(1, &[[0, 300, 400], [400, 450, 500]]),
         ];
         tally.add_step(&records, Duration::from_secs(1), 0);
-        let row = tally.row("c/x", "1 process × 2", 0, "waiting", 0.1);
+        let row = tally.row("c/x", "1 process × 2", 0, "waiting", 0.1, 0.2);
         // Hand-offs: 200→300, 400→450 (to itself), 500→600.
         assert_eq!(row.handoff.samples, 3);
         assert_eq!(row.overlaps, 0);
@@ -321,7 +326,7 @@ mod tests {
         let mut c = waiter(2, &[[0, 150, 250]]);
         c.slots = vec![0];
         tally.add_step(&[a, b, c], Duration::from_nanos(1_000), 0);
-        let row = tally.row("s/x", "s", 0, "semaphore", 1.0);
+        let row = tally.row("s/x", "s", 0, "semaphore", 1.0, 1.0);
         assert_eq!(row.overlaps, 1);
         assert_eq!(row.handoff.samples, 1);
         assert_eq!(row.most_at_once, 3);
@@ -334,7 +339,7 @@ mod tests {
         let mut tally = RowTally::new();
         let records = [waiter(0, &[[0, 100, 300]]), waiter(1, &[[0, 200, 400]])];
         tally.add_step(&records, Duration::from_secs(1), 0);
-        let row = tally.row("c/x", "s", 0, "waiting", 1.0);
+        let row = tally.row("c/x", "s", 0, "waiting", 1.0, 1.0);
         assert_eq!(row.overlaps, 1);
         assert_eq!(row.handoff.samples, 0);
     }

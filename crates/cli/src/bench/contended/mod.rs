@@ -4,7 +4,10 @@
 //! lock loop; 8 waiters
 //! in one process (tasks on one `Lock`) and 4 processes × 2 waiters (the `quorumlock` binary
 //! itself, `bench-waiters`); holding 0 and 1 ms. Beside them, the quorum's round trip measured
-//! in the same run (a `PING` to each node at once, timed to the quorum-th reply), and many
+//! in the same run, two ways: a `PING` to each node at once, timed to the quorum-th reply, and
+//! an acquisition of a free key after a pause as long as the row's hold (what the election's
+//! section measures, and what a hand-off is made of: a lock's own rounds, after an idle
+//! hold), and many
 //! waiters on one lock: memory per waiter and connections per node, and a semaphore of 4
 //! permits wanted by 16 waiters (`semaphore.rs`).
 //!
@@ -21,7 +24,8 @@ mod many;
 mod semaphore;
 mod waiter;
 
-use quorumlock::Patience;
+use quorumlock::{Patience, Request};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
@@ -53,6 +57,8 @@ const PROCESSES: u32 = 4;
 const PER_PROCESS: u32 = 2;
 /// How long a holder keeps the key.
 const HOLDS_MS: [u64; 2] = [0, 1];
+/// Acquisitions of a free key, each after a pause of the row's hold, taken before each round.
+const ACQUIRE_SAMPLES: u64 = 10;
 /// Connect and response timeout of the `PING` connections.
 const PING_TIMEOUT: Duration = Duration::from_secs(1);
 /// How far past its slice a step's tasks may run before they count as lost.
@@ -72,26 +78,44 @@ pub(super) struct Contended {
     poll_jitter_us: u64,
     /// The quorum's round trip: a `PING` to each of the five nodes at once, to the third reply.
     rtt: Row,
-    /// The same through the proxies, a millisecond each way, if the semaphore's rows were
+    /// The quorum's round trip of an acquisition of a free key, per pause before it (a row's
+    /// hold, in ms).
+    acquire_rtt: Vec<(u64, Row)>,
+    /// The same two through the proxies, a millisecond each way, if the semaphore's rows were
     /// measured through them too.
     net_rtt: Option<Row>,
+    net_acquire_rtt: Vec<(u64, Row)>,
     rows: Vec<ContendedRow>,
     /// 16 waiters wanting one of 4 permits.
     semaphore: Vec<ContendedRow>,
     many: Option<ManyWaiters>,
 }
 
-/// The quorum's round trip, sampled between the rounds of every row: a `PING` to each node
-/// at once, timed to the quorum-th reply.
+/// The quorum's round trip, sampled between the rounds of every row, two ways: a `PING` to
+/// each node at once, timed to the quorum-th reply, back to back; and a lock's acquisition of
+/// a free key, each after a pause as long as the row's hold. The first is the network and the
+/// servers' dispatch; the second what a hand-off is made of (a lock's rounds, with their writes
+/// and the client's work), after the idle a hold leaves: on this machine the first round trip
+/// after a pause costs more (docs/benchmarks.md).
 pub(super) struct Rtt {
     pings: Vec<MultiplexedConnection>,
     quorum: usize,
     tally: Tally,
+    lock: Lock,
+    /// Per pause, in ms: the acquisitions after it.
+    after_pause: BTreeMap<u64, Tally>,
+    /// Acquisitions so far, which name their keys.
+    taken: u64,
 }
 
 impl Rtt {
     /// Connects to every node of `urls` and warms the connections up (untimed).
-    async fn connect(urls: &[String], plan: &Plan) -> Result<Rtt, String> {
+    async fn connect(
+        urls: &[String],
+        plan: &Plan,
+        ttl: Duration,
+        prefix: &str,
+    ) -> Result<Rtt, String> {
         let mut pings = Vec::new();
         for url in urls {
             let connection = raw_connection(url, Some(true), PING_TIMEOUT)
@@ -99,23 +123,92 @@ impl Rtt {
                 .map_err(|e| format!("PING connection to {url}: {e}"))?;
             pings.push(connection);
         }
-        let rtt = Rtt {
+        let options = LockOptions::new()
+            .ttl(ttl)
+            .patience(Patience::Once)
+            .key_prefix(prefix.as_bytes().to_vec());
+        let lock = Lock::new(urls.iter().cloned(), options).map_err(|e| format!("rtt: {e}"))?;
+        let mut rtt = Rtt {
             pings,
             quorum: urls.len() / 2 + 1,
             tally: Tally::new(),
+            lock,
+            after_pause: BTreeMap::new(),
+            taken: 0,
         };
         for _ in 0..plan.contended_rtt_samples {
             sample_rtt(&rtt.pings, rtt.quorum, &mut Tally::new()).await;
+            rtt.acquire_free(&mut Tally::new()).await;
         }
         Ok(rtt)
     }
 
-    /// The samples taken before each contender's round.
-    async fn sample_between_rounds(&mut self, plan: &Plan) {
+    /// The samples taken before each contender's round whose holders hold `hold`.
+    async fn sample_between_rounds(&mut self, plan: &Plan, hold: Duration) {
         for _ in 0..plan.contended_rtt_samples / plan.contended_rounds.max(1) {
             sample_rtt(&self.pings, self.quorum, &mut self.tally).await;
         }
+        let hold_ms = u64::try_from(hold.as_millis()).unwrap_or(u64::MAX);
+        let mut tally = self.after_pause.remove(&hold_ms).unwrap_or_else(Tally::new);
+        for _ in 0..ACQUIRE_SAMPLES {
+            tokio::time::sleep(hold).await;
+            self.acquire_free(&mut tally).await;
+        }
+        self.after_pause.insert(hold_ms, tally);
     }
+
+    /// One acquisition of a free key, timed into `tally`, then released (untimed).
+    async fn acquire_free(&mut self, tally: &mut Tally) {
+        self.taken += 1;
+        let key = format!("contended-rtt:{}", self.taken);
+        let started = std::time::Instant::now();
+        match self.lock.acquire(Request::from(key.as_str())).await {
+            Ok(guard) => {
+                let elapsed = started.elapsed();
+                record(&mut tally.hist, elapsed);
+                tally.wall += elapsed;
+                guard.release().await;
+            }
+            Err(_) => tally.errors += 1,
+        }
+    }
+
+    /// The rows: `PING`s, and acquisitions per pause.
+    fn rows(self, id: &str, label: &str) -> (Row, Vec<(u64, Row)>) {
+        let ping = Row::new(
+            id,
+            "contended",
+            &format!(
+                "quorum round trip{label} (PING ×{}, reply {})",
+                self.pings.len(),
+                self.quorum
+            ),
+            "round trip",
+            self.tally,
+        );
+        let acquire = self
+            .after_pause
+            .into_iter()
+            .map(|(pause_ms, tally)| {
+                let row = Row::new(
+                    &format!("{id}/acquire/{pause_ms}ms"),
+                    "contended",
+                    &format!("acquisition of a free key{label}, after {pause_ms} ms idle"),
+                    "round trip",
+                    tally,
+                );
+                (pause_ms, row)
+            })
+            .collect();
+        (ping, acquire)
+    }
+}
+
+/// The p50 of the acquisitions after a pause of `hold_ms` (NaN if none were taken).
+fn acquire_p50(rows: &[(u64, Row)], hold_ms: u64) -> f64 {
+    rows.iter()
+        .find(|(pause, _)| *pause == hold_ms)
+        .map_or(f64::NAN, |(_, row)| row.p50_us)
 }
 
 /// Progress steps the section reports.
@@ -133,7 +226,7 @@ pub(super) async fn contended(
     plan: &Plan,
     progress: &Progress,
 ) -> Result<Contended, String> {
-    let mut rtt = Rtt::connect(urls, plan).await?;
+    let mut rtt = Rtt::connect(urls, plan, ttl, prefix).await?;
     // One acquirer per contender for the one-process shape, warmed up once.
     let mut acquirers = Vec::new();
     for kind in Kind::ALL {
@@ -157,7 +250,7 @@ pub(super) async fn contended(
             for round in 0..plan.contended_rounds {
                 for (i, acquirer) in acquirers.iter().enumerate() {
                     let kind = acquirer.kind();
-                    rtt.sample_between_rounds(plan).await;
+                    rtt.sample_between_rounds(plan, hold).await;
                     let key = format!(
                         "contended:{processes}x{per_process}:{hold_ms}:{}:{round}",
                         kind.name()
@@ -188,7 +281,7 @@ pub(super) async fn contended(
     let (net_semaphore, net_rtt) = match net {
         Some(cluster) => {
             let proxied = cluster.urls();
-            let mut net_rtt = Rtt::connect(&proxied, plan).await?;
+            let mut net_rtt = Rtt::connect(&proxied, plan, ttl, prefix).await?;
             let pending = semaphore::tallies(
                 &proxied,
                 Some(cluster),
@@ -199,42 +292,35 @@ pub(super) async fn contended(
                 progress,
             )
             .await?;
-            let net_rtt = Row::new(
-                "contended/net-rtt",
-                "contended",
-                "quorum round trip through the proxies, 1 ms each way",
-                "round trip",
-                net_rtt.tally,
-            );
+            let (net_rtt, net_acquire_rtt) =
+                net_rtt.rows("contended/net-rtt", " through the proxies, 1 ms each way");
             let rows = pending
                 .into_iter()
-                .map(|pending| pending.row(net_rtt.p50_us))
+                .map(|pending| {
+                    let acquire = acquire_p50(&net_acquire_rtt, pending.hold_ms);
+                    pending.row(net_rtt.p50_us, acquire)
+                })
                 .collect();
-            (rows, Some(net_rtt))
+            (rows, Some((net_rtt, net_acquire_rtt)))
         }
         None => (Vec::new(), None),
     };
-    let rtt = Row::new(
-        "contended/rtt",
-        "contended",
-        &format!(
-            "quorum round trip (PING ×{}, reply {})",
-            urls.len(),
-            rtt.quorum
-        ),
-        "round trip",
-        rtt.tally,
-    );
+    let (net_rtt, net_acquire_rtt) = net_rtt.unzip();
+    let (rtt, acquire_rtt) = rtt.rows("contended/rtt", "");
     let semaphore = semaphore
         .into_iter()
-        .map(|pending| pending.row(rtt.p50_us))
+        .map(|pending| {
+            let acquire = acquire_p50(&acquire_rtt, pending.hold_ms);
+            pending.row(rtt.p50_us, acquire)
+        })
         .chain(net_semaphore)
         .collect();
     let rows = tallies
         .into_iter()
         .map(|(shape, processes, hold_ms, kind, tally)| {
             let id = format!("contended/{}/{hold_ms}ms/{}", slug(processes), kind.name());
-            tally.row(&id, &shape, hold_ms, kind.name(), rtt.p50_us)
+            let acquire = acquire_p50(&acquire_rtt, hold_ms);
+            tally.row(&id, &shape, hold_ms, kind.name(), rtt.p50_us, acquire)
         })
         .collect();
 
@@ -262,7 +348,9 @@ pub(super) async fn contended(
         rounds: plan.contended_rounds,
         poll_jitter_us: u64::try_from(POLL_JITTER.as_micros()).unwrap_or(u64::MAX),
         rtt,
+        acquire_rtt,
         net_rtt,
+        net_acquire_rtt: net_acquire_rtt.unwrap_or_default(),
         rows,
         semaphore,
         many: Some(many),
@@ -369,8 +457,8 @@ pub(super) fn targets(c: &Contended) -> Vec<Target> {
         let h = format!("hold {hold_ms} ms");
         for (label, r) in [("1×8", one), ("4×2", many)] {
             targets.push(at_most(
-                format!("waiting {label} {h}: hand-off p50 / quorum RTT p50"),
-                r.map(|r| r.handoff_p50_per_rtt),
+                format!("waiting {label} {h}: hand-off p50 / PING RTT p50"),
+                r.map(|r| r.handoff_p50_per_ping),
                 2.5,
                 "2.5",
             ));
@@ -387,7 +475,7 @@ pub(super) fn targets(c: &Contended) -> Vec<Target> {
             let name = kind.name();
             targets.push(at_most(
                 format!("{name} 1×8 {h}: hand-off p50 / RTT (next holder local)"),
-                r.map(|r| r.handoff_p50_per_rtt),
+                r.map(|r| r.handoff_p50_per_ping),
                 1.5,
                 "1.5",
             ));
@@ -460,6 +548,29 @@ pub(super) fn render(c: &Contended) -> String {
             net.samples
         );
     }
+    for (place, rows) in [
+        ("", &c.acquire_rtt),
+        (" through the proxies", &c.net_acquire_rtt),
+    ] {
+        let each: Vec<String> = rows
+            .iter()
+            .map(|(pause_ms, row)| {
+                format!(
+                    "after {pause_ms} ms idle p50 {}, p99 {} ({})",
+                    fmt_us(row.p50_us),
+                    fmt_us(row.p99_us),
+                    row.samples
+                )
+            })
+            .collect();
+        if !each.is_empty() {
+            let _ = writeln!(
+                out,
+                "acquisition of a free key{place} (the quorum round trip of a lock): {}\n",
+                each.join("; ")
+            );
+        }
+    }
     let header = [
         "shape",
         "hold",
@@ -469,7 +580,8 @@ pub(super) fn render(c: &Contended) -> String {
         "acq/s",
         "hand-off p50",
         "p99",
-        "p50÷rtt",
+        "÷ping",
+        "÷acq",
         "self",
         "wait p50",
         "p99 (worst)",
@@ -490,7 +602,8 @@ pub(super) fn render(c: &Contended) -> String {
             format!("{:.0}", r.acquisitions_per_s),
             fmt_us(r.handoff.p50_us),
             fmt_us(r.handoff.p99_us),
-            ratio(r.handoff_p50_per_rtt),
+            ratio(r.handoff_p50_per_ping),
+            ratio(r.handoff_p50_per_acquire),
             if r.self_share.is_finite() {
                 format!("{:.0}%", r.self_share * 100.0)
             } else {
@@ -509,8 +622,9 @@ pub(super) fn render(c: &Contended) -> String {
     let _ = writeln!(
         out,
         "\nheld = p50 of acquire returned → release started (the hold is a sleep on Tokio's 1 ms timer);\nhand-off = a holder's release starts → the next holder's acquire returns \
-         (CLOCK_MONOTONIC, shared by the\nprocesses); self = share of hand-offs to the waiter \
-         that had just released; wait = a waiter began to\nwant the key → its acquire returned \
+         (CLOCK_MONOTONIC, shared by the\nprocesses); ÷ping, ÷acq = its p50 over the PING round \
+         trip's p50, over the p50 of an acquisition\nafter a pause of the hold; self = share of \
+         hand-offs to the waiter that had just released; wait = a waiter began to\nwant the key → its acquire returned \
          (p99, max and max÷mean: the worst waiter's; all max÷mean: the\nlargest wait over the \
          mean of all); cut = waits the step's end cut short (not counted); err = failed\n\
          calls, overlapping holds and waiters that did not report. polling-1ms = Patience::Retry, \
