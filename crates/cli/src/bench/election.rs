@@ -19,12 +19,13 @@ use std::fmt::Write as _;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use quorumlock::{Election, ElectionOptions, Lock, LockOptions, Patience};
+use quorumlock::{Election, ElectionOptions, Lock, LockOptions};
 use quorumlock_harness::TestCluster;
 use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use serde::Serialize;
 
 use super::faults::set_latency;
+use super::loops::timed_acquire;
 use super::plan::NET_ONE_WAY;
 use super::stats::{Row, Tally, latency_table, record};
 use super::targets::{Target, at_most};
@@ -232,16 +233,7 @@ fn election_lock(urls: &[String], run: &str) -> Result<Lock, String> {
 async fn round_trip(lock: &Lock, tally: &mut Tally, name: &str, cycles: u64) {
     let cap = Instant::now() + CAP;
     for n in 0..cycles {
-        let key = format!("{name}:{n}");
-        let request = quorumlock::Request::from(key.as_str()).patience(Patience::Once);
-        let started = Instant::now();
-        match lock.acquire(request).await {
-            Ok(guard) => {
-                record(&mut tally.hist, started.elapsed());
-                guard.release().await;
-            }
-            Err(_) => tally.errors += 1,
-        }
+        timed_acquire(lock, &format!("{name}:{n}"), tally).await;
         if Instant::now() > cap {
             break;
         }

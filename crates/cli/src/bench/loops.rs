@@ -85,6 +85,19 @@ pub(super) async fn timed_cycles(
         .await;
 }
 
+/// One acquisition of the free `key`, its time (or its error) counted in `tally`, then released
+/// untimed: a lock's quorum round trip, which sections divide hand-offs by.
+pub(super) async fn timed_acquire(lock: &Lock, key: &str, tally: &mut Tally) {
+    let started = Instant::now();
+    match lock.try_acquire(key).await {
+        Ok(guard) => {
+            record(&mut tally.hist, started.elapsed());
+            guard.release().await;
+        }
+        Err(_) => tally.errors += 1,
+    }
+}
+
 /// Allocations per acquire+release cycle, counted over a quiet sequential loop.
 pub(super) async fn allocs_per_cycle(lock: &Lock, key: &str, cycles: u64) -> f64 {
     let before = ALLOC.allocations();

@@ -24,7 +24,7 @@ mod many;
 mod semaphore;
 mod waiter;
 
-use quorumlock::{Patience, Request};
+use quorumlock::Patience;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -42,6 +42,7 @@ use self::figures::{ContendedRow, RowTally};
 use self::many::{ManyWaiters, many_waiters};
 use self::waiter::{Acquirer, Budget, Kind, POLL_JITTER, now_ns, waiter};
 use super::cdf::{Mark, plot_cdf_marked};
+use super::loops::timed_acquire;
 use super::plan::Plan;
 use super::progress::Progress;
 use super::stats::{Row, Tally, record};
@@ -125,7 +126,6 @@ impl Rtt {
         }
         let options = LockOptions::new()
             .ttl(ttl)
-            .patience(Patience::Once)
             .key_prefix(prefix.as_bytes().to_vec());
         let lock = Lock::new(urls.iter().cloned(), options).map_err(|e| format!("rtt: {e}"))?;
         let mut rtt = Rtt {
@@ -161,16 +161,7 @@ impl Rtt {
     async fn acquire_free(&mut self, tally: &mut Tally) {
         self.taken += 1;
         let key = format!("contended-rtt:{}", self.taken);
-        let started = std::time::Instant::now();
-        match self.lock.acquire(Request::from(key.as_str())).await {
-            Ok(guard) => {
-                let elapsed = started.elapsed();
-                record(&mut tally.hist, elapsed);
-                tally.wall += elapsed;
-                guard.release().await;
-            }
-            Err(_) => tally.errors += 1,
-        }
+        timed_acquire(&self.lock, &key, tally).await;
     }
 
     /// The rows: `PING`s, and acquisitions per pause.
