@@ -20,7 +20,7 @@ pub(super) const REREAD_AHEAD: Duration = Duration::from_millis(10);
 /// first. Where waiters of several processes contend, each release wakes one in each process and
 /// all but one are refused: reading at once doubled what the losers sent the nodes, on the CPUs
 /// the next hand-off needs (docs/benchmarks.md). A holder that crashes instead costs at most
-/// this much more, and only if its keys expire within it.
+/// this much more (on Tokio's timer, up to 2 ms late), and only if its keys expire within it.
 pub(super) const READ_AFTER_REFUSAL: Duration = Duration::from_millis(3);
 
 /// How long before the end the sleep moves from Tokio's timer to a thread: more than Tokio's
