@@ -32,7 +32,7 @@ use super::sleep::{READ_AFTER_REFUSAL, REREAD_AHEAD};
 use crate::error::Error;
 use crate::guard::Guard;
 use crate::lock::Lock;
-use crate::outcome::NodeReply;
+use crate::outcome::not_ours;
 use crate::request::Prepared;
 use crate::round::wait_list::{MAX_HEADS, free_by_expiry_after, heads};
 use crate::rules::resources::Keys;
@@ -168,12 +168,7 @@ impl Lock {
                         // publish, so the read below waits a moment (`sleep::READ_AFTER_REFUSAL`)
                         // and is skipped if that release comes first. Else (votes split, nodes
                         // failed: nobody may publish) it is read at once.
-                        let held_elsewhere = error
-                            .outcomes()
-                            .iter()
-                            .filter(|outcome| outcome.reply == NodeReply::NotOurs)
-                            .count()
-                            >= settings.quorum;
+                        let held_elsewhere = not_ours(error.outcomes()) >= settings.quorum;
                         last_error = Some(error);
                         // No wake-up heard: try again once a quorum is free by expiry alone, or
                         // at the re-check bound (a release that publishes nothing). Read while
