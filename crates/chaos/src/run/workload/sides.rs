@@ -1,6 +1,7 @@
 //! The clients of [`Scenario::ReadWrite`](crate::Scenario::ReadWrite): each takes a side of its
 //! resource's read-write lock in a single round ([`Request::read`] three times in four,
-//! [`Request::write`] else, and again after a refused write until one is won). A writer writes to the resource's register as any holder does and
+//! [`Request::write`] else, and again after a refused write: up to three tries, or until won for
+//! a client's first write). A writer writes to the resource's register as any holder does and
 //! is recorded under the resource; a reader holds for a while, writes nothing, and is recorded
 //! under a resource of its own ([`ReadWrite::reader`]), so readers together are no overlap and
 //! the checker's side check sees a writer beside anyone.
@@ -25,9 +26,12 @@ impl Client {
         let ms = Duration::from_millis;
         // A writer kept out tries again as a writer, up to WRITER_TRIES times, as an
         // application's would: its mark keeps new readers out for it, so a writer that turned
-        // reader next would be kept out by its own mark (a whole run went unwritten so). Not
-        // until it gets in: then writers' marks and expiring keys kept readers apart instead.
+        // reader next would be kept out by its own mark (a whole run went unwritten so). A
+        // client's first writer keeps trying until it gets in: with three tries, a short run
+        // under faults could leave every lock unwritten. Later writers stop at WRITER_TRIES, so
+        // writers' marks do not keep readers apart for the rest of the run.
         let mut writing = 0u8;
+        let mut wrote = false;
         for n in 0..MAX_ATTEMPTS_PER_CLIENT {
             if Instant::now() >= self.plan.deadline {
                 break;
@@ -36,7 +40,9 @@ impl Client {
                 writing = WRITER_TRIES;
             }
             let reads = writing == 0;
-            writing = writing.saturating_sub(1);
+            if wrote {
+                writing = writing.saturating_sub(1);
+            }
             let request = Request::from(sides.name.as_str());
             let request = if reads {
                 request.read()
@@ -47,6 +53,7 @@ impl Client {
                 continue;
             };
             writing = 0;
+            wrote |= !reads;
             let recorder = self.plan.recorder.clone();
             let credentials = Credentials::of(&guard);
             let valid_until = guard.valid_until();
