@@ -132,9 +132,9 @@ pub(super) fn late_losses(holds: &[Hold], stalls: &[Stall]) -> (Vec<LateLoss>, V
 /// `validity_end_us`: a stall spanned the end of the validity, and the holder saw the signal
 /// within the lease's margin after the runtime ran again. Stalls less than a margin apart count
 /// as one, on both sides of the end: in between, the keeper may have fired and its holders not
-/// yet been polled, and an end that falls in the probe's one tick between two stalls (a CI run:
-/// stalled 42 ms until 0.6 ms before the end, again from 0.4 ms after it) is no sign that the
-/// runtime ran.
+/// yet been polled, and an end that falls in the probe's one tick between two stalls (a run of
+/// the chaos tests: stalled 42 ms until 0.6 ms before the end, again from 0.4 ms after it) is no
+/// sign that the runtime ran.
 ///
 /// The margin is what the keeper keeps for firing late when the runtime runs; a keeper that
 /// fires late for a reason of its own is caught outside stalls, and inside one if it is later
