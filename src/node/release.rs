@@ -24,6 +24,7 @@ use super::rwlock::release_read;
 use super::set::{read_found, release_set_command};
 use super::wire::{one_or_zero, send, sized};
 use crate::outcome::NodeError;
+use crate::rules::hand_off::{Hand, kept_suffix};
 use crate::rules::resources::Keys;
 
 /// A release as one command, built once per release and sent to every node.
@@ -47,23 +48,30 @@ pub(crate) enum Found {
 impl ReleaseCommand {
     /// The compare-and-delete of `keys` for `token`: for one key (by `EVALSHA`) it answers 1
     /// (deleted) or 0 (not ours), for a set (by `EVAL`) one such flag per key (`set.rs`). With
-    /// `wake`, the release of a held lock: waiters are woken. Without it, a reader's clean-up
-    /// still wakes them where a writer's mark says one may have been kept out (`rwlock.rs`).
-    pub(crate) fn new(keys: &Keys, token: &str, wake: bool) -> ReleaseCommand {
+    /// `wake`, the release of a held lock: waiters are woken (by one key's message, told
+    /// whether this process keeps it). Without it, a reader's clean-up still wakes them where a
+    /// writer's mark says one may have been kept out (`rwlock.rs`).
+    pub(crate) fn new(keys: &Keys, token: &str, wake: Option<Hand>) -> ReleaseCommand {
         match keys {
             Keys::One(key) => {
-                let (script, sha) = if wake {
-                    (RELEASE_AND_WAKE, &*RELEASE_AND_WAKE_SHA)
-                } else {
-                    (RELEASE, &*RELEASE_SHA)
+                let (script, sha, suffix) = match wake {
+                    Some(hand) => (
+                        RELEASE_AND_WAKE,
+                        &*RELEASE_AND_WAKE_SHA,
+                        Some(kept_suffix(hand)),
+                    ),
+                    None => (RELEASE, &*RELEASE_SHA, None),
                 };
-                let mut command = sized(5, &[sha.as_bytes(), key, token.as_bytes()]);
+                let mut command = sized(6, &[sha.as_bytes(), key, token.as_bytes()]);
                 command
                     .arg("EVALSHA")
                     .arg(sha)
                     .arg(1)
                     .arg(&key[..])
                     .arg(token);
+                if let Some(suffix) = suffix {
+                    command.arg(suffix);
+                }
                 ReleaseCommand {
                     command,
                     script: Some(script),
@@ -72,13 +80,18 @@ impl ReleaseCommand {
                 }
             }
             Keys::Read { reader, writer } => ReleaseCommand {
-                command: release_read(reader, writer, token, if wake { "1" } else { "2" }),
+                command: release_read(
+                    reader,
+                    writer,
+                    token,
+                    if wake.is_some() { "1" } else { "2" },
+                ),
                 script: None,
                 slot_key: keys.slot_key(),
                 set_keys: None,
             },
             Keys::Set(set) => ReleaseCommand {
-                command: release_set_command(set, token, wake),
+                command: release_set_command(set, token, wake.is_some()),
                 script: None,
                 slot_key: keys.slot_key(),
                 set_keys: Some(set.len()),

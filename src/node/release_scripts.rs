@@ -12,14 +12,16 @@ pub(super) const RELEASE: &str = r"if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 return redis.call('DEL', KEYS[1])";
 
 /// [`RELEASE`] for a lock that was held, which then publishes the token's first eight digits
-/// (its release mark, [`Token::release_mark`](crate::rules::token::Token::release_mark)) on
-/// the channel named like the key: it wakes the waiters of every client subscribed to it
-/// (`subscription.rs`), once per release however many nodes publish it. `pcall`: a user not
+/// (its release mark, [`Token::release_mark`](crate::rules::token::Token::release_mark)),
+/// followed by `ARGV[2]` (`+` when the releaser keeps the key for a waiter of its own,
+/// `rules/hand_off.rs`), on the channel named like the key: it wakes the waiters of every
+/// client subscribed to it (`subscription.rs`), once per release however many nodes publish
+/// it. `pcall`: a user not
 /// allowed the channel (an ACL without `&` rules) still releases; its waiters then wake by the
 /// key's expiry bound.
 pub(super) const RELEASE_AND_WAKE: &str = r"if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
-redis.pcall('PUBLISH', KEYS[1], string.sub(ARGV[1], 1, 8))
+redis.pcall('PUBLISH', KEYS[1], string.sub(ARGV[1], 1, 8) .. (ARGV[2] or ''))
 return 1";
 
 /// The SHA1 of [`RELEASE`] and of [`RELEASE_AND_WAKE`], as `EVALSHA` names them.

@@ -19,6 +19,7 @@ use crate::node::Node;
 use crate::node::release::{Found, ReleaseCommand};
 use crate::node::wire::answered;
 use crate::outcome::{NodeReply, SetOutcome};
+use crate::rules::hand_off::Hand;
 use crate::rules::ordering::{End, Plan};
 use crate::rules::resources::{Keys, holds_all};
 use crate::rules::token::Token;
@@ -56,7 +57,16 @@ pub(crate) async fn release_all(
     let never = pin!(pending::<()>());
     let wait = node_set.request_bound();
     // Built once and shared: every node gets the same bytes.
-    let command = Arc::new(ReleaseCommand::new(keys, token.as_str(), held));
+    // Asked before the command is built: its message says whether the key stays here.
+    let hand = match keys {
+        Keys::One(key) if held => node_set.wait_list.hand(key),
+        _ => Hand::Share,
+    };
+    let command = Arc::new(ReleaseCommand::new(
+        keys,
+        token.as_str(),
+        held.then_some(hand),
+    ));
     let sets = SetAnswers::for_keys(keys);
     let mut round = {
         let mut round = pin!(fan_out(
@@ -80,7 +90,9 @@ pub(crate) async fn release_all(
         // The first poll hands each node's release to its connection; the next holder's request
         // follows it there.
         let first = futures::poll!(round.as_mut());
-        if held {
+        // Left to every process (`Hand::Yield`): this lock's waiters hear of it by its message,
+        // as the others' do.
+        if held && hand != Hand::Yield {
             for key in keys.woken() {
                 node_set.wait_list.wake(key, token.release_mark());
             }
@@ -194,7 +206,7 @@ mod tests {
         ledger.decide();
         let (reply, _) = release(
             &node,
-            &ReleaseCommand::new(&Keys::One(Arc::from(&b"k"[..])), "t", true),
+            &ReleaseCommand::new(&Keys::One(Arc::from(&b"k"[..])), "t", Some(Hand::Share)),
             &ledger,
             Duration::from_secs(1),
         )
@@ -221,7 +233,7 @@ mod tests {
         ledger.decide();
         let (reply, _) = release(
             &node,
-            &ReleaseCommand::new(&Keys::One(Arc::from(&b"k"[..])), "t", true),
+            &ReleaseCommand::new(&Keys::One(Arc::from(&b"k"[..])), "t", Some(Hand::Share)),
             &ledger,
             Duration::from_secs(1),
         )
@@ -241,7 +253,7 @@ mod tests {
         ledger.decide();
         let (reply, _) = release(
             &node,
-            &ReleaseCommand::new(&Keys::One(Arc::from(&b"k"[..])), "t", true),
+            &ReleaseCommand::new(&Keys::One(Arc::from(&b"k"[..])), "t", Some(Hand::Share)),
             &ledger,
             Duration::from_secs(1),
         )

@@ -18,6 +18,9 @@
 //! of them once, however many nodes publish it (they publish its mark): an idle one if there is
 //! one, else it is queued for a busy one.
 //!
+//! A release of this lock's own that an idle head here takes is kept here ([`WaitList::hand`],
+//! `rules/hand_off.rs`): other processes' waiters, told so by its message, are not woken.
+//!
 //! A key's channel is subscribed while someone waits for it and unsubscribed when the last
 //! waiter leaves, so no message arrives for a resource nobody waits on.
 
@@ -27,10 +30,12 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::sync::{Notify, oneshot};
+use tokio::time::Instant;
 
 use crate::node::Node;
 use crate::node::pttl::pttls;
 use crate::node::subscription::Subscription;
+use crate::rules::hand_off::{Hand, hand, read_message};
 use crate::rules::resources::Keys;
 use crate::rules::wait::{KeyTtl, free_after};
 
@@ -56,6 +61,8 @@ struct Queues {
 struct Queue {
     waiters: VecDeque<(u64, Arc<Wake>)>,
     answered: VecDeque<Answered>,
+    /// Since when this lock's own releases of the key have been kept here, if the last was.
+    kept_since: Option<Instant>,
 }
 
 /// How many releases of one key a queue remembers: every node's copy of a release arrives
@@ -63,7 +70,8 @@ struct Queue {
 const ANSWERED: usize = 8;
 
 /// A release a queue answered: its mark, the waiter it was told to (none when every reader head
-/// was woken), and whether a later copy told that waiter again.
+/// was woken, or another process kept the key), and whether a later copy told that waiter
+/// again.
 struct Answered {
     mark: Vec<u8>,
     told: Option<u64>,
@@ -79,15 +87,7 @@ impl Queue {
     /// fewest keys, which answers it after the attempt under way, one round instead of a search.
     /// A wake-up a head is not waiting for yet is kept for its next wait, once.
     fn wake_heads(&self, key: &[u8]) -> Option<u64> {
-        let heads: Vec<&(u64, Arc<Wake>)> = self
-            .waiters
-            .iter()
-            .enumerate()
-            // Each by its own heads: a read-write lock's readers behind its writer (who heads
-            // alone) still contend, and are woken too.
-            .filter(|(position, (_, wake))| *position < wake.heads)
-            .map(|(_, waiter)| waiter)
-            .collect();
+        let heads = self.heads();
         if heads.iter().any(|(_, wake)| wake.shared) {
             for (_, head) in heads {
                 head.notify.notify_one();
@@ -106,12 +106,37 @@ impl Queue {
         }
         // Idle heads first (neither trying nor told), then by how many keys each has yet to
         // answer; the first of equals.
-        let (ticket, head) = heads.iter().min_by_key(|(_, wake)| {
-            let told = wake.lock_freed().len();
-            (wake.trying.load(Ordering::Acquire) || told > 0, told)
-        })?;
+        let (ticket, head) = heads
+            .iter()
+            .min_by_key(|(_, wake)| (!wake.idle(), wake.lock_freed().len()))?;
         head.tell(key);
         Some(*ticket)
+    }
+
+    /// The waiters that contend, each by its own heads: a read-write lock's readers behind its
+    /// writer (who heads alone) still contend, and are woken too.
+    fn heads(&self) -> Vec<&(u64, Arc<Wake>)> {
+        self.waiters
+            .iter()
+            .enumerate()
+            .filter(|(position, (_, wake))| *position < wake.heads)
+            .map(|(_, waiter)| waiter)
+            .collect()
+    }
+
+    /// Whether [`wake_heads`](Queue::wake_heads) would tell a release of `key` to an idle head,
+    /// which then takes it in the release's own round: never when a head is a reader (readers
+    /// share the key, and waiters elsewhere must hear of it).
+    fn idle_head_for(&self, key: &[u8]) -> bool {
+        let heads = self.heads();
+        if heads.iter().any(|(_, wake)| wake.shared) {
+            return false;
+        }
+        if let [(_, head)] = heads[..] {
+            return !head.trying.load(Ordering::Acquire);
+        }
+        !heads.iter().any(|(_, wake)| wake.was_told(key))
+            && heads.iter().any(|(_, wake)| wake.idle())
     }
 }
 
@@ -153,6 +178,11 @@ impl Wake {
 
     fn was_told(&self, key: &[u8]) -> bool {
         self.lock_freed().iter().any(|told| **told == *key)
+    }
+
+    /// Neither trying nor told of a release it has not answered.
+    fn idle(&self) -> bool {
+        !self.trying.load(Ordering::Acquire) && self.lock_freed().is_empty()
     }
 }
 
@@ -220,6 +250,7 @@ impl WaitList {
                     Queue {
                         waiters: VecDeque::new(),
                         answered: VecDeque::new(),
+                        kept_since: None,
                     }
                 });
                 queue.waiters.push_back((ticket, Arc::clone(&wake)));
@@ -243,13 +274,31 @@ impl WaitList {
         (place, confirmations)
     }
 
+    /// What this lock's own release of `key` does for its waiters (`rules/hand_off.rs`), asked
+    /// before the release is sent: its message must say whether the key is kept here.
+    pub(crate) fn hand(&self, key: &[u8]) -> Hand {
+        let mut queues = self.queues();
+        let Some(queue) = queues.by_key.get_mut(key) else {
+            return Hand::Share;
+        };
+        let kept_for = queue.kept_since.map(|since| since.elapsed());
+        let hand = hand(queue.idle_head_for(key), kept_for);
+        queue.kept_since = match hand {
+            Hand::Keep => queue.kept_since.or_else(|| Some(Instant::now())),
+            Hand::Share | Hand::Yield => None,
+        };
+        hand
+    }
+
     /// Wakes one of `key`'s heads, the waiters that contend: its lock was released (here, or by
-    /// another client on a node), the release marked `mark` (empty: unknown, then every message
-    /// counts as a new release). A release is answered once however many nodes publish it: a
+    /// another client on a node), by the release's `message`: its mark (empty: unknown, then
+    /// every message counts as a new release), and whether another process kept the key (then
+    /// nobody here is woken). A release is answered once however many nodes publish it: a
     /// later copy wakes nobody, unless the waiter it was told to still waits and is not trying
     /// (its attempt may have met a node that had not deleted the key yet), which is told again,
     /// once. Which heads a new release wakes: [`Queue::wake_heads`].
-    pub(crate) fn wake(&self, key: &[u8], mark: &[u8]) {
+    pub(crate) fn wake(&self, key: &[u8], message: &[u8]) {
+        let (mark, kept) = read_message(message);
         let mut queues = self.queues();
         let Some(queue) = queues.by_key.get_mut(key) else {
             return;
@@ -267,7 +316,7 @@ impl WaitList {
             }
             return;
         }
-        let told = queue.wake_heads(key);
+        let told = if kept { None } else { queue.wake_heads(key) };
         if !mark.is_empty() {
             if queue.answered.len() >= ANSWERED {
                 queue.answered.pop_front();
@@ -479,6 +528,7 @@ mod tests {
     use futures::FutureExt;
 
     use super::*;
+    use crate::rules::hand_off::KEEP_FOR;
 
     /// The first key `place` was told of and has not answered.
     fn freed(place: &Place) -> Option<Vec<u8>> {
@@ -600,6 +650,39 @@ mod tests {
         assert!(!woken(&first));
         drop((first, third));
         assert!(list.queues().by_key.is_empty());
+    }
+
+    /// A release of this lock's own with an idle head here is kept (its message says so), until
+    /// the key has been kept 50 ms in a row; with the head trying, it is shared. A kept message
+    /// from another process wakes nobody here, nor do its later copies. (Broken on purpose by
+    /// reading no `+`: the kept message wakes the head.)
+    // promise: hand-off-kept
+    #[tokio::test]
+    async fn a_kept_release_wakes_nobody_here_and_a_key_kept_50_ms_is_left_to_all() {
+        let list = Arc::new(WaitList::default());
+        let k = Keys::One(Arc::from(&b"k"[..]));
+        assert_eq!(list.hand(b"k"), Hand::Share, "nobody waits here");
+        let (head, _) = list.join(&[], Duration::from_secs(1), &k, 1, false);
+
+        assert_eq!(list.hand(b"k"), Hand::Keep);
+        assert_eq!(list.hand(b"k"), Hand::Keep);
+        // As if kept since 50 ms ago.
+        let since = Instant::now().checked_sub(KEEP_FOR).unwrap();
+        list.queues().by_key.get_mut(&b"k"[..]).unwrap().kept_since = Some(since);
+        assert_eq!(list.hand(b"k"), Hand::Yield, "kept 50 ms in a row");
+        assert_eq!(list.hand(b"k"), Hand::Keep, "a new turn");
+        let trying = head.trying();
+        assert_eq!(list.hand(b"k"), Hand::Share, "the head is trying");
+        trying.answered();
+        assert_eq!(list.hand(b"k"), Hand::Keep);
+
+        list.wake(b"k", b"0123abcd+");
+        assert!(!woken(&head), "kept elsewhere");
+        list.wake(b"k", b"0123abcd+");
+        list.wake(b"k", b"0123abcd");
+        assert!(!woken(&head), "nor by its later copies");
+        list.wake(b"k", b"4567cdef");
+        assert!(woken(&head), "a release left to everyone");
     }
 
     /// Every node publishes a release, some after the head told of it has finished its attempt:

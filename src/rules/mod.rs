@@ -20,6 +20,7 @@
 //! - `slots`: Redis Cluster's hash slots: a key's slot, the tagged keys of a cluster lock, the slot map.
 //! - `token`: [`Token`](crate::Token)s and the key of a resource.
 //! - `wait`: when a waiter tries again without a wake-up: the key's expiry on a quorum.
+//! - `hand_off`: whether a release keeps its key for a waiter in its process, and its message.
 //! - `defect`: test-only (`chaos-defects`): the deliberate defects the chaos tooling scores.
 
 pub(crate) mod batch;
@@ -27,6 +28,7 @@ pub(crate) mod clock;
 pub(crate) mod commands;
 #[cfg(feature = "chaos-defects")]
 pub(crate) mod defect;
+pub(crate) mod hand_off;
 pub(crate) mod identity;
 pub(crate) mod leader;
 pub(crate) mod ordering;

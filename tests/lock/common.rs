@@ -165,6 +165,13 @@ pub async fn waiting(lock: &Lock, resource: &str, count: usize) {
     assert!(waiting.await, "not {count} waiters for {resource}");
 }
 
+// Used by the lock tests (tests/lock/waiting.rs, tests/lock/hand_off.rs).
+#[allow(dead_code)]
+/// The key for `resource` under the default prefix.
+pub fn key(resource: &str) -> Vec<u8> {
+    format!("quorumlock:{resource}").into_bytes()
+}
+
 /// Number of keys on one node.
 pub async fn key_count(cluster: &TestCluster, node: usize) -> usize {
     let mut connection = cluster.connection(node).await.unwrap();

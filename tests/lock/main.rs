@@ -22,6 +22,7 @@ mod failover;
 mod fence_recovery;
 mod fenced_write;
 mod fencing;
+mod hand_off;
 mod keep_alive;
 mod node_faults;
 mod node_identity;

@@ -14,7 +14,8 @@ use quorumlock::{Error, KeyFormat, Lock, LockOptions, NodeError, NodeReply};
 use quorumlock_harness::TestCluster;
 
 use crate::common::{
-    assert_no_keys, bounded, cluster, command_calls, once, proxied_cluster, require_password, until,
+    assert_no_keys, bounded, cluster, command_calls, key, once, proxied_cluster, require_password,
+    until,
 };
 
 /// A TTL longer than any wait here: a waiter that falls back on its own TTL misses its deadline.
@@ -64,11 +65,6 @@ async fn held_elsewhere(cluster: &TestCluster, key: &[u8], ttl: Duration) {
             .await
             .unwrap();
     }
-}
-
-/// The key for `resource` under the default prefix.
-fn key(resource: &str) -> Vec<u8> {
-    format!("quorumlock:{resource}").into_bytes()
 }
 
 // promise: waiters-woken
