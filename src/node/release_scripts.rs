@@ -16,9 +16,8 @@ return redis.call('DEL', KEYS[1])";
 /// followed by `ARGV[2]` (`+` when the releaser keeps the key for a waiter of its own,
 /// `rules/hand_off.rs`), on the channel named like the key: it wakes the waiters of every
 /// client subscribed to it (`subscription.rs`), once per release however many nodes publish
-/// it. `pcall`: a user not
-/// allowed the channel (an ACL without `&` rules) still releases; its waiters then wake by the
-/// key's expiry bound.
+/// it. `pcall`: a user not allowed the channel (an ACL without `&` rules) still releases; its
+/// waiters then wake by the key's expiry bound.
 pub(super) const RELEASE_AND_WAKE: &str = r"if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 redis.pcall('PUBLISH', KEYS[1], string.sub(ARGV[1], 1, 8) .. (ARGV[2] or ''))

@@ -277,6 +277,10 @@ impl WaitList {
     /// What this lock's own release of `key` does for its waiters (`rules/hand_off.rs`), asked
     /// before the release is sent: its message must say whether the key is kept here.
     pub(crate) fn hand(&self, key: &[u8]) -> Hand {
+        // Nobody waits (the common release): no lock taken.
+        if self.waiting.load(Ordering::Acquire) == 0 {
+            return Hand::Share;
+        }
         let mut queues = self.queues();
         let Some(queue) = queues.by_key.get_mut(key) else {
             return Hand::Share;
