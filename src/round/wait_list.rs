@@ -78,39 +78,84 @@ struct Answered {
     retold: bool,
 }
 
+/// Whom a release of one key is for, among a queue's heads.
+enum Pick<'a> {
+    /// Every head: one of them is a read-write lock's reader (readers do not split the votes).
+    Every(Vec<&'a (u64, Arc<Wake>)>),
+    /// One head; `alone` if it is the queue's only head, `idle` if it will try at once (not
+    /// trying now, and, among several heads, told of no other key).
+    One {
+        ticket: u64,
+        head: &'a Wake,
+        alone: bool,
+        idle: bool,
+    },
+    /// Nobody: no head, or one already told of the key will answer it.
+    Nobody,
+}
+
 impl Queue {
-    /// Wakes the heads a new release of `key` is for, and says which one was told of it. Every
-    /// head, if one is a read-write lock's reader (readers do not split the votes). The one head
-    /// of a lock or a set, always, told only of this key; of a semaphore's heads, nobody if one
-    /// was told of that key already and has not answered it (two would split the votes); else
-    /// the first idle head (neither trying nor told of another key); else the head told of the
-    /// fewest keys, which answers it after the attempt under way, one round instead of a search.
-    /// A wake-up a head is not waiting for yet is kept for its next wait, once.
-    fn wake_heads(&self, key: &[u8]) -> Option<u64> {
+    /// Whom a release of `key` is for. Every head, if one is a reader. The one head of a lock or
+    /// a set, always, told only of this key; of a semaphore's heads, nobody if one was told of
+    /// that key already and has not answered it (two would split the votes); else the first
+    /// idle head; else the head told of the fewest keys, which answers it after the attempt
+    /// under way, one round instead of a search.
+    fn pick(&self, key: &[u8]) -> Pick<'_> {
         let heads = self.heads();
         if heads.iter().any(|(_, wake)| wake.shared) {
-            for (_, head) in heads {
-                head.notify.notify_one();
-            }
-            return None;
+            return Pick::Every(heads);
         }
         if let [(ticket, head)] = heads[..] {
-            // A lock's or a set's one head (or a semaphore's only one): it is woken every time,
-            // and its next attempt, which asks for every key, answers this one.
-            head.lock_freed().clear();
-            head.tell(key);
-            return Some(*ticket);
+            // Its next attempt asks for every key, so it answers this one whatever it was told.
+            let idle = !head.trying.load(Ordering::Acquire);
+            return Pick::One {
+                ticket: *ticket,
+                head,
+                alone: true,
+                idle,
+            };
         }
         if heads.iter().any(|(_, wake)| wake.was_told(key)) {
-            return None;
+            return Pick::Nobody;
         }
-        // Idle heads first (neither trying nor told), then by how many keys each has yet to
-        // answer; the first of equals.
-        let (ticket, head) = heads
+        // Idle heads first, then by how many keys each has yet to answer; the first of equals.
+        heads
             .iter()
-            .min_by_key(|(_, wake)| (!wake.idle(), wake.lock_freed().len()))?;
-        head.tell(key);
-        Some(*ticket)
+            .map(|(ticket, head)| (head.idle(), head.lock_freed().len(), *ticket, head))
+            .min_by_key(|(idle, told, ..)| (!idle, *told))
+            .map_or(Pick::Nobody, |(idle, _, ticket, head)| Pick::One {
+                ticket,
+                head,
+                alone: false,
+                idle,
+            })
+    }
+
+    /// Wakes the heads a new release of `key` is for ([`pick`](Queue::pick)), and says which
+    /// one was told of it. A wake-up a head is not waiting for yet is kept for its next wait,
+    /// once.
+    fn wake_heads(&self, key: &[u8]) -> Option<u64> {
+        match self.pick(key) {
+            Pick::Every(heads) => {
+                for (_, head) in heads {
+                    head.notify.notify_one();
+                }
+                None
+            }
+            Pick::One {
+                ticket,
+                head,
+                alone,
+                ..
+            } => {
+                if alone {
+                    head.lock_freed().clear();
+                }
+                head.tell(key);
+                Some(ticket)
+            }
+            Pick::Nobody => None,
+        }
     }
 
     /// The waiters that contend, each by its own heads: a read-write lock's readers behind its
@@ -124,19 +169,27 @@ impl Queue {
             .collect()
     }
 
-    /// Whether [`wake_heads`](Queue::wake_heads) would tell a release of `key` to an idle head,
-    /// which then takes it in the release's own round: never when a head is a reader (readers
-    /// share the key, and waiters elsewhere must hear of it).
+    /// Remembers the release marked `mark` (unless unknown: empty) as answered, by waking
+    /// `told`; a later copy of its message then wakes nobody new.
+    fn answer(&mut self, mark: &[u8], told: Option<u64>) {
+        if mark.is_empty() {
+            return;
+        }
+        if self.answered.len() >= ANSWERED {
+            self.answered.pop_front();
+        }
+        self.answered.push_back(Answered {
+            mark: mark.to_vec(),
+            told,
+            retold: false,
+        });
+    }
+
+    /// Whether a release of `key` goes to an idle head here, which then takes it in the
+    /// release's own round: never when a head is a reader (readers share the key, and waiters
+    /// elsewhere must hear of it).
     fn idle_head_for(&self, key: &[u8]) -> bool {
-        let heads = self.heads();
-        if heads.iter().any(|(_, wake)| wake.shared) {
-            return false;
-        }
-        if let [(_, head)] = heads[..] {
-            return !head.trying.load(Ordering::Acquire);
-        }
-        !heads.iter().any(|(_, wake)| wake.was_told(key))
-            && heads.iter().any(|(_, wake)| wake.idle())
+        matches!(self.pick(key), Pick::One { idle: true, .. })
     }
 }
 
@@ -321,16 +374,7 @@ impl WaitList {
             return;
         }
         let told = if kept { None } else { queue.wake_heads(key) };
-        if !mark.is_empty() {
-            if queue.answered.len() >= ANSWERED {
-                queue.answered.pop_front();
-            }
-            queue.answered.push_back(Answered {
-                mark: mark.to_vec(),
-                told,
-                retold: false,
-            });
-        }
+        queue.answer(mark, told);
     }
 
     /// How many callers wait for `key` now.

@@ -40,22 +40,22 @@ pub(crate) fn hand(idle_here: bool, kept_for: Option<Duration>) -> Hand {
     }
 }
 
-/// The byte a kept release's message ends with, after its mark: a mark is hex digits.
-const KEPT: u8 = b'+';
+/// What a kept release's message ends with, after its mark: a mark is hex digits.
+const KEPT: &str = "+";
 
 /// What a release published: its mark (empty when the message stands for releases unknown),
 /// and whether the releaser kept the key.
 pub(crate) fn read_message(message: &[u8]) -> (&[u8], bool) {
-    match message.split_last() {
-        Some((&KEPT, mark)) => (mark, true),
-        _ => (message, false),
+    match message.strip_suffix(KEPT.as_bytes()) {
+        Some(mark) => (mark, true),
+        None => (message, false),
     }
 }
 
 /// What a release's script appends to the mark it publishes.
 pub(crate) fn kept_suffix(hand: Hand) -> &'static str {
     match hand {
-        Hand::Keep => "+",
+        Hand::Keep => KEPT,
         Hand::Share | Hand::Yield => "",
     }
 }
