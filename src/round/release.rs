@@ -7,7 +7,7 @@ use std::future::pending;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
 
@@ -19,7 +19,7 @@ use crate::node::Node;
 use crate::node::release::{Found, ReleaseCommand};
 use crate::node::wire::answered;
 use crate::outcome::{NodeReply, SetOutcome};
-use crate::rules::hand_off::Hand;
+use crate::rules::hand_off::{Hand, yield_pause};
 use crate::rules::ordering::{End, Plan};
 use crate::rules::resources::{Keys, holds_all};
 use crate::rules::token::Token;
@@ -59,7 +59,7 @@ pub(crate) async fn release_all(
     // Built once and shared: every node gets the same bytes.
     // Asked before the command is built: its message says whether the key stays here.
     let hand = match keys {
-        Keys::One(key) if held => node_set.wait_list.hand(key),
+        Keys::One(key) if held => node_set.wait_list.hand(key, token.release_mark()),
         _ => Hand::Share,
     };
     let command = Arc::new(ReleaseCommand::new(
@@ -68,6 +68,14 @@ pub(crate) async fn release_all(
         held.then_some(hand),
     ));
     let sets = SetAnswers::for_keys(keys);
+    let _yielded = match (hand, keys) {
+        (Hand::Yield, Keys::One(key)) => Some(WakeAfterYield {
+            node_set,
+            key,
+            started: Instant::now(),
+        }),
+        _ => None,
+    };
     let mut round = {
         let mut round = pin!(fan_out(
             &node_set.nodes,
@@ -90,8 +98,8 @@ pub(crate) async fn release_all(
         // The first poll hands each node's release to its connection; the next holder's request
         // follows it there.
         let first = futures::poll!(round.as_mut());
-        // Left to every process (`Hand::Yield`): this lock's waiters hear of it by its message,
-        // as the others' do.
+        // Left to every process (`Hand::Yield`): this lock's waiter is woken later, by
+        // `WakeAfterYield`.
         if held && hand != Hand::Yield {
             for key in keys.woken() {
                 node_set.wait_list.wake(key, token.release_mark());
@@ -109,6 +117,26 @@ pub(crate) async fn release_all(
         .map(|sets| sets.answered_in(&round))
         .unwrap_or_default();
     Released { round, sets }
+}
+
+/// This lock's waiter's wake-up after its release was left to every process (`Hand::Yield`): as
+/// long after the round as the round took ([`yield_pause`]). Made on drop, so that a release
+/// cancelled mid-round wakes it too, and it does not sleep on to the key's old expiry.
+struct WakeAfterYield<'a> {
+    node_set: &'a NodeSet,
+    key: &'a Arc<[u8]>,
+    started: Instant,
+}
+
+impl Drop for WakeAfterYield<'_> {
+    fn drop(&mut self) {
+        let (wait_list, key) = (Arc::clone(&self.node_set.wait_list), Arc::clone(self.key));
+        let pause = yield_pause(self.started.elapsed());
+        self.node_set.background.spawn(None, async move {
+            tokio::time::sleep(pause).await;
+            wait_list.wake_after_yield(&key);
+        });
+    }
 }
 
 /// Starts [`release_all`] as a counted background task. Used from `Drop`, which cannot wait.

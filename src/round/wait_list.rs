@@ -327,9 +327,12 @@ impl WaitList {
         (place, confirmations)
     }
 
-    /// What this lock's own release of `key` does for its waiters (`rules/hand_off.rs`), asked
-    /// before the release is sent: its message must say whether the key is kept here.
-    pub(crate) fn hand(&self, key: &[u8]) -> Hand {
+    /// What this lock's own release of `key`, marked `mark`, does for its waiters
+    /// (`rules/hand_off.rs`), asked before the release is sent: its message must say whether
+    /// the key is kept here. A release left to every process (`Yield`) is recorded as answered
+    /// here with nobody told: its message wakes only other processes' waiters, and this lock's
+    /// are woken a round trip later ([`wake_after_yield`](WaitList::wake_after_yield)).
+    pub(crate) fn hand(&self, key: &[u8], mark: &[u8]) -> Hand {
         // Nobody waits (the common release): no lock taken.
         if self.waiting.load(Ordering::Acquire) == 0 {
             return Hand::Share;
@@ -344,7 +347,19 @@ impl WaitList {
             Hand::Keep => queue.kept_since.or_else(|| Some(Instant::now())),
             Hand::Share | Hand::Yield => None,
         };
+        if hand == Hand::Yield {
+            queue.answer(mark, None);
+        }
         hand
+    }
+
+    /// Wakes the heads of `key` after this lock's own release of it was left to every process
+    /// (`Hand::Yield`), once the other processes' waiters, woken by its message, have had a
+    /// round trip to take it first; whoever did, this lock's head is refused and sleeps on.
+    pub(crate) fn wake_after_yield(&self, key: &[u8]) {
+        if let Some(queue) = self.queues().by_key.get(key) {
+            queue.wake_heads(key);
+        }
     }
 
     /// Wakes one of `key`'s heads, the waiters that contend: its lock was released (here, or by
@@ -709,20 +724,39 @@ mod tests {
     async fn a_kept_release_wakes_nobody_here_and_a_key_kept_50_ms_is_left_to_all() {
         let list = Arc::new(WaitList::default());
         let k = Keys::One(Arc::from(&b"k"[..]));
-        assert_eq!(list.hand(b"k"), Hand::Share, "nobody waits here");
+        assert_eq!(
+            list.hand(b"k", b"0000aaaa"),
+            Hand::Share,
+            "nobody waits here"
+        );
         let (head, _) = list.join(&[], Duration::from_secs(1), &k, 1, false);
 
-        assert_eq!(list.hand(b"k"), Hand::Keep);
-        assert_eq!(list.hand(b"k"), Hand::Keep);
+        assert_eq!(list.hand(b"k", b"0000aaaa"), Hand::Keep);
+        assert_eq!(list.hand(b"k", b"0000aaaa"), Hand::Keep);
         // As if kept since 50 ms ago.
         let since = Instant::now().checked_sub(KEEP_FOR).unwrap();
         list.queues().by_key.get_mut(&b"k"[..]).unwrap().kept_since = Some(since);
-        assert_eq!(list.hand(b"k"), Hand::Yield, "kept 50 ms in a row");
-        assert_eq!(list.hand(b"k"), Hand::Keep, "a new turn");
+        assert_eq!(
+            list.hand(b"k", b"0000bbbb"),
+            Hand::Yield,
+            "kept 50 ms in a row"
+        );
+        list.wake(b"k", b"0000bbbb");
+        assert!(
+            !woken(&head),
+            "a release left to all wakes nobody here by its message"
+        );
+        list.wake_after_yield(b"k");
+        assert!(woken(&head), "but a round trip later");
+        assert_eq!(list.hand(b"k", b"0000aaaa"), Hand::Keep, "a new turn");
         let trying = head.trying();
-        assert_eq!(list.hand(b"k"), Hand::Share, "the head is trying");
+        assert_eq!(
+            list.hand(b"k", b"0000aaaa"),
+            Hand::Share,
+            "the head is trying"
+        );
         trying.answered();
-        assert_eq!(list.hand(b"k"), Hand::Keep);
+        assert_eq!(list.hand(b"k", b"0000aaaa"), Hand::Keep);
 
         list.wake(b"k", b"0123abcd+");
         assert!(!woken(&head), "kept elsewhere");

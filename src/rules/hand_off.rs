@@ -6,8 +6,11 @@
 //! nodes answer, and its `SET NX` follows the release on each connection (`round/release.rs`).
 //! Other processes' waiters, woken by the message, could only be refused, and would be busy
 //! trying meanwhile, deaf to the next release. So a kept release's message says so, and they
-//! sleep on. Kept for [`KEEP_FOR`] in a row, the next release is left to everyone: nobody here
-//! is woken first, so each process's waiters race for it, by the message, on equal terms.
+//! sleep on. Kept for [`KEEP_FOR`] in a row, the next release is left to everyone: the other
+//! processes' waiters race for it, by the message, and this one's waiter is woken a round trip
+//! later ([`yield_pause`]), so that it only takes a key nobody else wanted. (Woken by the
+//! message too, it won nearly every such race: it subscribed first, and its requests went
+//! out first; in a test here a waiter elsewhere waited from 0.2 s to over 20 s for a turn.)
 
 use std::time::Duration;
 
@@ -25,8 +28,8 @@ pub(crate) enum Hand {
     /// No idle waiter here: one here is told (it tries after its attempt under way) and every
     /// process's waiters are woken by the message.
     Share,
-    /// Kept here long enough: nobody here is woken first; the message wakes every process's
-    /// waiters, this one's included.
+    /// Kept here long enough: the message wakes other processes' waiters, and this one's is
+    /// woken a round trip later.
     Yield,
 }
 
@@ -38,6 +41,13 @@ pub(crate) fn hand(idle_here: bool, kept_for: Option<Duration>) -> Hand {
         Some(kept_for) if kept_for >= KEEP_FOR => Hand::Yield,
         _ => Hand::Keep,
     }
+}
+
+/// How long after its release was decided a process that left the key to every process
+/// (`Yield`) wakes its own waiter: as long as the release's round took, a round trip, which the
+/// others' waiters, woken by its message, need to send their requests; `KEEP_FOR` at most.
+pub(crate) fn yield_pause(release_took: Duration) -> Duration {
+    release_took.min(KEEP_FOR)
 }
 
 /// What a kept release's message ends with, after its mark: a mark is hex digits.
@@ -73,6 +83,15 @@ mod tests {
         assert_eq!(hand(true, Some(KEEP_FOR)), Hand::Yield);
         assert_eq!(hand(false, None), Hand::Share);
         assert_eq!(hand(false, Some(KEEP_FOR * 2)), Hand::Share);
+    }
+
+    #[test]
+    fn a_yield_pauses_one_round_trip_and_never_longer_than_a_turn() {
+        assert_eq!(
+            yield_pause(Duration::from_micros(150)),
+            Duration::from_micros(150)
+        );
+        assert_eq!(yield_pause(Duration::from_secs(8)), KEEP_FOR);
     }
 
     #[test]
