@@ -55,11 +55,7 @@ impl ReleaseCommand {
         match keys {
             Keys::One(key) => {
                 let (script, sha, suffix) = match wake {
-                    Some(hand) => (
-                        RELEASE_AND_WAKE,
-                        &*RELEASE_AND_WAKE_SHA,
-                        Some(kept_suffix(hand)),
-                    ),
+                    Some(hand) => (RELEASE_AND_WAKE, &*RELEASE_AND_WAKE_SHA, kept_suffix(hand)),
                     None => (RELEASE, &*RELEASE_SHA, None),
                 };
                 let mut command = sized(6, &[sha.as_bytes(), key, token.as_bytes()]);

@@ -62,11 +62,12 @@ pub(crate) fn read_message(message: &[u8]) -> (&[u8], bool) {
     }
 }
 
-/// What a release's script appends to the mark it publishes.
-pub(crate) fn kept_suffix(hand: Hand) -> &'static str {
+/// What a release's script appends to the mark it publishes, if anything: a release that
+/// keeps nothing sends no such argument (the uncontended release among them).
+pub(crate) fn kept_suffix(hand: Hand) -> Option<&'static str> {
     match hand {
-        Hand::Keep => KEPT,
-        Hand::Share | Hand::Yield => "",
+        Hand::Keep => Some(KEPT),
+        Hand::Share | Hand::Yield => None,
     }
 }
 
@@ -96,13 +97,13 @@ mod tests {
 
     #[test]
     fn a_kept_message_is_its_mark_and_a_plus() {
-        let suffix = kept_suffix(Hand::Keep);
+        let suffix = kept_suffix(Hand::Keep).unwrap();
         let message = [b"0123abcd".as_slice(), suffix.as_bytes()].concat();
         assert_eq!(read_message(&message), (&b"0123abcd"[..], true));
         assert_eq!(read_message(b"0123abcd"), (&b"0123abcd"[..], false));
         assert_eq!(read_message(b""), (&b""[..], false));
-        assert_eq!(kept_suffix(Hand::Share), "");
-        assert_eq!(kept_suffix(Hand::Yield), "");
+        assert_eq!(kept_suffix(Hand::Share), None);
+        assert_eq!(kept_suffix(Hand::Yield), None);
     }
 
     proptest! {
@@ -110,7 +111,7 @@ mod tests {
         #[test]
         fn any_mark_reads_back(mark in "[0-9a-f]{0,8}", keep in any::<bool>()) {
             let hand = if keep { Hand::Keep } else { Hand::Share };
-            let message = format!("{mark}{}", kept_suffix(hand));
+            let message = format!("{mark}{}", kept_suffix(hand).unwrap_or_default());
             prop_assert_eq!(read_message(message.as_bytes()), (mark.as_bytes(), keep));
         }
     }
